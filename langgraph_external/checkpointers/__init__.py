@@ -1,0 +1,664 @@
+"""``ExternalCheckpointer``: a drop-in saver that records every checkpoint it stores.
+
+It wraps any :class:`~langgraph.checkpoint.base.BaseCheckpointSaver` (the official
+Postgres saver, ``InMemorySaver``, ``SqliteSaver``, ...). Reads and versioning are the
+wrapped saver's; every ``put``/``put_writes`` is first committed by the wrapped saver,
+then mirrored (exact serde bytes, metadata, parent, which task wrote what) as
+``checkpoint``/``writes`` events through the pipeline into the workspace and ledger.
+
+Optional capabilities are offered exactly when they work: ``prune`` when the wrapped
+saver has it, ``copy_thread`` and ``delete_for_runs`` when it has them or stores in the
+official Postgres tables (implemented here in SQL).
+
+Example:
+    >>> from langgraph.checkpoint.memory import InMemorySaver
+    >>> from langgraph_external.pipeline import Pipeline
+    >>> from langgraph_external.sinks.memory import InMemorySink
+    >>> sink = InMemorySink()
+    >>> saver = ExternalCheckpointer(InMemorySaver(), pipeline=Pipeline([sink]))
+    >>> sorted(saver.capabilities)
+    []
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_external.checkpointers import _postgres_ops as pg
+from langgraph_external.errors import InvalidThreadIdError, SerializationError
+from langgraph_external.events import Event, EventKind
+from langgraph_external.pipeline import Pipeline
+from langgraph_external.render import to_readable
+from langgraph_external.workspace import encode_ns, encode_thread_id, sha256_hex
+
+__all__ = ["ExternalCheckpointer"]
+
+_TASKS = "__pregel_tasks"
+_PULL = "~__pregel_pull"
+_PUSH = "~__pregel_push"
+_LRU = 2048
+
+
+def _overrides(saver: BaseCheckpointSaver[Any], method: str) -> bool:
+    impl = getattr(type(saver), method, None)
+    return impl is not None and impl is not getattr(BaseCheckpointSaver, method, None)
+
+
+class _Lru(OrderedDict[Any, Any]):
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > _LRU:
+            self.popitem(last=False)
+
+
+class ExternalCheckpointer(BaseCheckpointSaver[Any]):
+    """Wrap ``inner`` so every checkpoint and write it stores is recorded.
+
+    Args:
+        inner: the saver that stores and serves checkpoints.
+        pipeline: where events go (``External`` builds one; tests may pass their own).
+        reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
+
+    The instance's class is a subclass of ``ExternalCheckpointer`` that carries
+    exactly the optional methods that work for ``inner`` (see :attr:`capabilities`).
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Any:
+        caps = _capabilities_of(inner)
+        return super().__new__(_class_for(cls, caps))
+
+    def __init__(
+        self,
+        inner: BaseCheckpointSaver[Any],
+        *,
+        pipeline: Pipeline,
+        reject_nul: bool = True,
+    ) -> None:
+        if not isinstance(inner, BaseCheckpointSaver):
+            raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
+        # no super().__init__: serde is the inner saver's (see the property below)
+        self.inner = inner
+        self.pipeline = pipeline
+        self.reject_nul = reject_nul
+        self._task_path_arg = "task_path" in inspect.signature(inner.put_writes).parameters
+        self._async_native = {
+            m: _overrides(inner, m)
+            for m in ("aget_tuple", "alist", "aput", "aput_writes", "adelete_thread")
+        }
+        self._mirrored: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> True
+        self._writers: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [writer dicts]
+        self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [(sort key, node)]
+        self._parents: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> parent id
+
+    # -- delegated surface ---------------------------------------------------------------
+    @property  # type: ignore[override]
+    def serde(self) -> SerializerProtocol:
+        """The wrapped saver's serializer (one serializer, never two)."""
+        return self.inner.serde
+
+    @serde.setter
+    def serde(self, value: SerializerProtocol) -> None:
+        self.inner.serde = value
+
+    @property
+    def config_specs(self) -> list[Any]:
+        """The wrapped saver's configuration specs."""
+        return list(self.inner.config_specs)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The wrapped saver's versioning (string versions for the Postgres savers)."""
+        return self.inner.get_next_version(current, channel)
+
+    def with_allowlist(self, extra_allowlist: Any) -> ExternalCheckpointer:
+        """Wrap the wrapped saver's allow-listed clone; share this recorder's pipeline."""
+        inner = self.inner.with_allowlist(extra_allowlist)
+        if inner is self.inner:
+            return self
+        return ExternalCheckpointer(inner, pipeline=self.pipeline, reject_nul=self.reject_nul)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Delegated to the wrapped saver."""
+        return self.inner.get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Delegated to the wrapped saver."""
+        return self.inner.list(config, filter=filter, before=before, limit=limit)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
+        if self._async_native["aget_tuple"]:
+            return await self.inner.aget_tuple(config)
+        return await asyncio.to_thread(self.inner.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
+        if self._async_native["alist"]:
+            async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
+                yield tup
+            return
+        items = await asyncio.to_thread(
+            lambda: list(self.inner.list(config, filter=filter, before=before, limit=limit))
+        )
+        for tup in items:
+            yield tup
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Delegated to the wrapped saver (its storage-aware walk)."""
+        return self.inner.get_delta_channel_history(config=config, channels=channels)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Delegated to the wrapped saver."""
+        if _overrides(self.inner, "aget_delta_channel_history") or self._async_native["aget_tuple"]:
+            return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        return await asyncio.to_thread(
+            self.inner.get_delta_channel_history, config=config, channels=channels
+        )
+
+    # -- recorded writes -----------------------------------------------------------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store through the wrapped saver, then record the checkpoint."""
+        event = self._checkpoint_event(config, checkpoint, metadata, new_versions)
+        next_config = self.inner.put(config, checkpoint, metadata, new_versions)
+        self._record_put(event)
+        return next_config
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of :meth:`put`."""
+        event = self._checkpoint_event(config, checkpoint, metadata, new_versions)
+        if self._async_native["aput"]:
+            next_config = await self.inner.aput(config, checkpoint, metadata, new_versions)
+        else:
+            next_config = await asyncio.to_thread(
+                self.inner.put, config, checkpoint, metadata, new_versions
+            )
+        self._record_put(event)
+        return next_config
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store through the wrapped saver, then record which task wrote what."""
+        event = self._writes_event(config, writes, task_id, task_path)
+        if self._task_path_arg:
+            self.inner.put_writes(config, writes, task_id, task_path)
+        else:
+            self.inner.put_writes(config, writes, task_id)
+        self._record_writes(event, writes)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of :meth:`put_writes`."""
+        event = self._writes_event(config, writes, task_id, task_path)
+        args: tuple[Any, ...] = (config, writes, task_id)
+        if self._task_path_arg:
+            args = (*args, task_path)
+        if self._async_native["aput_writes"]:
+            await self.inner.aput_writes(*args)
+        else:
+            await asyncio.to_thread(self.inner.put_writes, *args)
+        self._record_writes(event, writes)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread in the saver, the ledger and the workspace; leave a tombstone."""
+        tid = self._thread_id(thread_id)
+        self.pipeline.flush()
+        self.inner.delete_thread(thread_id)
+        self._forget(tid)
+        self.pipeline.emit(_tombstone(tid))
+        self.pipeline.flush()
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of :meth:`delete_thread`."""
+        tid = self._thread_id(thread_id)
+        await asyncio.to_thread(self.pipeline.flush)
+        if self._async_native["adelete_thread"]:
+            await self.inner.adelete_thread(thread_id)
+        else:
+            await asyncio.to_thread(self.inner.delete_thread, thread_id)
+        self._forget(tid)
+        self.pipeline.emit(_tombstone(tid))
+        await asyncio.to_thread(self.pipeline.flush)
+
+    # -- event building ------------------------------------------------------------------
+    def _thread_id(self, value: Any) -> str:
+        if isinstance(value, bytes) or value is None:
+            raise InvalidThreadIdError(f"thread id must be a str (or str()-able), got {value!r}")
+        tid = str(value)
+        if tid == "":
+            raise InvalidThreadIdError("thread id must not be empty")
+        if self.reject_nul and "\x00" in tid:
+            raise InvalidThreadIdError(
+                f"thread id {tid!r} contains NUL, which PostgreSQL text cannot store"
+            )
+        try:
+            tid.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidThreadIdError(f"thread id {tid!r} is not valid Unicode text") from exc
+        return tid
+
+    def _dump(self, value: Any, what: str) -> tuple[str, bytes]:
+        try:
+            return self.serde.dumps_typed(value)
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot serialize {what} ({type(value).__name__}): {exc}. Nothing was stored."
+            ) from exc
+
+    def _checkpoint_event(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Event:
+        conf = config["configurable"]
+        tid = self._thread_id(conf.get("thread_id"))
+        ns = conf.get("checkpoint_ns", "") or ""
+        parent = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        values = checkpoint["channel_values"]
+        # mirror only what changed unless the parent was never mirrored by us
+        full = parent is not None and (tid, ns, parent) not in self._mirrored
+        channels = (
+            dict(checkpoint["channel_versions"]) if full else dict(new_versions)
+        )
+        refs: dict[str, Any] = {}
+        attachments: dict[str, bytes] = {}
+        size = 0
+        for ch, ver in channels.items():
+            if ch in values:
+                typ, data = self._dump(values[ch], f"channel {ch!r}")
+                digest = sha256_hex(data)
+                attachments[f"checkpoints/blobs/{digest}"] = data
+                refs[ch] = {"version": ver, "type": typ, "sha256": digest, "size": len(data)}
+                size += len(data)
+            else:
+                refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
+        md = to_readable(dict(metadata))
+        step = metadata.get("step")
+        return Event(
+            kind=EventKind.CHECKPOINT.value,
+            thread_id=tid,
+            checkpoint_ns=ns,
+            checkpoint_id=cid,
+            name=metadata.get("source"),
+            step=step if isinstance(step, int) else None,
+            run_id=_str_or_none(metadata.get("run_id")),
+            payload={
+                "parent_checkpoint_id": parent,
+                "source": metadata.get("source"),
+                "metadata": md,
+                "checkpoint": {
+                    "v": checkpoint.get("v"),
+                    "id": cid,
+                    "ts": checkpoint.get("ts"),
+                    "channel_versions": dict(checkpoint["channel_versions"]),
+                    "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
+                    "updated_channels": sorted(checkpoint.get("updated_channels") or []),
+                },
+                "channels": refs,
+                "full": full,
+                "size": size,
+                "path": _checkpoint_relpath(tid, ns, cid),
+            },
+            attachments=attachments,
+        )
+
+    def _record_put(self, event: Event) -> None:
+        tid, ns, cid = event.thread_id, event.checkpoint_ns, event.checkpoint_id
+        parent = event.payload["parent_checkpoint_id"]
+        writers = self._writers.pop((tid, ns, parent), []) if parent else []
+        payload = dict(event.payload)
+        payload["writers"] = writers
+        nodes = sorted({w["node"] for w in writers if w.get("node")})
+        self._mirrored.put((tid, ns, cid), True)
+        if parent:
+            self._parents.put((tid, ns, cid), parent)
+        self.pipeline.emit(
+            event.replace(payload=payload, node=nodes[0] if len(nodes) == 1 else None)
+        )
+
+    def _writes_event(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Event:
+        conf = config["configurable"]
+        tid = self._thread_id(conf.get("thread_id"))
+        ns = conf.get("checkpoint_ns", "") or ""
+        cid = conf.get("checkpoint_id")
+        refs = []
+        attachments: dict[str, bytes] = {}
+        for idx, (channel, value) in enumerate(writes):
+            typ, data = self._dump(value, f"write to {channel!r}")
+            digest = sha256_hex(data)
+            attachments[f"checkpoints/blobs/{digest}"] = data
+            refs.append(
+                {
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": channel,
+                    "type": typ,
+                    "sha256": digest,
+                    "size": len(data),
+                }
+            )
+        node = self._node_of(tid, ns, cid, task_path)
+        return Event(
+            kind=EventKind.WRITES.value,
+            thread_id=tid,
+            checkpoint_ns=ns,
+            checkpoint_id=cid,
+            task_id=str(task_id),
+            node=node,
+            name=node,
+            payload={"task_path": task_path, "writes": refs},
+            attachments=attachments,
+        )
+
+    def _record_writes(self, event: Event, writes: Sequence[tuple[str, Any]]) -> None:
+        key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
+        task_path = event.payload["task_path"]
+        writer = {"task_id": event.task_id, "task_path": task_path, "node": event.node}
+        known = self._writers.get(key)
+        if known is None:
+            self._writers.put(key, [writer])
+        elif all(w["task_id"] != event.task_id for w in known):
+            known.append(writer)
+        sends = [
+            ((task_path, event.task_id, i), getattr(v, "node", None))
+            for i, (ch, v) in enumerate(writes)
+            if ch == _TASKS
+        ]
+        if sends:
+            held = self._sends.get(key) or []
+            self._sends.put(key, held + sends)
+        self.pipeline.emit(event)
+
+    def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:
+        parts = [p.strip() for p in task_path.split(",")] if task_path else []
+        if not parts:
+            return None
+        if parts[0] == _PULL and len(parts) > 1:
+            return parts[1]
+        if parts[0] == _PUSH and len(parts) > 1 and cid is not None:
+            parent = self._parents.get((tid, ns, cid))
+            sends = self._sends.get((tid, ns, parent)) if parent else None
+            if sends:
+                try:
+                    return sorted(sends)[int(parts[1])][1]
+                except (ValueError, IndexError):
+                    return None
+        return None
+
+    def _forget(self, tid: str) -> None:
+        for cache in (self._mirrored, self._writers, self._sends, self._parents):
+            for key in [k for k in cache if k[0] == tid]:
+                del cache[key]
+
+
+def _tombstone(tid: str) -> Event:
+    return Event(
+        kind=EventKind.THREAD_DELETED.value,
+        thread_id=tid,
+        status="deleted",
+        payload={"thread_id": tid},
+    )
+
+
+def _str_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _checkpoint_relpath(tid: str, ns: str, cid: str) -> str:
+    return f"threads/{encode_thread_id(tid)}/checkpoints/{encode_ns(ns)}/{cid}.json"
+
+
+# -- optional capabilities ---------------------------------------------------------------
+class _PruneMixin(ExternalCheckpointer):
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune in the wrapped saver and remove the pruned checkpoints' mirrors."""
+        before = {t: self._ids(t) for t in thread_ids}
+        self.pipeline.flush()
+        self.inner.prune(thread_ids, strategy=strategy)
+        for t in thread_ids:
+            self._emit_removed(t, before[t], self._ids(t), EventKind.THREAD_PRUNED, strategy)
+        self.pipeline.flush()
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async twin of :meth:`prune`."""
+        before = {t: await self._aids(t) for t in thread_ids}
+        await asyncio.to_thread(self.pipeline.flush)
+        if _overrides(self.inner, "aprune"):
+            await self.inner.aprune(thread_ids, strategy=strategy)
+        else:
+            await asyncio.to_thread(self.inner.prune, thread_ids, strategy=strategy)
+        for t in thread_ids:
+            after = await self._aids(t)
+            self._emit_removed(t, before[t], after, EventKind.THREAD_PRUNED, strategy)
+        await asyncio.to_thread(self.pipeline.flush)
+
+    def _ids(self, thread_id: str) -> dict[str, set[str]]:
+        if pg.is_postgres_saver(self.inner) and not pg.is_async_postgres_saver(self.inner):
+            return pg.list_checkpoint_ids(self.inner, thread_id)
+        out: dict[str, set[str]] = {}
+        for tup in self.inner.list({"configurable": {"thread_id": thread_id}}):
+            c = tup.config["configurable"]
+            out.setdefault(c.get("checkpoint_ns", ""), set()).add(c["checkpoint_id"])
+        return out
+
+    async def _aids(self, thread_id: str) -> dict[str, set[str]]:
+        if pg.is_async_postgres_saver(self.inner):
+            return await pg.alist_checkpoint_ids(self.inner, thread_id)
+        return await asyncio.to_thread(self._ids, thread_id)
+
+    def _emit_removed(
+        self,
+        thread_id: str,
+        before: dict[str, set[str]],
+        after: dict[str, set[str]],
+        kind: EventKind,
+        detail: str,
+    ) -> None:
+        removed = {
+            ns: sorted(ids - after.get(ns, set())) for ns, ids in before.items()
+        }
+        removed = {ns: ids for ns, ids in removed.items() if ids}
+        if not removed:
+            return
+        tid = str(thread_id)
+        for ns, ids in removed.items():
+            for cid in ids:
+                self._mirrored.pop((tid, ns, cid), None)
+        self.pipeline.emit(
+            Event(
+                kind=kind.value,
+                thread_id=tid,
+                name=detail,
+                payload={"removed": removed, "count": sum(len(v) for v in removed.values())},
+            )
+        )
+
+
+class _CopyThreadMixin(ExternalCheckpointer):
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread, in the saver and in the record."""
+        src = self._thread_id(source_thread_id)
+        dst = self._thread_id(target_thread_id)
+        self.pipeline.flush()
+        if _overrides(self.inner, "copy_thread"):
+            self.inner.copy_thread(source_thread_id, target_thread_id)
+        else:
+            pg.copy_thread(self.inner, src, dst)
+        self.pipeline.emit(_copied(src, dst))
+        self.pipeline.flush()
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async twin of :meth:`copy_thread`."""
+        src = self._thread_id(source_thread_id)
+        dst = self._thread_id(target_thread_id)
+        await asyncio.to_thread(self.pipeline.flush)
+        if _overrides(self.inner, "acopy_thread"):
+            await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        elif _overrides(self.inner, "copy_thread"):
+            await asyncio.to_thread(self.inner.copy_thread, source_thread_id, target_thread_id)
+        elif pg.is_async_postgres_saver(self.inner):
+            await pg.acopy_thread(self.inner, src, dst)
+        else:
+            await asyncio.to_thread(pg.copy_thread, self.inner, src, dst)
+        self.pipeline.emit(_copied(src, dst))
+        await asyncio.to_thread(self.pipeline.flush)
+
+
+def _copied(src: str, dst: str) -> Event:
+    return Event(
+        kind=EventKind.THREAD_COPIED.value,
+        thread_id=dst,
+        name=src,
+        payload={"source_thread_id": src},
+    )
+
+
+class _DeleteForRunsMixin(ExternalCheckpointer):
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs' checkpoints and writes in the saver and in the record."""
+        self.pipeline.flush()
+        if _overrides(self.inner, "delete_for_runs"):
+            before = self._run_ids(run_ids)
+            self.inner.delete_for_runs(run_ids)
+            removed = before
+        else:
+            removed = pg.delete_for_runs(self.inner, run_ids)
+        self._emit_runs_deleted(removed, run_ids)
+        self.pipeline.flush()
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async twin of :meth:`delete_for_runs`."""
+        await asyncio.to_thread(self.pipeline.flush)
+        if _overrides(self.inner, "adelete_for_runs"):
+            removed = await asyncio.to_thread(self._run_ids, run_ids)
+            await self.inner.adelete_for_runs(run_ids)
+        elif pg.is_async_postgres_saver(self.inner):
+            removed = await pg.adelete_for_runs(self.inner, run_ids)
+        else:
+            removed = await asyncio.to_thread(pg.delete_for_runs, self.inner, run_ids)
+        self._emit_runs_deleted(removed, run_ids)
+        await asyncio.to_thread(self.pipeline.flush)
+
+    def _run_ids(self, run_ids: Sequence[str]) -> pg.Removed:
+        wanted = {str(r) for r in run_ids}
+        out: pg.Removed = {}
+        for tup in self.inner.list(None):
+            if str(tup.metadata.get("run_id")) in wanted:
+                c = tup.config["configurable"]
+                out.setdefault(c["thread_id"], {}).setdefault(
+                    c.get("checkpoint_ns", ""), []
+                ).append(c["checkpoint_id"])
+        return out
+
+    def _emit_runs_deleted(self, removed: pg.Removed, run_ids: Sequence[str]) -> None:
+        for tid, by_ns in removed.items():
+            for ns, ids in by_ns.items():
+                for cid in ids:
+                    self._mirrored.pop((tid, ns, cid), None)
+            self.pipeline.emit(
+                Event(
+                    kind=EventKind.RUNS_DELETED.value,
+                    thread_id=tid,
+                    payload={
+                        "run_ids": [str(r) for r in run_ids],
+                        "removed": {ns: sorted(ids) for ns, ids in by_ns.items()},
+                    },
+                )
+            )
+
+
+_MIXINS: dict[str, type[ExternalCheckpointer]] = {
+    "prune": _PruneMixin,
+    "copy_thread": _CopyThreadMixin,
+    "delete_for_runs": _DeleteForRunsMixin,
+}
+_CLASSES: dict[tuple[type, frozenset[str]], type] = {}
+
+
+def _capabilities_of(inner: BaseCheckpointSaver[Any]) -> frozenset[str]:
+    caps = set()
+    if _overrides(inner, "prune") or _overrides(inner, "aprune"):
+        caps.add("prune")
+    postgres = pg.is_postgres_saver(inner)
+    for cap in ("copy_thread", "delete_for_runs"):
+        if _overrides(inner, cap) or _overrides(inner, "a" + cap) or postgres:
+            caps.add(cap)
+    return frozenset(caps)
+
+
+def _class_for(base: type, caps: frozenset[str]) -> type:
+    key = (base, caps)
+    if key not in _CLASSES:
+        if not caps:
+            _CLASSES[key] = base
+        else:
+            bases = tuple(_MIXINS[c] for c in sorted(caps))
+            name = f"{base.__name__}[{','.join(sorted(caps))}]"
+            cls = type(name, (*bases, base), {"capabilities": caps, "__module__": base.__module__})
+            _CLASSES[key] = cls
+    return _CLASSES[key]

@@ -1,0 +1,46 @@
+"""Typed errors raised by langgraph-external.
+
+Every error the package raises on purpose derives from :class:`ExternalError`, so an
+application can catch the whole family with one ``except`` clause.
+"""
+
+from __future__ import annotations
+
+
+class ExternalError(Exception):
+    """Base class of every error raised by langgraph-external."""
+
+
+class ConfigurationError(ExternalError, ValueError):
+    """The package was configured with a value it cannot use (bad schema name, URL, ...)."""
+
+
+class InvalidThreadIdError(ExternalError, ValueError):
+    """A thread id cannot be recorded (wrong type, empty, or not valid text)."""
+
+
+class SerializationError(ExternalError, TypeError):
+    """A checkpoint or write holds a value the serializer cannot encode.
+
+    Raised *before* anything is stored, so the thread is left exactly as it was.
+    """
+
+
+class LedgerUnavailableError(ExternalError, ConnectionError):
+    """The Postgres ledger cannot be reached (wrong DSN, server down, refused)."""
+
+
+class WorkspaceError(ExternalError, OSError):
+    """The workspace cannot be written (read-only, missing, unsupported URL)."""
+
+
+class SinkError(ExternalError):
+    """A sink failed to persist events. Raised in strict mode, recorded otherwise."""
+
+
+class ChainConflictError(SinkError):
+    """The ledger already holds a different event at the same (thread, seq).
+
+    Two writers recorded the same thread concurrently, or the workspace and the
+    ledger diverged. Nothing is overwritten.
+    """

@@ -1,0 +1,207 @@
+"""The event envelope: one immutable, versioned record of something the app did.
+
+Sources (the checkpointer, later the callback handler, the guard, the memory adapter)
+build :class:`Event` objects; processors fill in redaction counts, artifact references,
+``seq`` and the ``prev``/``hash`` chain; sinks persist them.
+
+Example:
+    >>> e = Event.new("checkpoint", "thread-1", payload={"step": 0})
+    >>> e.kind, e.thread_id, e.seq is None
+    ('checkpoint', 'thread-1', True)
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+SCHEMA_VERSION = 1
+"""Version of the envelope layout; stored with every event as ``v``."""
+
+
+class EventKind(str, Enum):
+    """Names of the event kinds. Stable: they are stored and queried."""
+
+    RUN_START = "run_start"
+    RUN_END = "run_end"
+    NODE_START = "node_start"
+    NODE_END = "node_end"
+    CHECKPOINT = "checkpoint"
+    WRITES = "writes"
+    TOOL_START = "tool_start"
+    TOOL_END = "tool_end"
+    TOOL_ERROR = "tool_error"
+    LLM_START = "llm_start"
+    LLM_END = "llm_end"
+    RETRIEVAL = "retrieval"
+    MEMORY_SEARCH = "memory_search"
+    MEMORY_ADD = "memory_add"
+    MEMORY_UPDATE = "memory_update"
+    MEMORY_DELETE = "memory_delete"
+    MEMORY_ERASE = "memory_erase"
+    INTERRUPT = "interrupt"
+    RESUME = "resume"
+    POLICY_VIOLATION = "policy_violation"
+    THREAD_DELETED = "thread_deleted"
+    THREAD_COPIED = "thread_copied"
+    RUNS_DELETED = "runs_deleted"
+    THREAD_PRUNED = "thread_pruned"
+    ERROR = "error"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One record in a thread's timeline.
+
+    ``seq``, ``prev`` and ``hash`` are ``None`` until the sequencing processor has run.
+    ``attachments`` maps sha256 hex digests to exact bytes (serde payloads, raw tool
+    responses); they are written to the workspace and referenced from ``payload``, and
+    are covered by the hash through those references.
+    """
+
+    kind: str
+    thread_id: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    ts: datetime = field(default_factory=_utcnow)
+    event_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    name: str | None = None
+    status: str | None = None
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
+    root_run_id: str | None = None
+    node: str | None = None
+    step: int | None = None
+    task_id: str | None = None
+    duration_ms: float | None = None
+    raw: bytes | None = None
+    artifact: str | None = None
+    redactions: int = 0
+    seq: int | None = None
+    prev: str | None = None
+    hash: str | None = None
+    v: int = SCHEMA_VERSION
+    attachments: Mapping[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def new(cls, kind: str | EventKind, thread_id: str, **fields: Any) -> Event:
+        """Build an unsequenced event.
+
+        Example:
+            >>> Event.new(EventKind.ERROR, "t", status="error").kind
+            'error'
+        """
+        k = kind.value if isinstance(kind, EventKind) else kind
+        return cls(kind=k, thread_id=thread_id, **fields)
+
+    def replace(self, **changes: Any) -> Event:
+        """Return a copy with ``changes`` applied (events are immutable)."""
+        return dataclasses.replace(self, **changes)
+
+    def envelope(self) -> dict[str, Any]:
+        """The JSON form stored in ``events.jsonl`` (everything but attachments)."""
+        return {
+            "v": self.v,
+            "seq": self.seq,
+            "ts": self.ts.isoformat(),
+            "event_id": self.event_id,
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.status,
+            "thread_id": self.thread_id,
+            "checkpoint_ns": self.checkpoint_ns,
+            "checkpoint_id": self.checkpoint_id,
+            "run_id": self.run_id,
+            "parent_run_id": self.parent_run_id,
+            "root_run_id": self.root_run_id,
+            "node": self.node,
+            "step": self.step,
+            "task_id": self.task_id,
+            "duration_ms": self.duration_ms,
+            "payload": self.payload,
+            "raw": base64.b64encode(self.raw).decode() if self.raw is not None else None,
+            "artifact": self.artifact,
+            "redactions": self.redactions,
+            "prev": self.prev,
+            "hash": self.hash,
+        }
+
+    @classmethod
+    def from_envelope(cls, data: Mapping[str, Any]) -> Event:
+        """Rebuild an event from its stored JSON form (inverse of :meth:`envelope`)."""
+        raw = data.get("raw")
+        return cls(
+            v=int(data.get("v", SCHEMA_VERSION)),
+            seq=data.get("seq"),
+            ts=datetime.fromisoformat(data["ts"]),
+            event_id=data["event_id"],
+            kind=data["kind"],
+            name=data.get("name"),
+            status=data.get("status"),
+            thread_id=data["thread_id"],
+            checkpoint_ns=data.get("checkpoint_ns") or "",
+            checkpoint_id=data.get("checkpoint_id"),
+            run_id=data.get("run_id"),
+            parent_run_id=data.get("parent_run_id"),
+            root_run_id=data.get("root_run_id"),
+            node=data.get("node"),
+            step=data.get("step"),
+            task_id=data.get("task_id"),
+            duration_ms=data.get("duration_ms"),
+            payload=data.get("payload") or {},
+            raw=base64.b64decode(raw) if raw is not None else None,
+            artifact=data.get("artifact"),
+            redactions=int(data.get("redactions") or 0),
+            prev=data.get("prev"),
+            hash=data.get("hash"),
+        )
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON text: sorted keys, no whitespace, UTF-8 kept as is."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def compute_hash(envelope: Mapping[str, Any]) -> str:
+    """sha256 of the canonical envelope without its own ``hash`` field.
+
+    Example:
+        >>> env = Event.new("error", "t").replace(seq=1).envelope()
+        >>> len(compute_hash(env))
+        64
+    """
+    body = {k: v for k, v in envelope.items() if k != "hash"}
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def verify_chain(envelopes: list[Mapping[str, Any]]) -> None:
+    """Check that ``envelopes`` (one thread, in order) form a valid gap-free hash chain.
+
+    Raises:
+        ValueError: naming the first ``seq`` at which the chain breaks.
+    """
+    prev: str | None = None
+    expected = None
+    for env in envelopes:
+        seq = env["seq"]
+        if expected is not None and seq != expected:
+            raise ValueError(f"gap in sequence: expected seq {expected}, found {seq}")
+        if expected is not None and env["prev"] != prev:
+            raise ValueError(f"seq {seq}: prev does not match the hash of seq {seq - 1}")
+        if compute_hash(env) != env["hash"]:
+            raise ValueError(f"seq {seq}: hash does not match the event's content")
+        prev = env["hash"]
+        expected = seq + 1

@@ -1,0 +1,274 @@
+"""``External``: the facade that wires Postgres, the workspace and the checkpointer together.
+
+Example:
+    >>> from langgraph_external import External                       # doctest: +SKIP
+    >>> with External(workspace="./agent_workspace") as ext:            # doctest: +SKIP
+    ...     graph = builder.compile(checkpointer=ext.checkpointer)
+    ...     graph.invoke(inputs, ext.config("thread-42"))
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from langgraph_external import ledger
+from langgraph_external._nolock import NoLock
+from langgraph_external.checkpointers import ExternalCheckpointer
+from langgraph_external.embedded import EmbeddedPostgres
+from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+from langgraph_external.pipeline import Pipeline
+from langgraph_external.processors import Redactor
+from langgraph_external.sinks.base import Sink
+from langgraph_external.sinks.postgres import LedgerSink
+from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external.workspace import Workspace
+
+_SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+class External:
+    """Record a LangGraph app into Postgres and a file workspace.
+
+    Args:
+        dsn: PostgreSQL connection string. ``None`` reads ``LGX_DSN``; if that is unset
+            too, an embedded PostgreSQL is started under ``embedded_dir``.
+        workspace: local directory or fsspec URL of the workspace.
+        schema: ledger schema name.
+        strict: raise on any recording failure instead of spooling and continuing.
+        redactor: callable applied to every recorded payload and readable view.
+        offload_threshold: payloads larger than this many bytes become artifacts.
+        spool_dir: local directory for batches a sink could not take yet.
+        embedded_dir: data directory of the embedded server (default
+            ``<workspace>/.lgx/pgdata`` for a local workspace).
+        fsync: fsync workspace files as they are written.
+        pool_size: most connections the checkpointer uses at once.
+        inner: a saver to wrap instead of the official Postgres saver.
+        extra_sinks: more sinks after the workspace and the ledger (e.g. an exporter).
+
+    Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
+    :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        workspace: str | os.PathLike[str] = "./agent_workspace",
+        *,
+        schema: str = ledger.DEFAULT_SCHEMA,
+        strict: bool = False,
+        redactor: Redactor | None = None,
+        offload_threshold: int = 64 * 1024,
+        spool_dir: str | os.PathLike[str] | None = None,
+        embedded_dir: str | os.PathLike[str] | None = None,
+        fsync: bool = False,
+        pool_size: int = 8,
+        storage_options: dict[str, Any] | None = None,
+        inner: BaseCheckpointSaver[Any] | None = None,
+        extra_sinks: Sequence[Sink] = (),
+    ) -> None:
+        self.schema = ledger.validate_schema(schema)
+        self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
+        self.dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
+        self.strict = strict
+        self.redactor = redactor
+        self.offload_threshold = offload_threshold
+        self.spool_dir = spool_dir
+        self.pool_size = pool_size
+        self._inner_given = inner
+        self._extra_sinks = list(extra_sinks)
+        self._embedded: EmbeddedPostgres | None = None
+        if self.dsn is None:
+            if embedded_dir is None:
+                if not self.workspace.is_local:
+                    raise ConfigurationError(
+                        "a remote workspace needs dsn=... or embedded_dir=... for Postgres"
+                    )
+                embedded_dir = Path(self.workspace.root) / ".lgx" / "pgdata"
+            self._embedded = EmbeddedPostgres(embedded_dir)
+        self._pool: ConnectionPool[Any] | None = None
+        self._apool: AsyncConnectionPool[Any] | None = None
+        self._checkpointer: ExternalCheckpointer | None = None
+        self.pipeline: Pipeline | None = None
+        self._is_setup = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def _prepare(self) -> str:
+        """Everything both setups share: server, workspace, ledger, pipeline."""
+        if self._embedded is not None:
+            self.dsn = self._embedded.start()
+        assert self.dsn is not None
+        self.workspace.check_writable()
+        try:
+            with ledger.connect(self.dsn, autocommit=True) as conn:
+                ledger.setup(conn, self.schema)
+        except psycopg.Error as exc:
+            raise LedgerUnavailableError(f"cannot set up the ledger: {exc}") from exc
+        ws_sink = WorkspaceSink(self.workspace, redactor=self.redactor)
+        self.pipeline = Pipeline(
+            [ws_sink, LedgerSink(self.dsn, self.schema), *self._extra_sinks],
+            redactor=self.redactor,
+            offload_threshold=self.offload_threshold,
+            strict=self.strict,
+            spool_dir=self.spool_dir,
+        )
+        self._ws_sink = ws_sink
+        return self.dsn
+
+    def setup(self) -> External:
+        """Start what is needed, run migrations, and build the sync checkpointer.
+
+        Raises:
+            LedgerUnavailableError: Postgres cannot be reached.
+            WorkspaceError: the workspace is not writable.
+        """
+        if self._is_setup:
+            return self
+        try:
+            dsn = self._prepare()
+            inner = self._inner_given
+            if inner is None:
+                from langgraph.checkpoint.postgres import PostgresSaver
+
+                self._pool = ConnectionPool(
+                    dsn,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    kwargs=dict(_SAVER_CONN_KWARGS),
+                    open=True,
+                )
+                saver = PostgresSaver(self._pool)  # type: ignore[arg-type]
+                saver.setup()
+                saver.lock = NoLock()  # type: ignore[assignment]
+                inner = saver
+            self._wrap(inner)
+        except BaseException:
+            self.close()
+            raise
+        self._is_setup = True
+        return self
+
+    async def asetup(self) -> External:
+        """Async :meth:`setup`: wraps the official async Postgres saver."""
+        if self._is_setup:
+            return self
+        import asyncio
+
+        try:
+            dsn = await asyncio.to_thread(self._prepare)
+            inner = self._inner_given
+            if inner is None:
+                from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+                self._apool = AsyncConnectionPool(
+                    dsn,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    kwargs=dict(_SAVER_CONN_KWARGS),
+                    open=False,
+                )
+                await self._apool.open()
+                saver = AsyncPostgresSaver(self._apool)  # type: ignore[arg-type]
+                await saver.setup()
+                saver.lock = NoLock()  # type: ignore[assignment]
+                inner = saver
+            self._wrap(inner)
+        except BaseException:
+            await self.aclose()
+            raise
+        self._is_setup = True
+        return self
+
+    def _wrap(self, inner: BaseCheckpointSaver[Any]) -> None:
+        assert self.pipeline is not None
+        self._ws_sink.serde = inner.serde
+        self._checkpointer = ExternalCheckpointer(inner, pipeline=self.pipeline)
+
+    def close(self) -> None:
+        """Flush every recorded event, close connections, stop the embedded server."""
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._embedded is not None:
+            self._embedded.stop()
+        self._is_setup = False
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        import asyncio
+
+        if self._apool is not None:
+            await self._apool.close()
+            self._apool = None
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> External:
+        return self.setup()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> External:
+        return await self.asetup()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- use ----------------------------------------------------------------------------
+    @property
+    def checkpointer(self) -> ExternalCheckpointer:
+        """The recording checkpointer to pass to ``builder.compile(checkpointer=...)``."""
+        if self._checkpointer is None:
+            raise ConfigurationError("call setup() (or use `with External(...)`) first")
+        return self._checkpointer
+
+    def config(
+        self,
+        thread_id: str,
+        *,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+        callbacks: Sequence[Any] = (),
+        **configurable: Any,
+    ) -> RunnableConfig:
+        """A ``RunnableConfig`` for ``thread_id`` with the package's callbacks attached.
+
+        Example:
+            >>> External.__new__(External).config("t-1")["configurable"]
+            {'thread_id': 't-1'}
+        """
+        conf: dict[str, Any] = {"thread_id": thread_id, **configurable}
+        if checkpoint_ns is not None:
+            conf["checkpoint_ns"] = checkpoint_ns
+        if checkpoint_id is not None:
+            conf["checkpoint_id"] = checkpoint_id
+        out: dict[str, Any] = {"configurable": conf}
+        if callbacks:
+            out["callbacks"] = list(callbacks)
+        return out  # type: ignore[return-value]
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until everything recorded so far is in the workspace and the ledger."""
+        return self.pipeline.flush(timeout) if self.pipeline is not None else True
+
+    def events(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's events from the ledger, in order (flushes first)."""
+        self.flush()
+        assert self.dsn is not None
+        with ledger.connect(self.dsn, options="-c timezone=UTC") as conn:
+            return ledger.fetch_events(conn, thread_id, self.schema)
+
+    def health(self) -> dict[str, Any]:
+        """Recording health: delivered events, failures, spooled batches."""
+        return self.pipeline.health() if self.pipeline is not None else {}

@@ -1,0 +1,275 @@
+"""The Postgres ledger: schema, versioned migrations, and the queries users run.
+
+All objects live in one schema (default ``langgraph_external``). Migrations are a plain
+list whose index is the version, recorded in ``<schema>.migrations``; :func:`setup`
+applies what is missing under a transaction-scoped advisory lock, so two processes may
+run it at the same time.
+
+Example (SQL a user runs)::
+
+    select seq, kind, node, step, payload
+    from langgraph_external.events
+    where thread_id = 'thread-42' order by seq;
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+
+DEFAULT_SCHEMA = "langgraph_external"
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+# Each entry is one version; never edit a released entry, append a new one.
+MIGRATIONS: list[str] = [
+    # v0: bookkeeping
+    """
+    create table if not exists {schema}.migrations (
+        v integer primary key,
+        applied_at timestamptz not null default now()
+    )
+    """,
+    # v1: threads, events, checkpoint index
+    """
+    create table if not exists {schema}.threads (
+        thread_id text primary key,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        last_seq bigint not null default 0,
+        last_hash text,
+        deleted_at timestamptz,
+        metadata jsonb not null default '{{}}'
+    );
+    create table if not exists {schema}.events (
+        thread_id text not null,
+        seq bigint not null,
+        event_id uuid not null,
+        v smallint not null,
+        ts timestamptz not null,
+        kind text not null,
+        name text,
+        status text,
+        checkpoint_ns text not null default '',
+        checkpoint_id text,
+        run_id text,
+        parent_run_id text,
+        root_run_id text,
+        node text,
+        step integer,
+        task_id text,
+        duration_ms double precision,
+        payload jsonb not null default '{{}}',
+        raw bytea,
+        artifact text,
+        redactions integer not null default 0,
+        prev text,
+        hash text not null,
+        primary key (thread_id, seq)
+    );
+    create index if not exists events_kind_ts_idx on {schema}.events (kind, ts);
+    create index if not exists events_name_ts_idx on {schema}.events (name, ts)
+        where name is not null;
+    create index if not exists events_run_idx on {schema}.events (run_id)
+        where run_id is not null;
+    create index if not exists events_checkpoint_idx on {schema}.events (thread_id, checkpoint_id)
+        where checkpoint_id is not null;
+    create index if not exists events_ts_idx on {schema}.events (ts);
+    create table if not exists {schema}.checkpoints (
+        thread_id text not null,
+        checkpoint_ns text not null default '',
+        checkpoint_id text not null,
+        parent_checkpoint_id text,
+        step integer,
+        source text,
+        run_id text,
+        task_ids text[] not null default '{{}}',
+        nodes text[] not null default '{{}}',
+        channels text[] not null default '{{}}',
+        created_at timestamptz not null,
+        size_bytes bigint not null default 0,
+        workspace_path text,
+        event_seq bigint,
+        primary key (thread_id, checkpoint_ns, checkpoint_id)
+    );
+    create index if not exists checkpoints_thread_created_idx
+        on {schema}.checkpoints (thread_id, created_at);
+    create index if not exists checkpoints_run_idx on {schema}.checkpoints (run_id)
+        where run_id is not null;
+    """,
+    # v2: readable views
+    """
+    create or replace view {schema}.thread_summary as
+    select t.thread_id, t.created_at, t.updated_at, t.last_seq as events, t.deleted_at,
+           (select count(*) from {schema}.checkpoints c where c.thread_id = t.thread_id)
+               as checkpoints
+    from {schema}.threads t;
+    create or replace view {schema}.transitions as
+    select thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source,
+           nodes, task_ids, channels, created_at
+    from {schema}.checkpoints;
+    """,
+]
+
+
+def validate_schema(schema: str) -> str:
+    """Return ``schema`` if it is a plain lower-case identifier, else raise.
+
+    Raises:
+        ConfigurationError: the name could not be used unquoted in SQL.
+    """
+    if not isinstance(schema, str) or not _IDENT.match(schema):
+        raise ConfigurationError(
+            f"schema name {schema!r} must match [a-z_][a-z0-9_]* (at most 63 characters)"
+        )
+    return schema
+
+
+def _lock_key(schema: str) -> int:
+    return zlib.crc32(f"langgraph_external:{schema}".encode())
+
+
+def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
+    """Create the schema and apply missing migrations. Returns the schema version.
+
+    Safe to call from several processes at once (serialized by an advisory lock) and
+    idempotent.
+    """
+    validate_schema(schema)
+    ident = sql.Identifier(schema)
+    with conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(%s)", (_lock_key(schema),))
+        conn.execute(sql.SQL("create schema if not exists {}").format(ident))
+        conn.execute(sql.SQL(MIGRATIONS[0]).format(schema=ident))
+        rows = conn.execute(
+            sql.SQL("select v from {}.migrations").format(ident)
+        ).fetchall()
+        done = {int(r[0]) for r in rows}
+        for v, text in enumerate(MIGRATIONS):
+            if v in done:
+                continue
+            conn.execute(sql.SQL(text).format(schema=ident))
+            conn.execute(
+                sql.SQL("insert into {}.migrations (v) values (%s)").format(ident), (v,)
+            )
+    return len(MIGRATIONS) - 1
+
+
+def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
+    """Open a connection, turning connection failures into a typed error."""
+    try:
+        return psycopg.connect(dsn, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise LedgerUnavailableError(f"cannot connect to the ledger database: {exc}") from exc
+
+
+def q(text: str, schema: str) -> sql.Composed:
+    """Compose ``text`` with ``{schema}`` replaced by the quoted schema identifier."""
+    return sql.SQL(text).format(schema=sql.Identifier(schema))
+
+
+INSERT_EVENT = """
+insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
+    checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+    duration_ms, payload, raw, artifact, redactions, prev, hash)
+values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb,
+    %s, %s, %s, %s, %s)
+on conflict (thread_id, seq) do nothing
+"""
+
+UPSERT_THREAD = """
+insert into {schema}.threads as t (thread_id, created_at, updated_at, last_seq, last_hash)
+values (%s, %s, %s, %s, %s)
+on conflict (thread_id) do update set
+    updated_at = greatest(t.updated_at, excluded.updated_at),
+    last_seq = greatest(t.last_seq, excluded.last_seq),
+    last_hash = case when excluded.last_seq >= t.last_seq then excluded.last_hash
+                     else t.last_hash end
+"""
+
+UPSERT_CHECKPOINT = """
+insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
+    size_bytes, workspace_path, event_seq)
+values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
+    parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
+    source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
+    nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
+    workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
+"""
+
+SELECT_POSITIONS = """
+select thread_id, last_seq, last_hash from {schema}.threads
+where thread_id = any(%s) and last_hash is not null
+"""
+
+SELECT_HASHES = """
+select thread_id, seq, hash from {schema}.events
+where thread_id = %s and seq = any(%s)
+"""
+
+DELETE_THREAD_ROWS = (
+    "delete from {schema}.events where thread_id = %s and seq < %s",
+    "delete from {schema}.checkpoints where thread_id = %s",
+)
+
+DELETE_CHECKPOINT_ROWS = """
+delete from {schema}.checkpoints
+where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
+"""
+
+COPY_CHECKPOINT_ROWS = """
+insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
+    size_bytes, workspace_path, event_seq)
+select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id,
+    task_ids, nodes, channels, created_at, size_bytes,
+    replace(workspace_path, %(src_dir)s, %(dst_dir)s), null
+from {schema}.checkpoints where thread_id = %(src)s
+on conflict do nothing
+"""
+
+MARK_THREAD_DELETED = """
+update {schema}.threads set deleted_at = %s where thread_id = %s
+"""
+
+
+def fetch_events(
+    conn: psycopg.Connection[Any], thread_id: str, schema: str = DEFAULT_SCHEMA
+) -> list[dict[str, Any]]:
+    """All events of ``thread_id`` in ``seq`` order, as envelopes (same as events.jsonl)."""
+    rows = conn.execute(
+        q(
+            """select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+            checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+            duration_ms, payload, raw, artifact, redactions, prev, hash
+            from {schema}.events where thread_id = %s order by seq""",
+            schema,
+        ),
+        (thread_id,),
+    ).fetchall()
+    return [_row_to_envelope(r) for r in rows]
+
+
+_COLS = (
+    "v seq ts event_id kind name status thread_id checkpoint_ns checkpoint_id run_id "
+    "parent_run_id root_run_id node step task_id duration_ms payload raw artifact "
+    "redactions prev hash"
+).split()
+
+
+def _row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:
+    import base64
+
+    d = dict(zip(_COLS, row, strict=True))
+    d["ts"] = d["ts"].isoformat()
+    raw = d.get("raw")
+    d["raw"] = base64.b64encode(bytes(raw)).decode() if raw is not None else None
+    return d

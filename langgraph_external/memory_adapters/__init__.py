@@ -1,0 +1,3 @@
+"""Long-term memory adapters (Mem0 over the ledger's Postgres) land here."""
+
+__all__: list[str] = []
