@@ -76,8 +76,8 @@ class LedgerSink:
                 if e.kind == "thread_deleted":
                     self._flush_rows(cur, rows, threads, checkpoints)
                     rows, threads, checkpoints = [], {}, []
-                    for stmt in self._del_thread:
-                        cur.execute(stmt, (e.thread_id, e.seq))
+                    cur.execute(self._del_thread[0], (e.thread_id, e.seq))
+                    cur.execute(self._del_thread[1], (e.thread_id,))
                     cur.execute(self._sql["mark_deleted"], (e.ts, e.thread_id))
                 elif e.kind in ("thread_pruned", "runs_deleted"):
                     for ns, ids in (e.payload.get("removed") or {}).items():

