@@ -106,9 +106,10 @@ class External:
         if self._embedded is not None:
             self.dsn = self._embedded.start()
         assert self.dsn is not None
-        self.workspace.check_writable()
+        # reach Postgres before touching the workspace: a wrong DSN leaves nothing behind
         try:
-            with ledger.connect(self.dsn, autocommit=True) as conn:
+            with ledger.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+                self.workspace.check_writable()
                 ledger.setup(conn, self.schema)
         except psycopg.Error as exc:
             raise LedgerUnavailableError(f"cannot set up the ledger: {exc}") from exc

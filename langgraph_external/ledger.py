@@ -236,6 +236,15 @@ from {schema}.checkpoints where thread_id = %(src)s
 on conflict do nothing
 """
 
+ADD_LATE_WRITER = """
+update {schema}.checkpoints set
+    task_ids = case when %(task_id)s = any(task_ids) then task_ids
+                    else array_append(task_ids, %(task_id)s) end,
+    nodes = case when %(node)s::text is null or %(node)s = any(nodes) then nodes
+                 else (select array_agg(n order by n) from unnest(nodes || %(node)s::text) n) end
+where thread_id = %(thread_id)s and checkpoint_ns = %(ns)s and checkpoint_id = %(child)s
+"""
+
 MARK_THREAD_DELETED = """
 update {schema}.threads set deleted_at = %s where thread_id = %s
 """

@@ -23,7 +23,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
@@ -53,6 +55,60 @@ _TASKS = "__pregel_tasks"
 _PULL = "~__pregel_pull"
 _PUSH = "~__pregel_push"
 _LRU = 2048
+
+
+class _Capture:
+    """What the wrapped saver serialized during one call, by object identity."""
+
+    __slots__ = ("failed", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[Any, tuple[str, bytes]]] = {}
+        self.failed: BaseException | None = None
+
+    def get(self, value: Any) -> tuple[str, bytes] | None:
+        hit = self.seen.get(id(value))
+        return hit[1] if hit is not None and hit[0] is value else None
+
+
+_CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar(
+    "lgx_serde_capture", default=None
+)
+
+
+class _TapSerde:
+    """Transparent serializer wrapper that lets the recorder reuse the saver's bytes.
+
+    The mirror must hold exactly what the saver stored. A value can change between two
+    serializations (``add_messages`` assigns message ids in place while a saver with
+    ``durability="async"`` is still writing), so instead of serializing again the
+    recorder keeps the bytes the saver produced. Serializing once is also cheaper.
+    """
+
+    def __init__(self, inner: SerializerProtocol) -> None:
+        self.inner = inner
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        cap = _CAPTURE.get()
+        try:
+            out = self.inner.dumps_typed(obj)
+        except BaseException as exc:
+            if cap is not None:
+                cap.failed = exc
+            raise
+        if cap is not None:
+            cap.seen[id(obj)] = (obj, out)
+        return out
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.inner.loads_typed(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _untapped(serde: SerializerProtocol) -> SerializerProtocol:
+    return serde.inner if isinstance(serde, _TapSerde) else serde
 
 
 def _overrides(saver: BaseCheckpointSaver[Any], method: str) -> bool:
@@ -96,6 +152,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
         # no super().__init__: serde is the inner saver's (see the property below)
+        if not isinstance(inner.serde, _TapSerde):
+            inner.serde = _TapSerde(inner.serde)  # type: ignore[assignment]
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
@@ -108,6 +166,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self._writers: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [writer dicts]
         self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [(sort key, node)]
         self._parents: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> parent id
+        self._children: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> child id
+        self._book = threading.Lock()  # puts and writes may arrive from several threads
 
     # -- delegated surface ---------------------------------------------------------------
     @property  # type: ignore[override]
@@ -130,7 +190,12 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     def with_allowlist(self, extra_allowlist: Any) -> ExternalCheckpointer:
         """Wrap the wrapped saver's allow-listed clone; share this recorder's pipeline."""
-        inner = self.inner.with_allowlist(extra_allowlist)
+        tap = self.inner.serde
+        self.inner.serde = _untapped(tap)
+        try:
+            inner = self.inner.with_allowlist(extra_allowlist)
+        finally:
+            self.inner.serde = tap
         if inner is self.inner:
             return self
         return ExternalCheckpointer(inner, pipeline=self.pipeline, reject_nul=self.reject_nul)
@@ -200,9 +265,19 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store through the wrapped saver, then record the checkpoint."""
-        event = self._checkpoint_event(config, checkpoint, metadata, new_versions)
-        next_config = self.inner.put(config, checkpoint, metadata, new_versions)
-        self._record_put(event)
+        tid = self._thread_id(config["configurable"].get("thread_id"))
+        cap = _Capture()
+        token = _CAPTURE.set(cap)
+        try:
+            next_config = self.inner.put(config, checkpoint, metadata, new_versions)
+        except Exception as exc:
+            err = _serialization_error(cap, exc, "checkpoint")
+            if err is exc:
+                raise
+            raise err from exc
+        finally:
+            _CAPTURE.reset(token)
+        self._record_put(self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap))
         return next_config
 
     async def aput(
@@ -213,14 +288,24 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
-        event = self._checkpoint_event(config, checkpoint, metadata, new_versions)
-        if self._async_native["aput"]:
-            next_config = await self.inner.aput(config, checkpoint, metadata, new_versions)
-        else:
-            next_config = await asyncio.to_thread(
-                self.inner.put, config, checkpoint, metadata, new_versions
-            )
-        self._record_put(event)
+        tid = self._thread_id(config["configurable"].get("thread_id"))
+        cap = _Capture()
+        token = _CAPTURE.set(cap)
+        try:
+            if self._async_native["aput"]:
+                next_config = await self.inner.aput(config, checkpoint, metadata, new_versions)
+            else:
+                next_config = await asyncio.to_thread(
+                    self.inner.put, config, checkpoint, metadata, new_versions
+                )
+        except Exception as exc:
+            err = _serialization_error(cap, exc, "checkpoint")
+            if err is exc:
+                raise
+            raise err from exc
+        finally:
+            _CAPTURE.reset(token)
+        self._record_put(self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap))
         return next_config
 
     def put_writes(
@@ -231,12 +316,22 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Store through the wrapped saver, then record which task wrote what."""
-        event = self._writes_event(config, writes, task_id, task_path)
-        if self._task_path_arg:
-            self.inner.put_writes(config, writes, task_id, task_path)
-        else:
-            self.inner.put_writes(config, writes, task_id)
-        self._record_writes(event, writes)
+        tid = self._thread_id(config["configurable"].get("thread_id"))
+        cap = _Capture()
+        token = _CAPTURE.set(cap)
+        try:
+            if self._task_path_arg:
+                self.inner.put_writes(config, writes, task_id, task_path)
+            else:
+                self.inner.put_writes(config, writes, task_id)
+        except Exception as exc:
+            err = _serialization_error(cap, exc, "write")
+            if err is exc:
+                raise
+            raise err from exc
+        finally:
+            _CAPTURE.reset(token)
+        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap), writes)
 
     async def aput_writes(
         self,
@@ -246,15 +341,25 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Async twin of :meth:`put_writes`."""
-        event = self._writes_event(config, writes, task_id, task_path)
+        tid = self._thread_id(config["configurable"].get("thread_id"))
         args: tuple[Any, ...] = (config, writes, task_id)
         if self._task_path_arg:
             args = (*args, task_path)
-        if self._async_native["aput_writes"]:
-            await self.inner.aput_writes(*args)
-        else:
-            await asyncio.to_thread(self.inner.put_writes, *args)
-        self._record_writes(event, writes)
+        cap = _Capture()
+        token = _CAPTURE.set(cap)
+        try:
+            if self._async_native["aput_writes"]:
+                await self.inner.aput_writes(*args)
+            else:
+                await asyncio.to_thread(self.inner.put_writes, *args)
+        except Exception as exc:
+            err = _serialization_error(cap, exc, "write")
+            if err is exc:
+                raise
+            raise err from exc
+        finally:
+            _CAPTURE.reset(token)
+        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap), writes)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread in the saver, the ledger and the workspace; leave a tombstone."""
@@ -294,23 +399,23 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise InvalidThreadIdError(f"thread id {tid!r} is not valid Unicode text") from exc
         return tid
 
-    def _dump(self, value: Any, what: str) -> tuple[str, bytes]:
-        try:
-            return self.serde.dumps_typed(value)
-        except Exception as exc:
-            raise SerializationError(
-                f"cannot serialize {what} ({type(value).__name__}): {exc}. Nothing was stored."
-            ) from exc
+    def _dump(self, value: Any, cap: _Capture) -> tuple[str, bytes]:
+        hit = cap.get(value)
+        if hit is not None:
+            return hit
+        # the saver stored it without its serializer (inline primitives): encode it here
+        return _untapped(self.serde).dumps_typed(value)
 
     def _checkpoint_event(
         self,
+        tid: str,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
+        cap: _Capture,
     ) -> Event:
         conf = config["configurable"]
-        tid = self._thread_id(conf.get("thread_id"))
         ns = conf.get("checkpoint_ns", "") or ""
         parent = conf.get("checkpoint_id")
         cid = checkpoint["id"]
@@ -325,7 +430,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         size = 0
         for ch, ver in channels.items():
             if ch in values:
-                typ, data = self._dump(values[ch], f"channel {ch!r}")
+                typ, data = self._dump(values[ch], cap)
                 digest = sha256_hex(data)
                 attachments[f"checkpoints/blobs/{digest}"] = data
                 refs[ch] = {"version": ver, "type": typ, "sha256": digest, "size": len(data)}
@@ -365,32 +470,35 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def _record_put(self, event: Event) -> None:
         tid, ns, cid = event.thread_id, event.checkpoint_ns, event.checkpoint_id
         parent = event.payload["parent_checkpoint_id"]
-        writers = self._writers.pop((tid, ns, parent), []) if parent else []
+        with self._book:
+            writers = self._writers.pop((tid, ns, parent), []) if parent else []
+            self._mirrored.put((tid, ns, cid), True)
+            if parent:
+                self._parents.put((tid, ns, cid), parent)
+                self._children.put((tid, ns, parent), cid)
         payload = dict(event.payload)
         payload["writers"] = writers
         nodes = sorted({w["node"] for w in writers if w.get("node")})
-        self._mirrored.put((tid, ns, cid), True)
-        if parent:
-            self._parents.put((tid, ns, cid), parent)
         self.pipeline.emit(
             event.replace(payload=payload, node=nodes[0] if len(nodes) == 1 else None)
         )
 
     def _writes_event(
         self,
+        tid: str,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
+        cap: _Capture,
     ) -> Event:
         conf = config["configurable"]
-        tid = self._thread_id(conf.get("thread_id"))
         ns = conf.get("checkpoint_ns", "") or ""
         cid = conf.get("checkpoint_id")
         refs = []
         attachments: dict[str, bytes] = {}
         for idx, (channel, value) in enumerate(writes):
-            typ, data = self._dump(value, f"write to {channel!r}")
+            typ, data = self._dump(value, cap)
             digest = sha256_hex(data)
             attachments[f"checkpoints/blobs/{digest}"] = data
             refs.append(
@@ -419,19 +527,25 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
         task_path = event.payload["task_path"]
         writer = {"task_id": event.task_id, "task_path": task_path, "node": event.node}
-        known = self._writers.get(key)
-        if known is None:
-            self._writers.put(key, [writer])
-        elif all(w["task_id"] != event.task_id for w in known):
-            known.append(writer)
         sends = [
             ((task_path, event.task_id, i), getattr(v, "node", None))
             for i, (ch, v) in enumerate(writes)
             if ch == _TASKS
         ]
-        if sends:
-            held = self._sends.get(key) or []
-            self._sends.put(key, held + sends)
+        with self._book:
+            # with durability="async" a step's writes may be stored after the next checkpoint
+            child = self._children.get(key)
+            if child is None:
+                known = self._writers.get(key)
+                if known is None:
+                    self._writers.put(key, [writer])
+                elif all(w["task_id"] != event.task_id for w in known):
+                    known.append(writer)
+            if sends:
+                held = self._sends.get(key) or []
+                self._sends.put(key, held + sends)
+        if child is not None:
+            event = event.replace(payload={**event.payload, "late_for": child})
         self.pipeline.emit(event)
 
     def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:
@@ -451,9 +565,20 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         return None
 
     def _forget(self, tid: str) -> None:
-        for cache in (self._mirrored, self._writers, self._sends, self._parents):
-            for key in [k for k in cache if k[0] == tid]:
-                del cache[key]
+        with self._book:
+            for cache in (self._mirrored, self._writers, self._sends, self._parents, self._children):
+                for key in [k for k in cache if k[0] == tid]:
+                    del cache[key]
+
+
+def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
+    """Turn a serializer failure inside the saver into a typed error; pass others on."""
+    if cap.failed is None or isinstance(exc, SerializationError):
+        return exc
+    return SerializationError(
+        f"cannot serialize a {what} value: {cap.failed}. The saver stored nothing "
+        "and nothing was recorded."
+    )
 
 
 def _tombstone(tid: str) -> Event:

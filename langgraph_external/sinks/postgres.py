@@ -47,6 +47,7 @@ class LedgerSink:
                 "del_cp": ledger.DELETE_CHECKPOINT_ROWS,
                 "mark_deleted": ledger.MARK_THREAD_DELETED,
                 "copy_cp": ledger.COPY_CHECKPOINT_ROWS,
+                "late": ledger.ADD_LATE_WRITER,
             }.items()
         }
         self._del_thread = [ledger.q(t, self.schema) for t in ledger.DELETE_THREAD_ROWS]
@@ -71,6 +72,7 @@ class LedgerSink:
         rows = []
         threads: dict[str, tuple[Any, Any, int, str]] = {}
         checkpoints = []
+        late: list[dict[str, Any]] = []
         with conn.cursor() as cur:
             for e in events:
                 if e.kind == "thread_deleted":
@@ -98,11 +100,23 @@ class LedgerSink:
                         },
                     )
                 rows.append(_event_row(e))
+                if e.kind == "writes" and e.payload.get("late_for"):
+                    late.append(
+                        {
+                            "task_id": e.task_id,
+                            "node": e.node,
+                            "thread_id": e.thread_id,
+                            "ns": e.checkpoint_ns,
+                            "child": e.payload["late_for"],
+                        }
+                    )
                 first = threads.get(e.thread_id)
                 threads[e.thread_id] = (first[0] if first else e.ts, e.ts, e.seq or 0, e.hash or "")
                 if e.kind == "checkpoint":
                     checkpoints.append(_checkpoint_row(e))
             self._flush_rows(cur, rows, threads, checkpoints)
+            if late:
+                cur.executemany(self._sql["late"], late)
 
     def _flush_rows(
         self,

@@ -108,6 +108,8 @@ class WorkspaceSink:
                     latest_root = e
             elif e.kind == "writes":
                 self._write_writes(tid, e)
+                if e.payload.get("late_for"):
+                    self._add_late_writer(tid, e)
             elif e.kind in ("thread_pruned", "runs_deleted"):
                 self._remove_checkpoints(tid, e)
             elif e.kind == "thread_copied":
@@ -227,6 +229,18 @@ class WorkspaceSink:
             line["value"] = self._redact(self._render(tid, w))
             lines.append(json.dumps(line, ensure_ascii=False, default=str))
         self.ws.append_lines(self.ws.writes_path(tid, e.checkpoint_ns, e.checkpoint_id), lines)
+
+    def _add_late_writer(self, tid: str, e: Event) -> None:
+        path = self.ws.checkpoint_path(tid, e.checkpoint_ns, e.payload["late_for"])
+        if not self.ws.exists(path):
+            return
+        doc = self.ws.read_json(path)
+        writers = doc.setdefault("writers", [])
+        if all(w.get("task_id") != e.task_id for w in writers):
+            writers.append(
+                {"task_id": e.task_id, "task_path": e.payload.get("task_path"), "node": e.node}
+            )
+            self.ws.write_json(path, doc)
 
     def _write_state(self, tid: str, e: Event) -> None:
         assert e.checkpoint_id is not None

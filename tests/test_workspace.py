@@ -1,0 +1,146 @@
+"""Workspace naming and file handling: hostile thread ids never escape the root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_external import (
+    ExternalCheckpointer,
+    InvalidThreadIdError,
+    Pipeline,
+    Workspace,
+    WorkspaceError,
+    decode_thread_id,
+    encode_thread_id,
+)
+from langgraph_external.sinks.workspace import WorkspaceSink
+
+HOSTILE = [
+    "../x",
+    "../../etc/passwd",
+    "a/b",
+    "a\\b",
+    "nul\x00byte",
+    "x" * 1000,
+    "🦜🔗 thread",
+    ".",
+    "..",
+    "~abc",
+    "~~deadbeef",
+    "CON",
+    "Thread-UPPER",
+    " leading space",
+    "-dash",
+    "\n",
+]
+
+
+@pytest.mark.parametrize("tid", HOSTILE)
+def test_encoded_names_are_one_safe_path_component(tid: str) -> None:
+    name = encode_thread_id(tid)
+    assert "/" not in name and "\\" not in name and "\x00" not in name
+    assert name not in (".", "..") and not name.startswith("-")
+    assert len(name.encode()) <= 255
+    assert name == name.lower()  # safe on case-insensitive file systems
+    decoded = decode_thread_id(name)
+    assert decoded in (tid, None)  # None: hashed name, id kept in thread.json
+    if len(tid) < 100:
+        assert decoded == tid
+
+
+def test_distinct_ids_get_distinct_names() -> None:
+    ids = [*HOSTILE, "a", "A", "ma", "~ma", "thread-42", "THREAD-42"]
+    names = [encode_thread_id(t) for t in ids]
+    assert len(set(names)) == len(ids)
+
+
+def test_plain_ids_stay_readable() -> None:
+    assert encode_thread_id("thread-42") == "thread-42"
+    assert encode_thread_id("1f1ecc7f-a24b-6b56") == "1f1ecc7f-a24b-6b56"
+
+
+@pytest.mark.parametrize("bad", ["", None, 42, b"bytes"])
+def test_non_text_ids_are_refused(bad: object) -> None:
+    with pytest.raises(InvalidThreadIdError):
+        encode_thread_id(bad)  # type: ignore[arg-type]
+
+
+class _S(TypedDict):
+    n: int
+
+
+def _graph(saver: ExternalCheckpointer):  # type: ignore[no-untyped-def]
+    g = StateGraph(_S)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_hostile_ids_run_and_stay_under_the_root(tmp_path: Path, spool_dir: Path) -> None:
+    root = tmp_path / "ws"
+    ws = Workspace(root)
+    pipeline = Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir)
+    saver = ExternalCheckpointer(InMemorySaver(), pipeline=pipeline, reject_nul=False)
+    app = _graph(saver)
+    for tid in HOSTILE:
+        assert app.invoke({"n": 1}, {"configurable": {"thread_id": tid}}) == {"n": 2}
+    pipeline.close()
+    assert pipeline.failures == []
+    real_root = os.path.realpath(root)
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            assert os.path.realpath(os.path.join(dirpath, f)).startswith(real_root + os.sep)
+    assert sorted(ws.list_threads()) == sorted(HOSTILE)
+    for tid in HOSTILE:
+        thread_json = ws.read_json(f"{ws.thread_dir(tid)}/thread.json")
+        assert thread_json["thread_id"] == tid
+        assert [e["kind"] for e in ws.iter_events(tid)][0] == "checkpoint"
+    # nothing was written outside <root>/threads except nothing at all
+    assert sorted(os.listdir(root)) == ["threads"]
+    assert not (tmp_path / "x").exists() and not (tmp_path / "etc").exists()
+
+
+def test_state_json_is_replaced_atomically_and_readable(tmp_path: Path, spool_dir: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    pipeline = Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    app.invoke({"n": 1}, {"configurable": {"thread_id": "t"}})
+    app.invoke({"n": 10}, {"configurable": {"thread_id": "t"}})
+    pipeline.close()
+    state = ws.read_json(f"{ws.thread_dir('t')}/state.json")
+    assert state["values"] == {"n": 11}
+    leftovers = [p for p in (tmp_path / "ws").rglob(".tmp-*")]
+    assert leftovers == []
+
+
+def test_read_only_workspace_is_a_clear_error(tmp_path: Path) -> None:
+    import zipfile
+
+    archive = tmp_path / "ro.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("threads/keep.txt", "x")
+    with pytest.raises(WorkspaceError, match="not writable"):
+        Workspace(f"zip://::{archive}").check_writable()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(WorkspaceError, match="not writable"):
+        Workspace(blocker / "ws").check_writable()
+
+
+def test_fsspec_memory_workspace_works(spool_dir: Path) -> None:
+    ws = Workspace("memory://lgx-test-ws")
+    pipeline = Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    app.invoke({"n": 1}, {"configurable": {"thread_id": "a/b"}})
+    pipeline.close()
+    assert pipeline.failures == []
+    envs = list(ws.iter_events("a/b"))
+    assert [e["seq"] for e in envs] == list(range(1, len(envs) + 1))
+    assert ws.read_json(f"{ws.thread_dir('a/b')}/state.json")["values"] == {"n": 2}
