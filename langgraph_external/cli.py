@@ -21,10 +21,11 @@ command could not run (bad option, ledger unreachable or not set up, workspace u
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -104,7 +105,9 @@ class _Settings:
                 f"no DSN given and no embedded database at {datadir} (wrong --workspace?): {hint}"
             )
         self._embedded = EmbeddedPostgres(datadir)
-        return self._embedded.start()
+        with warnings.catch_warnings():  # platformdirs warns on import without XDG_RUNTIME_DIR
+            warnings.simplefilter("ignore")
+            return self._embedded.start()
 
     def close(self) -> None:
         if self._embedded is not None:
@@ -240,22 +243,27 @@ def threads(
     if not rows:
         out.print("no threads recorded yet")
         return
-    table = Table(title=f"threads ({len(rows)} of {n_total})" if n_total > len(rows) else None)
-    table.add_column("thread_id", overflow="fold")
-    table.add_column("created_at")
-    table.add_column("updated_at")
-    table.add_column("last_seq", justify="right")
-    table.add_column("checkpoints", justify="right")
-    table.add_column("deleted_at")
+    shown = f"{len(rows)} of {n_total} threads" if n_total > len(rows) else f"{n_total} threads"
+    deleted = any(r["deleted_at"] is not None for r in rows)
+    table = Table(caption=f"{shown}; times in UTC", caption_justify="left")
+    table.add_column("thread_id", overflow="fold", min_width=12)
+    table.add_column("created", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("seq", justify="right")
+    table.add_column("ckpts", justify="right")
+    if deleted:
+        table.add_column("deleted", no_wrap=True)
     for r in rows:
-        table.add_row(
+        cells: list[str | Text] = [
             Text(r["thread_id"]),
             _ts(r["created_at"]),
             _ts(r["updated_at"]),
             str(r["last_seq"]),
             str(r["checkpoints"]),
-            _ts(r["deleted_at"]),
-        )
+        ]
+        if deleted:
+            cells.append(_ts(r["deleted_at"]))
+        table.add_row(*cells)
     out.print(table)
 
 
@@ -333,9 +341,11 @@ def show(
             f"  events: {thread['events']}  checkpoints: {thread['checkpoints']}  "
             f"last seq: {thread['last_seq']}"
         )
-        out.print(f"  created: {_ts(thread['created_at'])}  updated: {_ts(thread['updated_at'])}")
+        out.print(
+            f"  created: {_ts(thread['created_at'])} UTC  updated: {_ts(thread['updated_at'])} UTC"
+        )
         if thread["deleted_at"] is not None:
-            out.print(f"  [yellow]deleted:[/] {_ts(thread['deleted_at'])}")
+            out.print(f"  [yellow]deleted:[/] {_ts(thread['deleted_at'])} UTC")
         if kinds:
             out.print("  kinds: " + escape(", ".join(f"{k} {n}" for k, n in kinds)))
     out.print(f"  workspace: {escape(tdir)}" + ("" if in_workspace else " [yellow](absent)[/]"))
@@ -348,9 +358,12 @@ def show(
     elif state_problem:
         out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
     if events:
-        table = Table(title=f"last {len(events)} events" if limit else "events")
+        label = f"last {len(events)} events" if limit else f"all {len(events)} events"
+        table = Table(caption=f"{label}; times in UTC", caption_justify="left")
         for col in ("seq", "ts", "kind", "node", "step", "name"):
-            table.add_column(col, justify="right" if col in ("seq", "step") else "left")
+            table.add_column(
+                col, justify="right" if col in ("seq", "step") else "left", no_wrap=col == "ts"
+            )
         for e in reversed(events):
             table.add_row(
                 str(e["seq"]),
@@ -638,8 +651,11 @@ def sql_examples(
 
 # -- helpers -----------------------------------------------------------------------------
 def _ts(value: datetime | None, *, precise: bool = False) -> str:
+    """UTC time for tables: ``2026-01-31 12:00:00`` (milliseconds when ``precise``)."""
     if value is None:
         return ""
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
     return value.isoformat(sep=" ", timespec="milliseconds" if precise else "seconds")
 
 

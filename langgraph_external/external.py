@@ -146,7 +146,7 @@ class External:
                     kwargs=dict(_SAVER_CONN_KWARGS),
                     open=True,
                 )
-                saver = PostgresSaver(self._pool)  # type: ignore[arg-type]
+                saver = PostgresSaver(self._pool)
                 saver.setup()
                 saver.lock = NoLock()  # type: ignore[assignment]
                 inner = saver
@@ -177,7 +177,7 @@ class External:
                     open=False,
                 )
                 await self._apool.open()
-                saver = AsyncPostgresSaver(self._apool)  # type: ignore[arg-type]
+                saver = AsyncPostgresSaver(self._apool)
                 await saver.setup()
                 saver.lock = NoLock()  # type: ignore[assignment]
                 inner = saver

@@ -147,17 +147,13 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
         conn.execute("select pg_advisory_xact_lock(%s)", (_lock_key(schema),))
         conn.execute(sql.SQL("create schema if not exists {}").format(ident))
         conn.execute(sql.SQL(MIGRATIONS[0]).format(schema=ident))
-        rows = conn.execute(
-            sql.SQL("select v from {}.migrations").format(ident)
-        ).fetchall()
+        rows = conn.execute(sql.SQL("select v from {}.migrations").format(ident)).fetchall()
         done = {int(r[0]) for r in rows}
         for v, text in enumerate(MIGRATIONS):
             if v in done:
                 continue
             conn.execute(sql.SQL(text).format(schema=ident))
-            conn.execute(
-                sql.SQL("insert into {}.migrations (v) values (%s)").format(ident), (v,)
-            )
+            conn.execute(sql.SQL("insert into {}.migrations (v) values (%s)").format(ident), (v,))
     return len(MIGRATIONS) - 1
 
 
@@ -267,11 +263,31 @@ def fetch_events(
     return [_row_to_envelope(r) for r in rows]
 
 
-_COLS = (
-    "v seq ts event_id kind name status thread_id checkpoint_ns checkpoint_id run_id "
-    "parent_run_id root_run_id node step task_id duration_ms payload raw artifact "
-    "redactions prev hash"
-).split()
+_COLS = [
+    "v",
+    "seq",
+    "ts",
+    "event_id",
+    "kind",
+    "name",
+    "status",
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "run_id",
+    "parent_run_id",
+    "root_run_id",
+    "node",
+    "step",
+    "task_id",
+    "duration_ms",
+    "payload",
+    "raw",
+    "artifact",
+    "redactions",
+    "prev",
+    "hash",
+]
 
 
 def _row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:

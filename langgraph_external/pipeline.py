@@ -14,7 +14,7 @@ Example:
     >>> sink = InMemorySink()
     >>> with Pipeline([sink]) as p:
     ...     p.emit(Event.new("error", "t1", payload={"x": 1}))
-    ...     p.flush()
+    ...     _ = p.flush()
     >>> [(e.thread_id, e.seq) for e in sink.events]
     [('t1', 1)]
 """
@@ -116,9 +116,13 @@ class Spool:
                 continue
             for path in sorted(sink_dir.glob("*.jsonl")):
                 for e in self.load(path):
-                    if e.thread_id in wanted and e.seq is not None and e.hash is not None:
-                        if e.seq > out.get(e.thread_id, (0, ""))[0]:
-                            out[e.thread_id] = (e.seq, e.hash)
+                    if (
+                        e.thread_id in wanted
+                        and e.seq is not None
+                        and e.hash is not None
+                        and e.seq > out.get(e.thread_id, (0, ""))[0]
+                    ):
+                        out[e.thread_id] = (e.seq, e.hash)
         return out
 
 

@@ -91,6 +91,8 @@ def to_readable(value: Any, _depth: int = 0) -> Any:
     if type(value).__name__ == "Send" and send_node is not None:
         return {"$send": send_node, "arg": to_readable(getattr(value, "arg", None), d)}
     if type(value).__name__ == "Interrupt":
-        return {"$interrupt": to_readable(getattr(value, "value", None), d),
-                "id": getattr(value, "id", None)}
+        return {
+            "$interrupt": to_readable(getattr(value, "value", None), d),
+            "id": getattr(value, "id", None),
+        }
     return repr(value)

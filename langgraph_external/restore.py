@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -87,9 +92,7 @@ def load_checkpoint(
         if ref.get("type") == "empty":
             continue
         if ref.get("sha256") is None:
-            raise RestoreError(
-                f"channel {ch!r} of checkpoint {checkpoint_id} was never mirrored"
-            )
+            raise RestoreError(f"channel {ch!r} of checkpoint {checkpoint_id} was never mirrored")
         values[ch] = _blob(ws, thread_id, ref, serde)
     skel = doc["checkpoint"]
     checkpoint: Checkpoint = {
@@ -124,7 +127,7 @@ def load_checkpoint(
     return CheckpointTuple(
         config=config,
         checkpoint=checkpoint,
-        metadata=doc.get("metadata") or {},
+        metadata=cast(CheckpointMetadata, doc.get("metadata") or {}),
         parent_config=parent_config,
         pending_writes=[(w["task_id"], w["channel"], w["value"]) for w in writes],
     )

@@ -142,11 +142,13 @@ class Workspace:
 
     def checkpoint_path(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
         """Path of a checkpoint's JSON file."""
-        return f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}/{_safe_id(checkpoint_id)}.json"
+        ns_dir = f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}"
+        return f"{ns_dir}/{_safe_id(checkpoint_id)}.json"
 
     def writes_path(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
         """Path of the pending-writes file of a checkpoint."""
-        return f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}/{_safe_id(checkpoint_id)}.writes.jsonl"
+        ns_dir = f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}"
+        return f"{ns_dir}/{_safe_id(checkpoint_id)}.writes.jsonl"
 
     def blob_path(self, thread_id: str, digest: str) -> str:
         """Path of exact serde bytes named by their sha256."""
@@ -208,12 +210,9 @@ class Workspace:
             return
         parent = path.rsplit("/", 1)[0]
         if self.is_local:
-            try:
-                f = open(path, "ab")
-            except FileNotFoundError:
+            if not os.path.isdir(parent):
                 os.makedirs(parent, exist_ok=True)
-                f = open(path, "ab")
-            with f:
+            with open(path, "ab") as f:
                 f.write(data)
                 if self.fsync:
                     f.flush()

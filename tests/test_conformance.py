@@ -11,20 +11,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
 
-from langgraph_external import ExternalCheckpointer, Pipeline, Workspace
+from langgraph_external import ExternalCheckpointer, Pipeline, Workspace, ledger
 from langgraph_external.sinks.postgres import LedgerSink
 from langgraph_external.sinks.workspace import WorkspaceSink
-from langgraph_external import ledger
 
 
 def _failures(report: CapabilityReport) -> dict[str, Any]:
-    return {
-        cap: res.failures for cap, res in report.results.items() if res.passed is False
-    }
+    return {cap: res.failures for cap, res in report.results.items() if res.passed is False}
 
 
 def _counts(report: CapabilityReport) -> dict[str, tuple[bool, int, int]]:

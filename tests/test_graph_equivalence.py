@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import operator
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -171,7 +172,9 @@ class Recorder:
             path = self.checkpoint_file(thread_id, ns, cid)
             assert path.is_file(), f"no workspace file for checkpoint {ns!r}/{cid}"
             doc = json.loads(path.read_text())
-            parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+            parent = (
+                tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+            )
             assert doc["parent_checkpoint_id"] == parent
             assert doc["step"] == tup.metadata.get("step")
             assert doc["source"] == tup.metadata.get("source")
@@ -462,7 +465,9 @@ def fan_out_scenario(saver: BaseCheckpointSaver[Any], tid: str) -> dict[str, Any
 async def afan_out_scenario(saver: BaseCheckpointSaver[Any], tid: str) -> dict[str, Any]:
     graph = fan_out_graph(saver)
     config = cfg(tid)
-    outputs = in_step_order([c async for c in graph.astream({"topics": ["seals", "otters"]}, config)])
+    outputs = in_step_order(
+        [c async for c in graph.astream({"topics": ["seals", "otters"]}, config)]
+    )
     outputs.append(await graph.ainvoke({"topics": ["voles"]}, config))
     return await atranscript(graph, config, outputs)
 
@@ -487,9 +492,7 @@ def time_travel_scenario(saver: BaseCheckpointSaver[Any], tid: str) -> dict[str,
     # history queries a UI relies on
     outputs.append([snap(s) for s in graph.get_state_history(config, limit=2)])
     outputs.append([snap(s) for s in graph.get_state_history(config, before=before_c.config)])
-    outputs.append(
-        [snap(s) for s in graph.get_state_history(config, filter={"source": "update"})]
-    )
+    outputs.append([snap(s) for s in graph.get_state_history(config, filter={"source": "update"})])
     return transcript(graph, config, outputs)
 
 
@@ -544,9 +547,7 @@ def test_tool_calling_agent_is_identical(
     assert {"agent", "tools"} <= {e["node"] for e in writes}
 
 
-def test_external_facade_agent_is_identical(
-    dsn: str, tmp_path: Path, spool_dir: Path
-) -> None:
+def test_external_facade_agent_is_identical(dsn: str, tmp_path: Path, spool_dir: Path) -> None:
     with PostgresSaver.from_conn_string(dsn) as plain:
         plain.setup()
         expected = agent_scenario(plain, "facade-plain")
@@ -613,14 +614,48 @@ def test_send_fan_out_is_identical(
         "summarize",
     ]
     recorder.check("fan-wrapped", list(wrapped.list(cfg("fan-wrapped"))))
-    # each Send task's writes are attributed to the node it was sent to
-    research_writes = [
+
+
+class SlowPutSaver(InMemorySaver):
+    """An in-memory saver whose checkpoint writes take a while, like a remote database."""
+
+    def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
+        time.sleep(0.05)
+        return super().put(*args, **kwargs)
+
+
+SEND_ATTRIBUTION_RACE = (
+    "ExternalCheckpointer._node_of (langgraph_external/checkpointers/__init__.py) resolves a "
+    "Send task's node through _parents[checkpoint] and _sends[parent], which are only filled "
+    "after the wrapped saver's put/put_writes return; with durability='async' (the default) "
+    "the Send tasks' put_writes usually arrive before the step's checkpoint put finished, so "
+    "their writes events are recorded with node=None"
+)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "sync",
+        pytest.param("async", marks=pytest.mark.xfail(reason=SEND_ATTRIBUTION_RACE, strict=True)),
+    ],
+)
+def test_send_task_writes_are_attributed_to_their_node(mode: str, recorder: Recorder) -> None:
+    wrapped = recorder.wrap(SlowPutSaver())
+    graph = fan_out_graph(wrapped)
+    out = graph.invoke({"topics": ["b", "a", "c"]}, cfg("attr"), durability=mode)
+    assert out["summary"] == "notes on a | notes on b | notes on c"
+    recorder.pipeline.flush()
+    pushed = [
         e
-        for e in recorder.events("fan-wrapped")
+        for e in recorder.events("attr")
         if e["kind"] == "writes" and e["payload"]["task_path"].startswith("~__pregel_push")
     ]
-    assert len(research_writes) == 3
-    assert {e["node"] for e in research_writes} == {"research"}
+    assert len(pushed) == 3
+    assert [e["node"] for e in pushed] == ["research"] * 3
+    # and the checkpoint after the fan-out names who wrote into it
+    (after,) = [e for e in recorder.events("attr") if e["kind"] == "checkpoint" and e["step"] == 2]
+    assert [w["node"] for w in after["payload"]["writers"]] == ["research"] * 3
 
 
 def test_time_travel_is_identical(
@@ -739,9 +774,7 @@ async def test_async_durability_modes_are_identical(
     recorder.check(f"adur-{mode}-wrapped", await alist_all(wrapped, f"adur-{mode}-wrapped"))
 
 
-async def test_sync_postgres_saver_becomes_async_capable(
-    dsn: str, recorder: Recorder
-) -> None:
+async def test_sync_postgres_saver_becomes_async_capable(dsn: str, recorder: Recorder) -> None:
     """The plain PostgresSaver cannot ainvoke; wrapped, it runs async like AsyncPostgresSaver."""
     async with AsyncPostgresSaver.from_conn_string(dsn) as aplain:
         await aplain.setup()
@@ -809,9 +842,7 @@ def test_thread_hands_over_between_plain_saver_and_wrapper(
     # the record holds exactly the checkpoints written through the wrapper
     recorder.pipeline.flush()
     all_tuples = list(plain.list(cfg(tid)))
-    recorded = {
-        e["checkpoint_id"] for e in recorder.events(tid) if e["kind"] == "checkpoint"
-    }
+    recorded = {e["checkpoint_id"] for e in recorder.events(tid) if e["kind"] == "checkpoint"}
     assert recorded and recorded < {t.config["configurable"]["checkpoint_id"] for t in all_tuples}
     if first == "plain":
         # the wrapper mirrors the inherited state in full, so the readable state is complete

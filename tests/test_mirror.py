@@ -86,8 +86,9 @@ def _saver_checkpoints(dsn: str) -> set[tuple[str, str, str]]:
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> External:
     ext = External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir).setup()
     agent = _agent_graph(ext.checkpointer)
-    out = agent.invoke({"messages": [HumanMessage("weather in Oslo?", id="h-1")]},
-                       ext.config("agent-1"))
+    out = agent.invoke(
+        {"messages": [HumanMessage("weather in Oslo?", id="h-1")]}, ext.config("agent-1")
+    )
     assert out["messages"][-1].content == "It is sunny in Oslo."
     fan = _fanout_with_subgraph(ext.checkpointer)
     assert fan.invoke({"items": [], "total": 0}, ext.config("fan/1"))["total"] == 120
@@ -114,9 +115,7 @@ def test_every_checkpoint_in_postgres_has_its_workspace_mirror(recorded: Externa
         assert got.checkpoint["versions_seen"] == want.checkpoint["versions_seen"]
         assert got.metadata == want.metadata
         assert got.parent_config == (
-            {"configurable": {**want.parent_config["configurable"]}}
-            if want.parent_config
-            else None
+            {"configurable": {**want.parent_config["configurable"]}} if want.parent_config else None
         )
         assert sorted(got.pending_writes or [], key=repr) == sorted(
             want.pending_writes or [], key=repr

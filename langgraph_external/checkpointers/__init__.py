@@ -153,7 +153,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
         # no super().__init__: serde is the inner saver's (see the property below)
         if not isinstance(inner.serde, _TapSerde):
-            inner.serde = _TapSerde(inner.serde)  # type: ignore[assignment]
+            inner.serde = _TapSerde(inner.serde)
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
@@ -167,10 +167,11 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [(sort key, node)]
         self._parents: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> parent id
         self._children: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> child id
+        self._latest: _Lru = _Lru()  # (thread, ns) -> newest checkpoint id recorded
         self._book = threading.Lock()  # puts and writes may arrive from several threads
 
     # -- delegated surface ---------------------------------------------------------------
-    @property  # type: ignore[override]
+    @property
     def serde(self) -> SerializerProtocol:
         """The wrapped saver's serializer (one serializer, never two)."""
         return self.inner.serde
@@ -201,7 +202,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         return ExternalCheckpointer(inner, pipeline=self.pipeline, reject_nul=self.reject_nul)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Delegated to the wrapped saver."""
+        """Delegated to the wrapped saver (after checking the thread id)."""
+        self._thread_id(config["configurable"].get("thread_id"))
         return self.inner.get_tuple(config)
 
     def list(
@@ -217,6 +219,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
+        self._thread_id(config["configurable"].get("thread_id"))
         if self._async_native["aget_tuple"]:
             return await self.inner.aget_tuple(config)
         return await asyncio.to_thread(self.inner.get_tuple, config)
@@ -277,7 +280,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise err from exc
         finally:
             _CAPTURE.reset(token)
-        self._record_put(self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap))
+        self._record_put(
+            self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
+        )
         return next_config
 
     async def aput(
@@ -305,7 +310,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise err from exc
         finally:
             _CAPTURE.reset(token)
-        self._record_put(self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap))
+        self._record_put(
+            self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
+        )
         return next_config
 
     def put_writes(
@@ -331,7 +338,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise err from exc
         finally:
             _CAPTURE.reset(token)
-        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap), writes)
+        self._record_writes(
+            self._writes_event(tid, config, writes, task_id, task_path, cap), writes
+        )
 
     async def aput_writes(
         self,
@@ -359,7 +368,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise err from exc
         finally:
             _CAPTURE.reset(token)
-        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap), writes)
+        self._record_writes(
+            self._writes_event(tid, config, writes, task_id, task_path, cap), writes
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread in the saver, the ledger and the workspace; leave a tombstone."""
@@ -422,9 +433,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         values = checkpoint["channel_values"]
         # mirror only what changed unless the parent was never mirrored by us
         full = parent is not None and (tid, ns, parent) not in self._mirrored
-        channels = (
-            dict(checkpoint["channel_versions"]) if full else dict(new_versions)
-        )
+        channels = dict(checkpoint["channel_versions"]) if full else dict(new_versions)
         refs: dict[str, Any] = {}
         attachments: dict[str, bytes] = {}
         size = 0
@@ -472,6 +481,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         parent = event.payload["parent_checkpoint_id"]
         with self._book:
             writers = self._writers.pop((tid, ns, parent), []) if parent else []
+            for w in writers:
+                if w["node"] is None:  # a Send task recorded before its step's checkpoint
+                    w["node"] = self._node_of(tid, ns, parent, w["task_path"])
+            self._latest.put((tid, ns), cid)
             self._mirrored.put((tid, ns, cid), True)
             if parent:
                 self._parents.put((tid, ns, cid), parent)
@@ -510,7 +523,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                     "size": len(data),
                 }
             )
-        node = self._node_of(tid, ns, cid, task_path)
+        with self._book:
+            node = self._node_of(tid, ns, cid, task_path)
         return Event(
             kind=EventKind.WRITES.value,
             thread_id=tid,
@@ -556,6 +570,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             return parts[1]
         if parts[0] == _PUSH and len(parts) > 1 and cid is not None:
             parent = self._parents.get((tid, ns, cid))
+            if parent is None and (tid, ns, cid) not in self._mirrored:
+                # durability="async": the step's checkpoint is still being stored, so the
+                # Send packets are those of the newest checkpoint recorded so far
+                parent = self._latest.get((tid, ns))
             sends = self._sends.get((tid, ns, parent)) if parent else None
             if sends:
                 try:
@@ -566,7 +584,13 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     def _forget(self, tid: str) -> None:
         with self._book:
-            for cache in (self._mirrored, self._writers, self._sends, self._parents, self._children):
+            for cache in (
+                self._mirrored,
+                self._writers,
+                self._sends,
+                self._parents,
+                self._children,
+            ):
                 for key in [k for k in cache if k[0] == tid]:
                     del cache[key]
 
@@ -644,9 +668,7 @@ class _PruneMixin(ExternalCheckpointer):
         kind: EventKind,
         detail: str,
     ) -> None:
-        removed = {
-            ns: sorted(ids - after.get(ns, set())) for ns, ids in before.items()
-        }
+        removed = {ns: sorted(ids - after.get(ns, set())) for ns, ids in before.items()}
         removed = {ns: ids for ns, ids in removed.items() if ids}
         if not removed:
             return

@@ -116,9 +116,9 @@ Removed = dict[str, dict[str, list[str]]]  # thread -> ns -> checkpoint ids
 def _group(rows: Sequence[Any]) -> Removed:
     out: Removed = {}
     for r in rows:
-        tid, ns, cid = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) if isinstance(
-            r, dict
-        ) else r
+        tid, ns, cid = (
+            (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) if isinstance(r, dict) else r
+        )
         out.setdefault(tid, {}).setdefault(ns, []).append(cid)
     return out
 

@@ -69,9 +69,9 @@ class LedgerSink:
             raise
 
     def _write(self, conn: psycopg.Connection[Any], events: Sequence[Event]) -> None:
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         threads: dict[str, tuple[Any, Any, int, str]] = {}
-        checkpoints = []
+        checkpoints: list[tuple[Any, ...]] = []
         late: list[dict[str, Any]] = []
         with conn.cursor() as cur:
             for e in events:
@@ -85,9 +85,7 @@ class LedgerSink:
                     for ns, ids in (e.payload.get("removed") or {}).items():
                         checkpoints_removed = list(ids)
                         if checkpoints_removed:
-                            cur.execute(
-                                self._sql["del_cp"], (e.thread_id, ns, checkpoints_removed)
-                            )
+                            cur.execute(self._sql["del_cp"], (e.thread_id, ns, checkpoints_removed))
                 elif e.kind == "thread_copied":
                     src = e.payload["source_thread_id"]
                     cur.execute(

@@ -1,0 +1,166 @@
+"""Bad input gets a clear, typed error and leaves nothing half-written; a recording
+outage never loses events."""
+
+from __future__ import annotations
+
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_external import (
+    External,
+    InvalidThreadIdError,
+    LedgerUnavailableError,
+    SerializationError,
+    SinkError,
+    WorkspaceError,
+    verify_chain,
+)
+
+
+class S(TypedDict, total=False):
+    n: int
+    blob: Any
+
+
+def _graph(checkpointer: Any, *, poison_at: int | None = None) -> Any:
+    def inc(s: S) -> S:
+        if poison_at is not None and s["n"] == poison_at:
+            return {"blob": threading.Lock()}  # not serializable
+        return {"n": s["n"] + 1}
+
+    g = StateGraph(S)
+    g.add_node("inc", inc)
+    g.add_edge(START, "inc")
+    g.add_edge("inc", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def _count(dsn: str, sql: str, *params: Any) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_unreachable_dsn_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ext = External(dsn="postgresql://nobody@127.0.0.1:1/none?connect_timeout=2", workspace=ws)
+    with pytest.raises(LedgerUnavailableError, match="cannot connect"):
+        ext.setup()
+    assert not ws.exists()
+
+
+def test_read_only_workspace_is_a_clear_error(dsn: str, tmp_path: Path) -> None:
+    archive = tmp_path / "ro.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("threads/keep.txt", "x")
+    with pytest.raises(WorkspaceError, match="not writable"):
+        External(dsn=dsn, workspace=f"zip://::{archive}").setup()
+
+
+def test_bad_schema_name_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from langgraph_external import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="schema name"):
+        External(dsn="postgresql://x", workspace=tmp_path, schema='x"; drop table t; --')
+
+
+def test_nul_in_a_thread_id_is_refused_before_anything_is_stored(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        app = _graph(ext.checkpointer)
+        with pytest.raises(InvalidThreadIdError, match="NUL"):
+            app.invoke({"n": 1}, ext.config("a\x00b"))
+    assert _count(dsn, "select count(*) from checkpoints") == 0
+    assert _count(dsn, "select count(*) from langgraph_external.events") == 0
+    assert not (tmp_path / "ws" / "threads").exists() or not any(
+        (tmp_path / "ws" / "threads").iterdir()
+    )
+
+
+def test_a_non_serializable_value_fails_cleanly_and_leaves_the_thread_intact(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        app = _graph(ext.checkpointer, poison_at=5)
+        cfg = ext.config("t-poison")
+        assert app.invoke({"n": 1}, cfg) == {"n": 2}
+        ext.flush()
+        before_cp = _count(dsn, "select count(*) from checkpoints where thread_id = 't-poison'")
+        before_ev = len(ext.events("t-poison"))
+        with pytest.raises(SerializationError, match="(?i)lock") as info:
+            app.invoke({"n": 5}, cfg, durability="sync")
+        assert isinstance(info.value, TypeError)  # callers catching TypeError still work
+        ext.flush()
+        # the input checkpoint of the failing run was stored and recorded; the poisoned
+        # write was neither stored nor recorded
+        after = ext.events("t-poison")
+        stored_writes = _count(
+            dsn,
+            "select count(*) from checkpoint_writes where thread_id = 't-poison' "
+            "and channel = 'blob'",
+        )
+        assert stored_writes == 0
+        assert all(
+            w["channel"] != "blob"
+            for e in after
+            if e["kind"] == "writes"
+            for w in e["payload"]["writes"]
+        )
+        after_cp = _count(dsn, "select count(*) from checkpoints where thread_id = 't-poison'")
+        assert len([e for e in after if e["kind"] == "checkpoint"]) == after_cp
+        assert after_cp >= before_cp and len(after) >= before_ev
+        verify_chain(after)
+        assert app.get_state(cfg).values["n"] == 5  # the thread still works
+
+
+def test_a_ledger_outage_is_spooled_and_replayed(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        app = _graph(ext.checkpointer)
+        app.invoke({"n": 1}, ext.config("t-outage"))
+        ext.flush()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("alter table langgraph_external.events rename to events_away")
+        # the app keeps running while the ledger is down
+        assert app.invoke({"n": 10}, ext.config("t-outage")) == {"n": 11}
+        ext.flush()
+        health = ext.health()
+        assert any(name.startswith("ledger-") for name in health["failing"])
+        assert any(n > 0 for n in health["spooled"].values())
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("alter table langgraph_external.events_away rename to events")
+        ext.flush()
+        assert ext.health()["failing"] == []
+        from_sql = ext.events("t-outage")
+        from_files = list(ext.workspace.iter_events("t-outage"))
+        assert from_sql == from_files
+        assert [e["seq"] for e in from_sql] == list(range(1, len(from_sql) + 1))
+        verify_chain(from_sql)
+
+
+def test_strict_mode_raises_into_the_app_and_keeps_the_events(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=True) as ext:
+        app = _graph(ext.checkpointer)
+        app.invoke({"n": 1}, ext.config("t-strict"))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("alter table langgraph_external.events rename to events_away")
+        with pytest.raises(SinkError, match="ledger"):
+            app.invoke({"n": 1}, ext.config("t-strict"))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("alter table langgraph_external.events_away rename to events")
+        ext.flush()
+        from_sql = ext.events("t-strict")
+        assert from_sql == list(ext.workspace.iter_events("t-strict"))
+        verify_chain(from_sql)
