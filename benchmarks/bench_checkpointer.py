@@ -75,7 +75,7 @@ def _node(i: int) -> Callable[[ChainState], dict[str, Any]]:
 def build_graph(checkpointer: Any) -> Any:
     builder = StateGraph(ChainState)
     for i in range(NODES):
-        builder.add_node(f"n{i}", _node(i))
+        builder.add_node(f"n{i}", _node(i))  # type: ignore[call-overload]
     builder.add_edge(START, "n0")
     for i in range(NODES - 1):
         builder.add_edge(f"n{i}", f"n{i + 1}")
@@ -115,18 +115,18 @@ def make_baseline(dsn: str, pool_size: int) -> Setup:
         max_size=pool_size,
         open=True,
     )
-    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver = PostgresSaver(pool)
     saver.setup()
     return Setup("A", "PostgresSaver (bare)", build_graph(saver), close=pool.close)
 
 
-def make_external(dsn: str, tmp: Path, pool_size: int) -> tuple[Setup, Any]:
+def make_external(dsn: str, files: Path, pool_size: int) -> tuple[Setup, Any]:
     from langgraph_external import External
 
     ext = External(
         dsn=dsn,
-        workspace=tmp / "workspace",
-        spool_dir=tmp / "spool",
+        workspace=files / "workspace",
+        spool_dir=files / "spool",
         pool_size=pool_size,
     ).setup()
 
@@ -245,6 +245,28 @@ def versions() -> dict[str, str]:
     return out
 
 
+def git_info() -> dict[str, Any]:
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.split("\n")
+        return {"head": head or None, "modified": [ln[3:] for ln in dirty if ln.strip()]}
+    except (OSError, subprocess.SubprocessError):
+        return {"head": None, "modified": []}
+
+
 # -- output ----------------------------------------------------------------------------
 def seq_stats(s: Setup) -> dict[str, float]:
     n = len(s.seq_ms)
@@ -288,32 +310,65 @@ def render(result: dict[str, Any]) -> None:
     head = (
         f"{NODES}-node chain, new thread per invoke, durability='sync'; "
         f"server: {result['server']['kind']} PostgreSQL {result['server']['server_version']} "
-        f"(fsync={result['server']['fsync']}); cpus={os.cpu_count()}"
+        f"(fsync={result['server']['fsync']}); cpus={os.cpu_count()}; "
+        f"loadavg before {result['machine']['loadavg_before'][0]:.2f}; "
+        f"B's workspace: {result['workspace']}"
     )
     seq_rows = [
         ("invokes", f"{a['invokes']}", f"{b['invokes']}", ""),
-        ("median ms / invoke", f"{a['median_ms']:.2f}", f"{b['median_ms']:.2f}",
-         f"{r['median']:.3f}"),
+        (
+            "median ms / invoke",
+            f"{a['median_ms']:.2f}",
+            f"{b['median_ms']:.2f}",
+            f"{r['median']:.3f}",
+        ),
         ("p90 ms / invoke", f"{a['p90_ms']:.2f}", f"{b['p90_ms']:.2f}", f"{r['p90']:.3f}"),
         ("mean ms / invoke", f"{a['mean_ms']:.2f}", f"{b['mean_ms']:.2f}", f"{r['mean']:.3f}"),
-        ("N invokes incl. flush, s", f"{a['total_incl_flush_s']:.2f}",
-         f"{b['total_incl_flush_s']:.2f}", f"{r['total_incl_flush']:.3f}"),
-        ("  = ms / invoke", f"{a['per_invoke_incl_flush_ms']:.2f}",
-         f"{b['per_invoke_incl_flush_ms']:.2f}", ""),
+        (
+            "N invokes incl. flush, s",
+            f"{a['total_incl_flush_s']:.2f}",
+            f"{b['total_incl_flush_s']:.2f}",
+            f"{r['total_incl_flush']:.3f}",
+        ),
+        (
+            "  = ms / invoke",
+            f"{a['per_invoke_incl_flush_ms']:.2f}",
+            f"{b['per_invoke_incl_flush_ms']:.2f}",
+            "",
+        ),
         ("  of which flush waits, s", "-", f"{b['flush_total_s']:.3f}", ""),
     ]
     conc_rows = [
-        ("threads x invokes", f"{ca['threads']} x {ca['invokes_per_thread']}",
-         f"{cb['threads']} x {cb['invokes_per_thread']}", ""),
-        ("invokes/s (median of rounds)", f"{ca['invokes_per_s_median']:.1f}",
-         f"{cb['invokes_per_s_median']:.1f}", f"{result['concurrent']['ratio']:.2f}"),
-        ("rounds invokes/s", ", ".join(f"{x:.1f}" for x in ca["invokes_per_s_rounds"]),
-         ", ".join(f"{x:.1f}" for x in cb["invokes_per_s_rounds"]), ""),
-        ("sequential invokes/s (incl. flush)",
-         f"{1e3 / a['per_invoke_incl_flush_ms']:.1f}",
-         f"{1e3 / b['per_invoke_incl_flush_ms']:.1f}", ""),
-        ("concurrent / sequential", f"{result['concurrent']['speedup_A']:.2f}x",
-         f"{result['concurrent']['speedup_B']:.2f}x", ""),
+        (
+            "threads x invokes",
+            f"{ca['threads']} x {ca['invokes_per_thread']}",
+            f"{cb['threads']} x {cb['invokes_per_thread']}",
+            "",
+        ),
+        (
+            "invokes/s (median of rounds)",
+            f"{ca['invokes_per_s_median']:.1f}",
+            f"{cb['invokes_per_s_median']:.1f}",
+            f"{result['concurrent']['ratio']:.2f}",
+        ),
+        (
+            "rounds invokes/s",
+            ", ".join(f"{x:.1f}" for x in ca["invokes_per_s_rounds"]),
+            ", ".join(f"{x:.1f}" for x in cb["invokes_per_s_rounds"]),
+            "",
+        ),
+        (
+            "sequential invokes/s (incl. flush)",
+            f"{1e3 / a['per_invoke_incl_flush_ms']:.1f}",
+            f"{1e3 / b['per_invoke_incl_flush_ms']:.1f}",
+            "",
+        ),
+        (
+            "concurrent / sequential",
+            f"{result['concurrent']['speedup_A']:.2f}x",
+            f"{result['concurrent']['speedup_B']:.2f}x",
+            "",
+        ),
     ]
     verdict = (
         f"per-invoke median ratio B/A = {r['median']:.3f} (target <= {target:.2f}: "
@@ -379,8 +434,10 @@ def profile_b(setup: Setup, ext: Any, n: int, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     app_prof.dump_stats(out / "app_thread.prof")
     writer_prof.dump_stats(out / "writer_thread.prof")
-    print(f"\nprofile of B: {n} invokes {t1 - t0:.2f}s (profiled), flush {t2 - t1:.2f}s; "
-          f"stats in {out}/app_thread.prof and writer_thread.prof")
+    print(
+        f"\nprofile of B: {n} invokes {t1 - t0:.2f}s (profiled), flush {t2 - t1:.2f}s; "
+        f"stats in {out}/app_thread.prof and writer_thread.prof"
+    )
     for title, prof in (("app thread", app_prof), ("writer thread", writer_prof)):
         print(f"\n== {title}: top by cumulative time ==")
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
@@ -396,24 +453,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--m", type=int, default=25, help="invokes per concurrent thread")
     p.add_argument("--conc-rounds", type=int, default=3, help="concurrent rounds per setup")
     p.add_argument("--pool-size", type=int, default=8, help="max pool size of both savers")
-    p.add_argument("--dsn", default=os.environ.get("LGX_BENCH_DSN"),
-                   help="use this server instead of an embedded one (env LGX_BENCH_DSN)")
+    p.add_argument(
+        "--dsn",
+        default=os.environ.get("LGX_BENCH_DSN"),
+        help="use this server instead of an embedded one (env LGX_BENCH_DSN)",
+    )
+    p.add_argument(
+        "--files-dir",
+        type=Path,
+        metavar="DIR",
+        help="parent of B's workspace and spool (default: the run's temp dir, "
+        "next to the embedded server's data); e.g. /dev/shm to take the "
+        "filesystem out of the picture",
+    )
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--target", type=float, default=1.10, help="target median ratio B/A")
     p.add_argument("--check", action="store_true", help="exit 1 if the median ratio > target")
-    p.add_argument("--profile", type=Path, metavar="DIR",
-                   help="after the benchmark, cProfile --profile-n invokes of B into DIR")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="after the benchmark, cProfile --profile-n invokes of B into DIR",
+    )
     p.add_argument("--profile-n", type=int, default=200)
     args = p.parse_args(argv)
     rounds = max(1, -(-args.n // args.batch))
 
-    with tempfile.TemporaryDirectory(prefix="lgx-bench-") as tmpname:
+    load_before = os.getloadavg()
+    with contextlib.ExitStack() as stack:
+        tmpname = stack.enter_context(tempfile.TemporaryDirectory(prefix="lgx-bench-"))
         tmp = Path(tmpname)
         with postgres(args.dsn, tmp) as (dsn, kind):
             info = server_info(dsn)
             info["kind"] = kind
+            files_ctx = (
+                tempfile.TemporaryDirectory(prefix="lgx-bench-files-", dir=args.files_dir)
+                if args.files_dir
+                else contextlib.nullcontext(tmpname)
+            )
+            files = Path(stack.enter_context(files_ctx))
             a = make_baseline(dsn, args.pool_size)
-            b, ext = make_external(dsn, tmp, args.pool_size)
+            b, ext = make_external(dsn, files, args.pool_size)
             try:
                 t_start = time.perf_counter()
                 for s in (a, b):
@@ -422,11 +502,11 @@ def main(argv: list[str] | None = None) -> int:
                 # sequential, interleaved: A,B / B,A / ...
                 for r in range(rounds):
                     k = min(args.batch, args.n - r * args.batch)
-                    for s in ((a, b) if r % 2 == 0 else (b, a)):
+                    for s in (a, b) if r % 2 == 0 else (b, a):
                         run_batch(s, k)
                 # concurrent, interleaved
                 for r in range(args.conc_rounds):
-                    for s in ((a, b) if r % 2 == 0 else (b, a)):
+                    for s in (a, b) if r % 2 == 0 else (b, a):
                         run_concurrent(s, args.threads, args.m)
                 elapsed = time.perf_counter() - t_start
 
@@ -437,12 +517,22 @@ def main(argv: list[str] | None = None) -> int:
                 counts = ledger_counts(dsn, ext.schema)
                 result: dict[str, Any] = {
                     "benchmark": "checkpointer overhead, 10-node chain, durability=sync",
-                    "args": {k: (str(v) if isinstance(v, Path) else v)
-                             for k, v in vars(args).items() if k != "dsn"},
+                    "args": {
+                        k: (str(v) if isinstance(v, Path) else v)
+                        for k, v in vars(args).items()
+                        if k != "dsn"
+                    },
                     "rounds": rounds,
                     "server": info,
                     "versions": versions(),
-                    "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                    "machine": {
+                        "cpus": os.cpu_count(),
+                        "platform": platform.platform(),
+                        "loadavg_before": load_before,
+                        "loadavg_after": os.getloadavg(),
+                    },
+                    "workspace": str(files / "workspace"),
+                    "git": git_info(),
                     "elapsed_s": elapsed,
                     "target": args.target,
                     "sequential": {
@@ -452,8 +542,7 @@ def main(argv: list[str] | None = None) -> int:
                             "median": sb["median_ms"] / sa["median_ms"],
                             "p90": sb["p90_ms"] / sa["p90_ms"],
                             "mean": sb["mean_ms"] / sa["mean_ms"],
-                            "total_incl_flush": sb["total_incl_flush_s"]
-                            / sa["total_incl_flush_s"],
+                            "total_incl_flush": sb["total_incl_flush_s"] / sa["total_incl_flush_s"],
                         },
                     },
                     "concurrent": {
@@ -461,9 +550,11 @@ def main(argv: list[str] | None = None) -> int:
                         "B": cb,
                         "ratio": cb["invokes_per_s_median"] / ca["invokes_per_s_median"],
                         "speedup_A": ca["invokes_per_s_median"]
-                        * sa["per_invoke_incl_flush_ms"] / 1e3,
+                        * sa["per_invoke_incl_flush_ms"]
+                        / 1e3,
                         "speedup_B": cb["invokes_per_s_median"]
-                        * sb["per_invoke_incl_flush_ms"] / 1e3,
+                        * sb["per_invoke_incl_flush_ms"]
+                        / 1e3,
                     },
                     "recorded": {
                         "delivered": health.get("delivered"),

@@ -20,7 +20,10 @@ command could not run (bad option, ledger unreachable or not set up, workspace u
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -124,6 +127,15 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
 @contextmanager
 def _command(ctx: typer.Context) -> Iterator[_Settings]:
     """Run one command body: typed errors become one-line messages, resources are freed."""
@@ -141,6 +153,9 @@ def _command(ctx: typer.Context) -> Iterator[_Settings]:
         _fail(_one_line(exc))
     except psycopg.Error as exc:
         _fail(f"database error: {_one_line(exc)}")
+    except BrokenPipeError:  # e.g. `lgx show t --json | head`: stop quietly
+        _silence_stdout()
+        raise typer.Exit(EXIT_OK) from None
     except OSError as exc:
         _fail(f"workspace error: {_one_line(exc)}")
     finally:
@@ -243,7 +258,9 @@ def threads(
     if not rows:
         out.print("no threads recorded yet")
         return
-    shown = f"{len(rows)} of {n_total} threads" if n_total > len(rows) else f"{n_total} threads"
+    shown = (
+        f"{len(rows)} of {_n(n_total, 'thread')}" if n_total > len(rows) else _n(n_total, "thread")
+    )
     deleted = any(r["deleted_at"] is not None for r in rows)
     table = Table(caption=f"{shown}; times in UTC", caption_justify="left")
     table.add_column("thread_id", overflow="fold", min_width=12)
@@ -308,6 +325,10 @@ def show(
             )
         if as_json:
             envelopes = ledger.fetch_events(conn, thread_id, s.schema)
+            if not envelopes:
+                envelopes, bad_line = _read_jsonl(ws, f"{tdir}/events.jsonl")
+                where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
+                err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
             for env in envelopes[-limit:] if limit else envelopes:
                 typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
             return
@@ -427,11 +448,16 @@ def verify_thread(
             f"thread {thread_id!r} not found in the ledger or the workspace", EXIT_PROBLEM
         )
 
-    if row is None:
-        res.problems.append("ledger: no row in the threads table")
-    if not lg:
-        res.problems.append("ledger: no events recorded")
-    else:
+    if row is None and not lg:
+        res.problems.append(
+            f"ledger: the thread is not in the ledger, but the workspace holds {len(wk)} "
+            "events (still spooled, or another --dsn/--schema?)"
+        )
+    elif row is None:
+        res.problems.append("ledger: events without a row in the threads table")
+    elif not lg:
+        res.problems.append("ledger: the threads row has no events")
+    if lg:
         p = _chain_problem(lg)
         if p:
             res.problems.append(f"ledger: {p}")
@@ -502,12 +528,12 @@ def _agreement_problem(
             )
     if len(lg) > len(wk):
         return (
-            f"seq {lg[len(wk)]['seq']} and later ({len(lg) - len(wk)} events) are in the "
+            f"seq {lg[len(wk)]['seq']} and later ({_n(len(lg) - len(wk), 'event')}) are in the "
             "ledger but missing from the workspace"
         )
     if len(wk) > len(lg):
         return (
-            f"seq {wk[len(lg)]['seq']} and later ({len(wk) - len(lg)} events) are in the "
+            f"seq {wk[len(lg)]['seq']} and later ({_n(len(wk) - len(lg), 'event')}) are in the "
             "workspace but missing from the ledger (still spooled?)"
         )
     return None
@@ -567,7 +593,7 @@ def verify(
     if all_threads:
         events = sum(r.ledger_events for r in results)
         status = "[green]OK[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
-        out.print(f"{status}: {len(results)} threads, {events} ledger events verified")
+        out.print(f"{status}: {_n(len(results), 'thread')}, {_n(events, 'ledger event')} verified")
     if failed:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -657,6 +683,10 @@ def _ts(value: datetime | None, *, precise: bool = False) -> str:
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     return value.isoformat(sep=" ", timespec="milliseconds" if precise else "seconds")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _json_default(value: Any) -> Any:

@@ -170,6 +170,38 @@ class Event:
         )
 
 
+def json_safe(value: Any) -> Any:
+    """Normalize a payload so it survives a round-trip through PostgreSQL ``jsonb`` unchanged.
+
+    The hash is computed over this form, so the ledger's copy verifies just like the
+    workspace's: integral floats become ints (``jsonb`` prints ``1e20`` back as an integer),
+    ``-0.0`` becomes ``0``, NaN/Infinity become strings (not JSON), NUL characters become
+    the visible text ``\\u0000`` (PostgreSQL text cannot hold NUL), keys become strings,
+    tuples become lists and anything else its ``str``.
+
+    Example:
+        >>> json_safe({"a": 1e20, "b": -0.0, "c": float("nan"), 1: (2.5,)})
+        {'a': 100000000000000000000, 'b': 0, 'c': 'NaN', '1': [2.5]}
+    """
+    if value is None or isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return value.replace("\x00", "\\u0000") if "\x00" in value else value
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return int(value) if value.is_integer() else value
+    if isinstance(value, Mapping):
+        return {
+            json_safe(k) if isinstance(k, str) else str(k): json_safe(v) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return json_safe(str(value))
+
+
 def canonical_json(obj: Any) -> str:
     """Deterministic JSON text: sorted keys, no whitespace, UTF-8 kept as is."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -173,6 +173,7 @@ class Pipeline:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Sequence[Event]], None]] = []
+        self._flush_hooks: list[Callable[[], None]] = []
         if not strict:
             self._thread = threading.Thread(
                 target=self._run, name="langgraph-external-writer", daemon=True
@@ -200,6 +201,8 @@ class Pipeline:
 
         Also retries spooled backlogs once. Returns ``False`` on timeout.
         """
+        for hook in list(self._flush_hooks):
+            hook()
         if self.strict or self._thread is None:
             with self._lock:
                 self._retry_spooled(force=True)
@@ -207,6 +210,10 @@ class Pipeline:
         done = threading.Event()
         self._queue.put((_FLUSH, done))
         return done.wait(timeout)
+
+    def add_flush_hook(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` at the start of every flush (sources emit what they still hold)."""
+        self._flush_hooks.append(fn)
 
     def add_listener(self, fn: Callable[[Sequence[Event]], None]) -> None:
         """Call ``fn`` with every processed batch (after the sinks); used by testing helpers."""
@@ -221,6 +228,8 @@ class Pipeline:
         """Flush, stop the writer, and close sinks. Spooled batches stay on disk."""
         if self._closed:
             return
+        for hook in list(self._flush_hooks):
+            hook()
         if self._thread is not None:
             self._queue.put((_STOP, None))
             self._thread.join()

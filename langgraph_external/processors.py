@@ -14,11 +14,12 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from langgraph_external.events import Event, canonical_json, compute_hash
+from langgraph_external.events import Event, canonical_json, json_safe
 from langgraph_external.workspace import sha256_hex
 
 Redactor = Callable[[Any], tuple[Any, int]]
@@ -121,7 +122,11 @@ class Sequencer:
             self.prime([tid])
         seq, prev = self._last[tid]
         seq += 1
-        sequenced = event.replace(seq=seq, prev=prev)
-        digest = compute_hash(sequenced.envelope())
+        # hash the form the ledger's jsonb gives back, so both copies verify
+        sequenced = event.replace(seq=seq, prev=prev, payload=json_safe(event.payload))
+        envelope = sequenced.envelope()
+        del envelope["hash"]
+        body = canonical_json(envelope)
+        digest = hashlib.sha256(body.encode()).hexdigest()
         self._last[tid] = (seq, digest)
         return sequenced.replace(hash=digest)

@@ -204,3 +204,12 @@ def test_numbering_continues_from_the_furthest_sink(spool_dir: Path) -> None:
     with Pipeline([sink, _PositionsOnly()], spool_dir=spool_dir) as p:
         p.emit(Event.new("run_start", "t"))
     assert sink.events[0].seq == 42 and sink.events[0].prev == "h" * 64
+
+
+def test_nul_characters_in_payloads_are_kept_visible_not_lost(spool_dir: Path) -> None:
+    sink = InMemorySink()
+    with Pipeline([sink], spool_dir=spool_dir) as p:
+        p.emit(Event.new("tool_end", "t", payload={"out": "a\x00b", "k\x00": ["\x00"]}))
+    (e,) = sink.events
+    assert e.payload == {"out": "a\\u0000b", "k\\u0000": ["\\u0000"]}
+    verify_chain([e.envelope()])

@@ -164,10 +164,12 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         }
         self._mirrored: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> True
         self._writers: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [writer dicts]
-        self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [(sort key, node)]
+        self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> Send target per push index
         self._parents: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> parent id
         self._children: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> child id
-        self._latest: _Lru = _Lru()  # (thread, ns) -> newest checkpoint id recorded
+        # Send-task writes seen before their step's checkpoint (durability="async")
+        self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
+        pipeline.add_flush_hook(self._drain_unresolved)
         self._book = threading.Lock()  # puts and writes may arrive from several threads
 
     # -- delegated surface ---------------------------------------------------------------
@@ -269,6 +271,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Store through the wrapped saver, then record the checkpoint."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
+        self._note_sends(tid, config, checkpoint)
         cap = _Capture()
         token = _CAPTURE.set(cap)
         try:
@@ -294,6 +297,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
+        self._note_sends(tid, config, checkpoint)
         cap = _Capture()
         token = _CAPTURE.set(cap)
         try:
@@ -476,25 +480,56 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             attachments=attachments,
         )
 
+    def _note_sends(self, tid: str, config: RunnableConfig, checkpoint: Checkpoint) -> None:
+        """Remember which node each Send of the checkpoint's step targets (push index)."""
+        packets = checkpoint["channel_values"].get(_TASKS)
+        if not packets:
+            return
+        ns = config["configurable"].get("checkpoint_ns", "") or ""
+        targets = [getattr(p, "node", None) for p in packets]
+        with self._book:
+            self._sends.put((tid, ns, checkpoint["id"]), targets)
+
     def _record_put(self, event: Event) -> None:
         tid, ns, cid = event.thread_id, event.checkpoint_ns, event.checkpoint_id
+        assert cid is not None
         parent = event.payload["parent_checkpoint_id"]
         with self._book:
             writers = self._writers.pop((tid, ns, parent), []) if parent else []
             for w in writers:
-                if w["node"] is None:  # a Send task recorded before its step's checkpoint
+                if w["node"] is None:
                     w["node"] = self._node_of(tid, ns, parent, w["task_path"])
-            self._latest.put((tid, ns), cid)
             self._mirrored.put((tid, ns, cid), True)
             if parent:
                 self._parents.put((tid, ns, cid), parent)
                 self._children.put((tid, ns, parent), cid)
+            waiting = self._unresolved.pop((tid, ns, cid), [])
         payload = dict(event.payload)
         payload["writers"] = writers
         nodes = sorted({w["node"] for w in writers if w.get("node")})
         self.pipeline.emit(
             event.replace(payload=payload, node=nodes[0] if len(nodes) == 1 else None)
         )
+        for e in waiting:
+            self.pipeline.emit(self._resolved(e))
+
+    def _resolved(self, event: Event) -> Event:
+        with self._book:
+            node = self._node_of(
+                event.thread_id,
+                event.checkpoint_ns,
+                event.checkpoint_id,
+                event.payload["task_path"],
+            )
+        return event.replace(node=node, name=node) if node else event
+
+    def _drain_unresolved(self) -> None:
+        """Emit Send-task writes still waiting for their checkpoint (run ended or failed)."""
+        with self._book:
+            waiting = [e for evs in self._unresolved.values() for e in evs]
+            self._unresolved.clear()
+        for e in waiting:
+            self.pipeline.emit(self._resolved(e))
 
     def _writes_event(
         self,
@@ -541,11 +576,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
         task_path = event.payload["task_path"]
         writer = {"task_id": event.task_id, "task_path": task_path, "node": event.node}
-        sends = [
-            ((task_path, event.task_id, i), getattr(v, "node", None))
-            for i, (ch, v) in enumerate(writes)
-            if ch == _TASKS
-        ]
         with self._book:
             # with durability="async" a step's writes may be stored after the next checkpoint
             child = self._children.get(key)
@@ -555,31 +585,26 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                     self._writers.put(key, [writer])
                 elif all(w["task_id"] != event.task_id for w in known):
                     known.append(writer)
-            if sends:
-                held = self._sends.get(key) or []
-                self._sends.put(key, held + sends)
+            if event.node is None and task_path.startswith(_PUSH) and key not in self._mirrored:
+                # the Send packets arrive with this step's checkpoint: wait for it
+                self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
+                return
         if child is not None:
             event = event.replace(payload={**event.payload, "late_for": child})
         self.pipeline.emit(event)
 
     def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:
         parts = [p.strip() for p in task_path.split(",")] if task_path else []
-        if not parts:
+        if len(parts) < 2:
             return None
-        if parts[0] == _PULL and len(parts) > 1:
+        if parts[0] == _PULL:
             return parts[1]
-        if parts[0] == _PUSH and len(parts) > 1 and cid is not None:
-            parent = self._parents.get((tid, ns, cid))
-            if parent is None and (tid, ns, cid) not in self._mirrored:
-                # durability="async": the step's checkpoint is still being stored, so the
-                # Send packets are those of the newest checkpoint recorded so far
-                parent = self._latest.get((tid, ns))
-            sends = self._sends.get((tid, ns, parent)) if parent else None
-            if sends:
-                try:
-                    return sorted(sends)[int(parts[1])][1]
-                except (ValueError, IndexError):
-                    return None
+        if parts[0] == _PUSH and cid is not None:
+            targets = self._sends.get((tid, ns, cid))
+            try:
+                return targets[int(parts[1])] if targets else None
+            except (ValueError, IndexError):
+                return None
         return None
 
     def _forget(self, tid: str) -> None:
@@ -593,6 +618,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             ):
                 for key in [k for k in cache if k[0] == tid]:
                     del cache[key]
+            for key in [k for k in self._unresolved if k[0] == tid]:
+                del self._unresolved[key]
 
 
 def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
