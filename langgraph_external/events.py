@@ -183,7 +183,7 @@ def json_safe(value: Any) -> Any:
         >>> json_safe({"a": 1e20, "b": -0.0, "c": float("nan"), 1: (2.5,)})
         {'a': 100000000000000000000, 'b': 0, 'c': 'NaN', '1': [2.5]}
     """
-    if value is None or isinstance(value, bool) or isinstance(value, int):
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, str):
         return value.replace("\x00", "\\u0000") if "\x00" in value else value

@@ -96,7 +96,7 @@ def test_a_non_serializable_value_fails_cleanly_and_leaves_the_thread_intact(
         ext.flush()
         before_cp = _count(dsn, "select count(*) from checkpoints where thread_id = 't-poison'")
         before_ev = len(ext.events("t-poison"))
-        with pytest.raises(SerializationError, match="(?i)lock") as info:
+        with pytest.raises(SerializationError, match=r"(?i)lock") as info:
             app.invoke({"n": 5}, cfg, durability="sync")
         assert isinstance(info.value, TypeError)  # callers catching TypeError still work
         ext.flush()
