@@ -144,3 +144,13 @@ def test_fsspec_memory_workspace_works(spool_dir: Path) -> None:
     envs = list(ws.iter_events("a/b"))
     assert [e["seq"] for e in envs] == list(range(1, len(envs) + 1))
     assert ws.read_json(f"{ws.thread_dir('a/b')}/state.json")["values"] == {"n": 2}
+
+
+def test_checkpointer_builds_its_own_pipeline_from_a_workspace(tmp_path: Path) -> None:
+    ws_dir = tmp_path / "ws"
+    with ExternalCheckpointer(InMemorySaver(), workspace=ws_dir, spool_dir=tmp_path / "s") as cp:
+        _graph(cp).invoke({"n": 41}, {"configurable": {"thread_id": "solo"}})
+    state = Workspace(ws_dir).read_json(f"{Workspace(ws_dir).thread_dir('solo')}/state.json")
+    assert state["values"] == {"n": 42}
+    with pytest.raises(Exception, match="workspace"):
+        ExternalCheckpointer(InMemorySaver())

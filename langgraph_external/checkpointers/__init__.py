@@ -11,13 +11,14 @@ saver has it, ``copy_thread`` and ``delete_for_runs`` when it has them or stores
 official Postgres tables (implemented here in SQL).
 
 Example:
+    >>> import tempfile
     >>> from langgraph.checkpoint.memory import InMemorySaver
-    >>> from langgraph_external.pipeline import Pipeline
-    >>> from langgraph_external.sinks.memory import InMemorySink
-    >>> sink = InMemorySink()
-    >>> saver = ExternalCheckpointer(InMemorySaver(), pipeline=Pipeline([sink]))
-    >>> sorted(saver.capabilities)
+    >>> with ExternalCheckpointer(InMemorySaver(), workspace=tempfile.mkdtemp()) as saver:
+    ...     sorted(saver.capabilities)
     []
+
+    With the ledger too: ``ExternalCheckpointer(PostgresSaver(pool), workspace="./ws",
+    dsn="postgresql://...")``; or let :class:`~langgraph_external.External` build it all.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -43,11 +45,16 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.checkpointers import _postgres_ops as pg
-from langgraph_external.errors import InvalidThreadIdError, SerializationError
+from langgraph_external.errors import (
+    ConfigurationError,
+    InvalidThreadIdError,
+    SerializationError,
+)
 from langgraph_external.events import Event, EventKind
+from langgraph_external.ledger import DEFAULT_SCHEMA
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import to_readable
-from langgraph_external.workspace import encode_ns, encode_thread_id, sha256_hex
+from langgraph_external.workspace import Workspace, encode_ns, encode_thread_id, sha256_hex
 
 __all__ = ["ExternalCheckpointer"]
 
@@ -129,7 +136,13 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     Args:
         inner: the saver that stores and serves checkpoints.
-        pipeline: where events go (``External`` builds one; tests may pass their own).
+        pipeline: where events go (``External`` builds one). Without it, one is built
+            from ``workspace`` (required then) and ``dsn`` (optional ledger) and closed
+            by :meth:`close`.
+        workspace: local path, fsspec URL or :class:`Workspace` for the mirror.
+        dsn: Postgres DSN of the ledger (schema ``schema``, created if missing).
+        strict: raise into the app when recording fails.
+        spool_dir: where failed batches wait for replay.
         reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
 
     The instance's class is a subclass of ``ExternalCheckpointer`` that carries
@@ -146,7 +159,12 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self,
         inner: BaseCheckpointSaver[Any],
         *,
-        pipeline: Pipeline,
+        pipeline: Pipeline | None = None,
+        workspace: str | os.PathLike[str] | Workspace | None = None,
+        dsn: str | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        strict: bool = False,
+        spool_dir: str | os.PathLike[str] | None = None,
         reject_nul: bool = True,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
@@ -154,6 +172,11 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         # no super().__init__: serde is the inner saver's (see the property below)
         if not isinstance(inner.serde, _TapSerde):
             inner.serde = _TapSerde(inner.serde)
+        self._owns_pipeline = pipeline is None
+        if pipeline is None:
+            if workspace is None:
+                raise ConfigurationError("pass pipeline=... or workspace=... (and dsn=...)")
+            pipeline = _own_pipeline(inner, workspace, dsn, schema, strict, spool_dir)
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
@@ -171,6 +194,19 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
         pipeline.add_flush_hook(self._drain_unresolved)
         self._book = threading.Lock()  # puts and writes may arrive from several threads
+
+    def close(self) -> None:
+        """Flush what is recorded; close the pipeline if this checkpointer built it."""
+        if self._owns_pipeline:
+            self.pipeline.close()
+        else:
+            self.pipeline.flush()
+
+    def __enter__(self) -> ExternalCheckpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- delegated surface ---------------------------------------------------------------
     @property
@@ -620,6 +656,32 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                     del cache[key]
             for key in [k for k in self._unresolved if k[0] == tid]:
                 del self._unresolved[key]
+
+
+def _own_pipeline(
+    inner: BaseCheckpointSaver[Any],
+    workspace: str | os.PathLike[str] | Workspace,
+    dsn: str | None,
+    schema: str,
+    strict: bool,
+    spool_dir: str | os.PathLike[str] | None,
+) -> Pipeline:
+    from langgraph_external import ledger
+    from langgraph_external.sinks.postgres import LedgerSink
+    from langgraph_external.sinks.workspace import WorkspaceSink
+
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    sinks: list[Any] = []
+    if dsn is not None:
+        with ledger.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            ws.check_writable()
+            ledger.setup(conn, schema)
+    else:
+        ws.check_writable()
+    sinks.append(WorkspaceSink(ws, serde=_untapped(inner.serde)))
+    if dsn is not None:
+        sinks.append(LedgerSink(dsn, schema))
+    return Pipeline(sinks, strict=strict, spool_dir=spool_dir)
 
 
 def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
