@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -66,9 +66,11 @@ class Event:
     """One record in a thread's timeline.
 
     ``seq``, ``prev`` and ``hash`` are ``None`` until the sequencing processor has run.
-    ``attachments`` maps sha256 hex digests to exact bytes (serde payloads, raw tool
-    responses); they are written to the workspace and referenced from ``payload``, and
-    are covered by the hash through those references.
+    ``attachments`` maps workspace-relative paths (named by sha256) to exact bytes; they
+    are referenced from ``payload`` and so covered by the hash. ``detail`` carries bulky
+    data only the workspace needs (a checkpoint's full skeleton and inline bytes).
+    ``build`` lets a source defer the costly part of building an event to the
+    background writer: the pipeline calls it before any processor.
     """
 
     kind: str
@@ -95,6 +97,8 @@ class Event:
     hash: str | None = None
     v: int = SCHEMA_VERSION
     attachments: Mapping[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    detail: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    build: Callable[[Event], Event] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def new(cls, kind: str | EventKind, thread_id: str, **fields: Any) -> Event:
@@ -183,20 +187,35 @@ def json_safe(value: Any) -> Any:
         >>> json_safe({"a": 1e20, "b": -0.0, "c": float("nan"), 1: (2.5,)})
         {'a': 100000000000000000000, 'b': 0, 'c': 'NaN', '1': [2.5]}
     """
-    if value is None or isinstance(value, (bool, int)):
-        return value
-    if isinstance(value, str):
+    t = type(value)
+    if t is str:
         return value.replace("\x00", "\\u0000") if "\x00" in value else value
+    if t is int or t is bool or value is None:
+        return value
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            tv = type(v)
+            if not ((tv is str and "\x00" not in v) or tv is int or tv is bool or v is None):
+                v = json_safe(v)
+            if type(k) is not str or "\x00" in k:
+                k = json_safe(k if isinstance(k, str) else str(k))
+            out[k] = v
+        return out
+    if t is list or t is tuple:
+        return [json_safe(v) for v in value]
     if isinstance(value, float):
         if value != value:
             return "NaN"
         if value in (float("inf"), float("-inf")):
             return "Infinity" if value > 0 else "-Infinity"
         return int(value) if value.is_integer() else value
+    if isinstance(value, (bool, int)):
+        return int(value) if not isinstance(value, bool) else value
+    if isinstance(value, str):
+        return json_safe(str.__str__(value))
     if isinstance(value, Mapping):
-        return {
-            json_safe(k) if isinstance(k, str) else str(k): json_safe(v) for k, v in value.items()
-        }
+        return json_safe(dict(value))
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return json_safe(str(value))

@@ -179,6 +179,19 @@ values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::
 on conflict (thread_id, seq) do nothing
 """
 
+EVENT_COLUMNS = (
+    "thread_id, seq, event_id, v, ts, kind, name, status, checkpoint_ns, checkpoint_id, "
+    "run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms, payload, raw, "
+    "artifact, redactions, prev, hash"
+)
+COPY_EVENTS = "copy {schema}.events (" + EVENT_COLUMNS + ") from stdin"
+
+CHECKPOINT_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id, "
+    "task_ids, nodes, channels, created_at, size_bytes, workspace_path, event_seq"
+)
+COPY_CHECKPOINTS = "copy {schema}.checkpoints (" + CHECKPOINT_COLUMNS + ") from stdin"
+
 UPSERT_THREAD = """
 insert into {schema}.threads as t (thread_id, created_at, updated_at, last_seq, last_hash)
 values (%s, %s, %s, %s, %s)

@@ -37,7 +37,14 @@ from typing import Any
 
 from langgraph_external.errors import SinkError
 from langgraph_external.events import Event
-from langgraph_external.processors import Offload, Processor, Redact, Redactor, Sequencer
+from langgraph_external.processors import (
+    Offload,
+    Processor,
+    Redact,
+    Redactor,
+    Sequencer,
+    materialize,
+)
 from langgraph_external.sinks.base import Sink
 
 logger = logging.getLogger("langgraph_external")
@@ -87,6 +94,7 @@ class Spool:
                 env["attachments"] = {
                     k: base64.b64encode(v).decode() for k, v in e.attachments.items()
                 }
+                env["detail"] = e.detail
                 f.write(json.dumps(env, ensure_ascii=False, default=str) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -102,7 +110,8 @@ class Spool:
             for line in f:
                 env = json.loads(line)
                 atts = {k: base64.b64decode(v) for k, v in env.pop("attachments", {}).items()}
-                out.append(Event.from_envelope(env).replace(attachments=atts))
+                detail = env.pop("detail", None)
+                out.append(Event.from_envelope(env).replace(attachments=atts, detail=detail))
         return out
 
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
@@ -137,6 +146,8 @@ class Pipeline:
         spool_dir: where failed batches wait for replay (default: a per-user cache dir).
         queue_size: events the background queue holds before producers block.
         batch_size: most events handed to a sink at once.
+        linger: seconds the writer waits after the first event of a batch so that one
+            transaction and one file append carry many events (the app never waits).
         retry_interval: seconds between replay attempts of a failing sink.
     """
 
@@ -149,8 +160,9 @@ class Pipeline:
         extra_processors: Sequence[Processor] = (),
         strict: bool = False,
         spool_dir: str | os.PathLike[str] | None = None,
-        queue_size: int = 10_000,
-        batch_size: int = 512,
+        queue_size: int = 20_000,
+        batch_size: int = 5_000,
+        linger: float = 0.05,
         retry_interval: float = 2.0,
     ) -> None:
         self.sinks = list(sinks)
@@ -158,12 +170,14 @@ class Pipeline:
         self.spool = Spool(spool_dir or default_spool_dir())
         self.sequencer = Sequencer(self._positions)
         self.processors: list[Processor] = [
+            materialize,
             Redact(redactor),
             *extra_processors,
             Offload(offload_threshold),
             self.sequencer,
         ]
         self.batch_size = batch_size
+        self.linger = linger
         self.retry_interval = retry_interval
         self.failures: list[SinkFailure] = []
         self.delivered = 0
@@ -261,10 +275,12 @@ class Pipeline:
     def _run(self) -> None:
         while True:
             item = self._queue.get()
+            if self.linger > 0 and not _is_control(item):
+                time.sleep(self.linger)  # let a batch build up: fewer commits, less GIL churn
             batch: list[Event] = []
             controls: list[Any] = []
             while True:
-                if isinstance(item, tuple) and item and item[0] in (_FLUSH, _STOP):
+                if _is_control(item):
                     controls.append(item)
                     break
                 batch.append(item)
@@ -372,6 +388,10 @@ class Pipeline:
                 return
             path.unlink()
         self._failing.pop(sink.name, None)
+
+
+def _is_control(item: Any) -> bool:
+    return isinstance(item, tuple) and bool(item) and item[0] in (_FLUSH, _STOP)
 
 
 def default_spool_dir() -> Path:

@@ -35,6 +35,13 @@ class Processor(Protocol):
         """Return the transformed event."""
 
 
+def materialize(event: Event) -> Event:
+    """Run a deferred builder (see :attr:`Event.build`), so sources stay cheap."""
+    if event.build is None:
+        return event
+    return event.build(event).replace(build=None)
+
+
 class Redact:
     """Apply a redactor to the payload and count what it removed.
 
@@ -123,10 +130,10 @@ class Sequencer:
         seq, prev = self._last[tid]
         seq += 1
         # hash the form the ledger's jsonb gives back, so both copies verify
-        sequenced = event.replace(seq=seq, prev=prev, payload=json_safe(event.payload))
-        envelope = sequenced.envelope()
+        payload = json_safe(event.payload)
+        envelope = event.envelope()
+        envelope["seq"], envelope["prev"], envelope["payload"] = seq, prev, payload
         del envelope["hash"]
-        body = canonical_json(envelope)
-        digest = hashlib.sha256(body.encode()).hexdigest()
+        digest = hashlib.sha256(canonical_json(envelope).encode()).hexdigest()
         self._last[tid] = (seq, digest)
-        return sequenced.replace(hash=digest)
+        return event.replace(seq=seq, prev=prev, payload=payload, hash=digest)

@@ -7,9 +7,10 @@ Layout (one directory per thread, names encoded reversibly and safely)::
       state.json         latest root state, readable; replaced atomically
       events.jsonl       append-only, one event envelope per line
       checkpoints/
-        <encoded-ns>/<checkpoint_id>.json          metadata, parent, channel refs, readable updates
-        <encoded-ns>/<checkpoint_id>.writes.jsonl  pending writes of tasks run from it
-        blobs/<sha256>                             exact typed serde bytes
+        <encoded-ns>.jsonl   append-only log, one JSON line per checkpoint (metadata, parent,
+                             every channel's version and exact bytes, readable updates)
+                             and per pending write; ``_root.jsonl`` for the root namespace
+        blobs/<sha256>       exact serde bytes too large to inline
       artifacts/<sha256>                           large payloads, raw tool responses
 
 The location is a local path or any fsspec URL (``memory://``, ``s3://bucket/prefix``, ...).
@@ -140,15 +141,9 @@ class Workspace:
         """Directory of ``thread_id``."""
         return self.path("threads", encode_thread_id(thread_id))
 
-    def checkpoint_path(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-        """Path of a checkpoint's JSON file."""
-        ns_dir = f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}"
-        return f"{ns_dir}/{_safe_id(checkpoint_id)}.json"
-
-    def writes_path(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-        """Path of the pending-writes file of a checkpoint."""
-        ns_dir = f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}"
-        return f"{ns_dir}/{_safe_id(checkpoint_id)}.writes.jsonl"
+    def checkpoint_log_path(self, thread_id: str, checkpoint_ns: str) -> str:
+        """Path of the append-only checkpoint log of one namespace of a thread."""
+        return f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}.jsonl"
 
     def blob_path(self, thread_id: str, digest: str) -> str:
         """Path of exact serde bytes named by their sha256."""
@@ -182,17 +177,36 @@ class Workspace:
     def write_atomic(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` so readers never see a partial file."""
         parent = path.rsplit("/", 1)[0]
-        self.fs.makedirs(parent, exist_ok=True)
         if not self.is_local:
+            self.fs.makedirs(parent, exist_ok=True)
             self.fs.pipe_file(path, data)  # object stores replace whole objects
             return
         tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
+        self._write_local(tmp, data)
+        os.replace(tmp, path)
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Write a file that is written once and never replaced (a checkpoint's mirror).
+
+        No temp file: a torn write can only happen in a crash, and replaying the spool or
+        re-running restore rewrites it.
+        """
+        if not self.is_local:
+            self.write_atomic(path, data)
+            return
+        self._write_local(path, data)
+
+    def _write_local(self, path: str, data: bytes) -> None:
+        try:
+            f = open(path, "wb")  # noqa: SIM115 - reopened below after makedirs
+        except FileNotFoundError:
+            os.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            f = open(path, "wb")  # noqa: SIM115
+        with f:
             f.write(data)
             if self.fsync:
                 f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, path)
 
     def write_if_absent(self, path: str, data: bytes) -> None:
         """Write a content-addressed file unless it already exists."""
@@ -301,10 +315,6 @@ class Workspace:
                     continue
             out.append(tid)
         return sorted(out)
-
-
-def _safe_id(checkpoint_id: str) -> str:
-    return checkpoint_id if _PLAIN.match(checkpoint_id) else encode_thread_id(checkpoint_id)
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

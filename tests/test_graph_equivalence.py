@@ -54,6 +54,7 @@ from langgraph_external import (
     verify_chain,
 )
 from langgraph_external.render import to_readable
+from langgraph_external.restore import CheckpointLog
 from langgraph_external.sinks.postgres import LedgerSink
 from langgraph_external.sinks.workspace import WorkspaceSink
 from langgraph_external.workspace import encode_ns
@@ -154,8 +155,10 @@ class Recorder:
     def thread_dir(self, thread_id: str) -> Path:
         return self.root / "threads" / encode_thread_id(thread_id)
 
-    def checkpoint_file(self, thread_id: str, ns: str, checkpoint_id: str) -> Path:
-        return self.thread_dir(thread_id) / "checkpoints" / encode_ns(ns) / f"{checkpoint_id}.json"
+    def checkpoint_doc(self, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any]:
+        log_file = self.thread_dir(thread_id) / "checkpoints" / f"{encode_ns(ns)}.jsonl"
+        assert log_file.is_file(), f"no checkpoint log for namespace {ns!r}"
+        return CheckpointLog(Workspace(self.root), thread_id, ns).doc(checkpoint_id)
 
     def events(self, thread_id: str) -> list[dict[str, Any]]:
         path = self.thread_dir(thread_id) / "events.jsonl"
@@ -179,9 +182,7 @@ class Recorder:
             conf = tup.config["configurable"]
             ns, cid = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
             stored.add((ns, cid))
-            path = self.checkpoint_file(thread_id, ns, cid)
-            assert path.is_file(), f"no workspace file for checkpoint {ns!r}/{cid}"
-            doc = json.loads(path.read_text())
+            doc = self.checkpoint_doc(thread_id, ns, cid)
             parent = (
                 tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
             )
@@ -686,8 +687,8 @@ def test_subgraph_namespaces_are_identical(
     namespaces = {t.config["configurable"]["checkpoint_ns"] for t in tuples}
     assert "" in namespaces and any(ns.startswith("child:") for ns in namespaces)
     recorder.check("sub-wrapped", tuples)
-    ns_dirs = {p.name for p in (recorder.thread_dir("sub-wrapped") / "checkpoints").iterdir()}
-    assert {encode_ns(ns) for ns in namespaces} <= ns_dirs
+    ns_logs = {p.name for p in (recorder.thread_dir("sub-wrapped") / "checkpoints").iterdir()}
+    assert {f"{encode_ns(ns)}.jsonl" for ns in namespaces} <= ns_logs
 
 
 def test_send_fan_out_is_identical(
@@ -754,11 +755,7 @@ def test_time_travel_is_identical(
     updates = [t for t in tuples if t.metadata["source"] == "update"]
     assert len(updates) == 2
     for t in updates:
-        doc = json.loads(
-            recorder.checkpoint_file(
-                "tt-wrapped", "", t.config["configurable"]["checkpoint_id"]
-            ).read_text()
-        )
+        doc = recorder.checkpoint_doc("tt-wrapped", "", t.config["configurable"]["checkpoint_id"])
         assert doc["parent_checkpoint_id"] == t.parent_config["configurable"]["checkpoint_id"]
         assert doc["source"] == "update"
 

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
 import inspect
 import os
@@ -121,6 +122,34 @@ def _untapped(serde: SerializerProtocol) -> SerializerProtocol:
 def _overrides(saver: BaseCheckpointSaver[Any], method: str) -> bool:
     impl = getattr(type(saver), method, None)
     return impl is not None and impl is not getattr(BaseCheckpointSaver, method, None)
+
+
+INLINE_MAX = 16 * 1024
+"""Serialized values up to this size live inside the checkpoint's JSON file (base64);
+larger ones are content-addressed files under ``checkpoints/blobs/``."""
+
+
+class _Blobs:
+    """Collects the exact bytes of one event: small ones inline, large ones as files."""
+
+    __slots__ = ("files", "inline", "size")
+
+    def __init__(self) -> None:
+        self.inline: dict[str, str] = {}
+        self.files: dict[str, bytes] = {}
+        self.size = 0
+
+    def add(self, data: bytes, checkpoint_id: str | None) -> dict[str, Any]:
+        digest = sha256_hex(data)
+        self.size += len(data)
+        if len(data) <= INLINE_MAX:
+            self.inline[digest] = base64.b64encode(data).decode()
+            ref: dict[str, Any] = {"sha256": digest, "size": len(data), "inline": True}
+            if checkpoint_id is not None:
+                ref["in"] = checkpoint_id
+            return ref
+        self.files[f"checkpoints/blobs/{digest}"] = data
+        return {"sha256": digest, "size": len(data)}
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -466,55 +495,71 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
         cap: _Capture,
     ) -> Event:
+        """A cheap event now; its payload is built later by the writer (``build``)."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         parent = conf.get("checkpoint_id")
-        cid = checkpoint["id"]
-        values = checkpoint["channel_values"]
+        step = metadata.get("step")
         # mirror only what changed unless the parent was never mirrored by us
         full = parent is not None and (tid, ns, parent) not in self._mirrored
-        channels = dict(checkpoint["channel_versions"]) if full else dict(new_versions)
-        refs: dict[str, Any] = {}
-        attachments: dict[str, bytes] = {}
-        size = 0
-        for ch, ver in channels.items():
-            if ch in values:
-                typ, data = self._dump(values[ch], cap)
-                digest = sha256_hex(data)
-                attachments[f"checkpoints/blobs/{digest}"] = data
-                refs[ch] = {"version": ver, "type": typ, "sha256": digest, "size": len(data)}
-                size += len(data)
-            else:
-                refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
-        md = to_readable(dict(metadata))
-        step = metadata.get("step")
+        channels = checkpoint["channel_versions"] if full else new_versions
+
+        def build(event: Event) -> Event:
+            return self._build_checkpoint(event, parent, checkpoint, metadata, channels, cap, full)
+
         return Event(
             kind=EventKind.CHECKPOINT.value,
             thread_id=tid,
             checkpoint_ns=ns,
-            checkpoint_id=cid,
+            checkpoint_id=checkpoint["id"],
             name=metadata.get("source"),
             step=step if isinstance(step, int) else None,
             run_id=_str_or_none(metadata.get("run_id")),
-            payload={
-                "parent_checkpoint_id": parent,
-                "source": metadata.get("source"),
-                "metadata": md,
-                "checkpoint": {
-                    "v": checkpoint.get("v"),
-                    "id": cid,
-                    "ts": checkpoint.get("ts"),
-                    "channel_versions": dict(checkpoint["channel_versions"]),
-                    "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
-                    "updated_channels": sorted(checkpoint.get("updated_channels") or []),
-                },
-                "channels": refs,
-                "full": full,
-                "size": size,
-                "path": _checkpoint_relpath(tid, ns, cid),
-            },
-            attachments=attachments,
+            payload={"parent_checkpoint_id": parent},
+            build=build,
         )
+
+    def _build_checkpoint(
+        self,
+        event: Event,
+        parent: str | None,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        channels: Mapping[str, Any],
+        cap: _Capture,
+        full: bool,
+    ) -> Event:
+        tid, ns, cid = event.thread_id, event.checkpoint_ns, checkpoint["id"]
+        values = checkpoint["channel_values"]
+        refs: dict[str, Any] = {}
+        blobs = _Blobs()
+        for ch, ver in channels.items():
+            if ch in values:
+                typ, data = self._dump(values[ch], cap)
+                refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid)}
+            else:
+                refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
+        payload = {
+            **event.payload,
+            "source": metadata.get("source"),
+            "metadata": to_readable(dict(metadata)),
+            "channels": refs,
+            "full": full,
+            "size": blobs.size,
+            "path": _checkpoint_relpath(tid, ns, cid),
+        }
+        detail = {
+            "checkpoint": {
+                "v": checkpoint.get("v"),
+                "id": cid,
+                "ts": checkpoint.get("ts"),
+                "channel_versions": dict(checkpoint["channel_versions"]),
+                "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
+                "updated_channels": sorted(checkpoint.get("updated_channels") or []),
+            },
+            "inline": blobs.inline,
+        }
+        return event.replace(payload=payload, detail=detail, attachments=blobs.files)
 
     def _note_sends(self, tid: str, config: RunnableConfig, checkpoint: Checkpoint) -> None:
         """Remember which node each Send of the checkpoint's step targets (push index)."""
@@ -576,26 +621,27 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str,
         cap: _Capture,
     ) -> Event:
+        """A cheap event now; the bytes are looked up later by the writer (``build``)."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         cid = conf.get("checkpoint_id")
-        refs = []
-        attachments: dict[str, bytes] = {}
-        for idx, (channel, value) in enumerate(writes):
-            typ, data = self._dump(value, cap)
-            digest = sha256_hex(data)
-            attachments[f"checkpoints/blobs/{digest}"] = data
-            refs.append(
-                {
-                    "idx": WRITES_IDX_MAP.get(channel, idx),
-                    "channel": channel,
-                    "type": typ,
-                    "sha256": digest,
-                    "size": len(data),
-                }
-            )
         with self._book:
             node = self._node_of(tid, ns, cid, task_path)
+        pairs = list(writes)
+
+        def build(event: Event) -> Event:
+            blobs = _Blobs()
+            refs = []
+            for idx, (channel, value) in enumerate(pairs):
+                typ, data = self._dump(value, cap)
+                ref = {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "type": typ}
+                refs.append({**ref, **blobs.add(data, None)})
+            return event.replace(
+                payload={**event.payload, "writes": refs},
+                detail={"inline": blobs.inline},
+                attachments=blobs.files,
+            )
+
         return Event(
             kind=EventKind.WRITES.value,
             thread_id=tid,
@@ -604,8 +650,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             task_id=str(task_id),
             node=node,
             name=node,
-            payload={"task_path": task_path, "writes": refs},
-            attachments=attachments,
+            payload={"task_path": task_path},
+            build=build,
         )
 
     def _record_writes(self, event: Event, writes: Sequence[tuple[str, Any]]) -> None:
@@ -708,7 +754,8 @@ def _str_or_none(v: Any) -> str | None:
 
 
 def _checkpoint_relpath(tid: str, ns: str, cid: str) -> str:
-    return f"threads/{encode_thread_id(tid)}/checkpoints/{encode_ns(ns)}/{cid}.json"
+    # the namespace's checkpoint log; the checkpoint is the line with this checkpoint_id
+    return f"threads/{encode_thread_id(tid)}/checkpoints/{encode_ns(ns)}.jsonl"
 
 
 # -- optional capabilities ---------------------------------------------------------------

@@ -47,6 +47,8 @@ class LedgerSink:
                 "del_cp": ledger.DELETE_CHECKPOINT_ROWS,
                 "mark_deleted": ledger.MARK_THREAD_DELETED,
                 "copy_cp": ledger.COPY_CHECKPOINT_ROWS,
+                "copy_events": ledger.COPY_EVENTS,
+                "copy_checkpoints": ledger.COPY_CHECKPOINTS,
                 "late": ledger.ADD_LATE_WRITER,
             }.items()
         }
@@ -125,16 +127,27 @@ class LedgerSink:
     ) -> None:
         if not rows:
             return
-        cur.executemany(self._sql["event"], rows, returning=False)
-        inserted = cur.rowcount
-        if inserted != len(rows):
-            self._verify_existing(cur, rows)
+        if not self._copy(cur, "copy_events", rows):
+            # a replay of rows already stored: insert what is missing, verify the rest
+            cur.executemany(self._sql["event"], rows, returning=False)
+            if cur.rowcount != len(rows):
+                self._verify_existing(cur, rows)
         cur.executemany(
             self._sql["thread"],
             [(tid, a, b, seq, h) for tid, (a, b, seq, h) in threads.items()],
         )
-        if checkpoints:
+        if checkpoints and not self._copy(cur, "copy_checkpoints", checkpoints):
             cur.executemany(self._sql["checkpoint"], checkpoints)
+
+    def _copy(self, cur: psycopg.Cursor[Any], which: str, rows: list[tuple[Any, ...]]) -> bool:
+        """COPY ``rows`` (the fast path); ``False`` if some already exist (nothing copied)."""
+        try:
+            with cur.connection.transaction(), cur.copy(self._sql[which]) as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except psycopg.errors.UniqueViolation:
+            return False
+        return True
 
     def _verify_existing(self, cur: psycopg.Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
         by_thread: dict[str, dict[int, str]] = {}

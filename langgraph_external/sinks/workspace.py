@@ -1,14 +1,17 @@
 """The workspace sink: mirrors sequenced events into the file workspace.
 
-Per batch and thread it appends the envelopes to ``events.jsonl`` in one write, stores
-attachments content-addressed, writes one JSON file per checkpoint (exact channel refs,
-metadata, parent, readable rendering of the channels that changed), appends pending
-writes next to their checkpoint, and replaces ``state.json`` once with the newest root
-checkpoint's state.
+Per batch and thread it appends the envelopes to ``events.jsonl`` in one write, appends
+one line per checkpoint and per pending write to the namespace's checkpoint log
+``checkpoints/<ns>.jsonl`` in one write (metadata, parent, the version and exact bytes of
+every channel — small values inline as base64, large ones as content-addressed blob
+files — and a readable rendering of what changed), and replaces ``state.json`` once with
+the newest root checkpoint's state. Everything but ``state.json`` and ``thread.json`` is
+append-only; few files per batch keeps the mirror cheap.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -52,10 +55,12 @@ class WorkspaceSink:
         self.redactor = redactor
         digest = hashlib.sha256(workspace.location.encode()).hexdigest()[:12]
         self.name = f"workspace-{digest}"
-        self._known_threads: set[str] = set()
-        # (thread, ns, checkpoint_id) -> full channel map {ch: {version, type, sha256, size}}
+        self._last_seq: OrderedDict[str, int] = OrderedDict()  # thread -> last seq written
+        # (thread, ns, checkpoint_id) -> full channel map {ch: {version, type, sha256, ...}}
         self._channel_maps: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self._readable: OrderedDict[str, Any] = OrderedDict()  # sha -> readable value
+        self._bytes: OrderedDict[str, bytes] = OrderedDict()  # sha -> bytes (this batch+)
+        self._described: set[str] = set()  # threads whose thread.json exists
 
     # -- Sink --------------------------------------------------------------------------
     def write(self, events: Sequence[Event]) -> None:
@@ -78,73 +83,133 @@ class WorkspaceSink:
     def close(self) -> None:
         """Nothing to release."""
 
-    # -- internals ---------------------------------------------------------------------
+    # -- per thread --------------------------------------------------------------------
     def _write_thread(self, tid: str, events: list[Event]) -> None:
         ws = self.ws
-        tdir = ws.thread_dir(tid)
-        start = 0
         for i, e in enumerate(events):
             if e.kind == "thread_deleted":
                 ws.remove_thread(tid)
-                self._known_threads.discard(tid)
-                self._drop_thread_cache(tid)
-                start = i
-        events = events[start:]
-        if tid not in self._known_threads:
-            self._ensure_thread_json(tid, events[0])
-        existing_seq = None
-        last = ws.last_event(tid) if events[0].seq is not None else None
-        if last is not None:
-            existing_seq = int(last.get("seq") or 0)
-        fresh = [e for e in events if existing_seq is None or (e.seq or 0) > existing_seq]
-        for e in events:
+                self._forget(tid)
+                self._last_seq[tid] = (e.seq or 1) - 1
+                events = events[i:]
+        last = self._known_last_seq(tid)
+        fresh = [e for e in events if (e.seq or 0) > last]
+        if not fresh:
+            return
+        tdir = ws.thread_dir(tid)
+        if tid not in self._described:
+            self._write_thread_json(tid, fresh[0])
+            self._described.add(tid)
+            if len(self._described) > _CACHE:
+                self._described.clear()
+        for e in fresh:
+            for sha, b64 in ((e.detail or {}).get("inline") or {}).items():
+                self._remember_bytes(sha, base64.b64decode(b64))
             for rel, data in e.attachments.items():
                 ws.write_if_absent(f"{tdir}/{rel}", data)
+                self._remember_bytes(rel.rsplit("/", 1)[-1], data)
+        logs: dict[str, list[dict[str, Any]]] = {}  # ns -> lines for its checkpoint log
         latest_root: Event | None = None
         for e in fresh:
-            if e.kind == "checkpoint":
-                self._write_checkpoint(tid, e)
+            if e.kind == "checkpoint" and e.checkpoint_id is not None:
+                logs.setdefault(e.checkpoint_ns, []).append(self._checkpoint_doc(tid, e))
                 if e.checkpoint_ns == "":
                     latest_root = e
-            elif e.kind == "writes":
-                self._write_writes(tid, e)
+            elif e.kind == "writes" and e.checkpoint_id is not None:
+                lines = logs.setdefault(e.checkpoint_ns, [])
+                lines.extend(self._writes_lines(tid, e))
                 if e.payload.get("late_for"):
-                    self._add_late_writer(tid, e)
+                    lines.append(
+                        {
+                            "record": "writer",
+                            "checkpoint_id": e.payload["late_for"],
+                            "task_id": e.task_id,
+                            "task_path": e.payload.get("task_path"),
+                            "node": e.node,
+                            "seq": e.seq,
+                        }
+                    )
             elif e.kind in ("thread_pruned", "runs_deleted"):
+                self._flush_logs(tid, logs)
                 self._remove_checkpoints(tid, e)
             elif e.kind == "thread_copied":
+                self._flush_logs(tid, logs)
                 self._copy_checkpoints(e.payload["source_thread_id"], tid)
-        if fresh:
-            ws.append_lines(
-                f"{tdir}/events.jsonl",
-                (json.dumps(e.envelope(), ensure_ascii=False, default=str) for e in fresh),
-            )
+        self._flush_logs(tid, logs)
+        ws.append_lines(
+            f"{tdir}/events.jsonl",
+            (json.dumps(e.envelope(), ensure_ascii=False, default=str) for e in fresh),
+        )
+        self._last_seq[tid] = fresh[-1].seq or last
+        self._last_seq.move_to_end(tid)
+        while len(self._last_seq) > _CACHE:
+            self._last_seq.popitem(last=False)
         if latest_root is not None:
             self._write_state(tid, latest_root)
 
-    def _ensure_thread_json(self, tid: str, first: Event) -> None:
-        path = f"{self.ws.thread_dir(tid)}/thread.json"
-        if not self.ws.exists(path):
-            self.ws.write_json(
-                path,
-                {
-                    "thread_id": tid,
-                    "encoded": encode_thread_id(tid),
-                    "created": first.ts.isoformat(),
-                    "schema_version": SCHEMA_VERSION,
-                    "policy_hash": None,
-                    "deleted": first.kind == "thread_deleted",
-                },
-            )
-        self._known_threads.add(tid)
+    def _flush_logs(self, tid: str, logs: dict[str, list[dict[str, Any]]]) -> None:
+        for ns, lines in logs.items():
+            if lines:
+                self.ws.append_lines(
+                    self.ws.checkpoint_log_path(tid, ns), (_dumps_line(x) for x in lines)
+                )
+        logs.clear()
 
-    def _full_channel_map(self, tid: str, e: Event) -> dict[str, Any]:
+    def _known_last_seq(self, tid: str) -> int:
+        if tid in self._last_seq:
+            return self._last_seq[tid]
+        last = self.ws.last_event(tid)
+        return int(last.get("seq") or 0) if last else 0
+
+    def _write_thread_json(self, tid: str, first: Event) -> None:
+        path = f"{self.ws.thread_dir(tid)}/thread.json"
+        if self.ws.exists(path):
+            return
+        self.ws.write_json(
+            path,
+            {
+                "thread_id": tid,
+                "encoded": encode_thread_id(tid),
+                "created": first.ts.isoformat(),
+                "schema_version": SCHEMA_VERSION,
+                "policy_hash": None,
+            },
+        )
+
+    # -- checkpoints -------------------------------------------------------------------
+    def _checkpoint_doc(self, tid: str, e: Event) -> dict[str, Any]:
+        assert e.checkpoint_id is not None
+        detail = e.detail or {}
+        skel = detail.get("checkpoint") or {}
+        full = self._full_channel_map(tid, e, skel.get("channel_versions") or {})
+        self._channel_maps[(tid, e.checkpoint_ns, e.checkpoint_id)] = full
+        while len(self._channel_maps) > _CACHE:
+            self._channel_maps.popitem(last=False)
+        updated = e.payload.get("channels", {})
+        return {
+            "record": "checkpoint",
+            "thread_id": tid,
+            "checkpoint_ns": e.checkpoint_ns,
+            "checkpoint_id": e.checkpoint_id,
+            "parent_checkpoint_id": e.payload.get("parent_checkpoint_id"),
+            "step": e.step,
+            "source": e.payload.get("source"),
+            "seq": e.seq,
+            "metadata": e.payload.get("metadata"),
+            "writers": [dict(w) for w in e.payload.get("writers", [])],
+            "updates": self._redact(
+                {ch: self._render(tid, full[ch], e.checkpoint_ns) for ch in updated}
+            ),
+            "checkpoint": skel,
+            "channels": full,
+            "blobs": detail.get("inline") or {},
+        }
+
+    def _full_channel_map(self, tid: str, e: Event, versions: dict[str, Any]) -> dict[str, Any]:
         p = e.payload
-        versions: dict[str, Any] = p["checkpoint"]["channel_versions"]
         updated: dict[str, Any] = p.get("channels", {})
-        if p.get("full") or not p.get("parent_checkpoint_id"):
-            base: dict[str, Any] = {}
-        else:
+        base: dict[str, Any] = {}
+        if not p.get("full") and p.get("parent_checkpoint_id"):
             base = self._channel_map(tid, e.checkpoint_ns, p["parent_checkpoint_id"]) or {}
         full = {}
         for ch, ver in versions.items():
@@ -161,21 +226,39 @@ class WorkspaceSink:
         if key in self._channel_maps:
             self._channel_maps.move_to_end(key)
             return self._channel_maps[key]
-        path = self.ws.checkpoint_path(tid, ns, cid)
+        doc = self._read_doc(tid, ns, cid)
+        return dict(doc.get("channels", {})) if doc else None
+
+    def _read_doc(self, tid: str, ns: str, cid: str) -> dict[str, Any] | None:
+        path = self.ws.checkpoint_log_path(tid, ns)
         if not self.ws.exists(path):
             return None
         try:
-            data = self.ws.read_json(path)
+            for line in reversed(self.ws.read_bytes(path).splitlines()):
+                if cid.encode() in line:
+                    doc = json.loads(line)
+                    if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") == cid:
+                        return dict(doc)
         except (OSError, ValueError):
             return None
-        return dict(data.get("channels", {}))
+        return None
 
-    def _remember(self, key: tuple[str, str, str], full: dict[str, Any]) -> None:
-        self._channel_maps[key] = full
-        while len(self._channel_maps) > _CACHE:
-            self._channel_maps.popitem(last=False)
+    # -- readable views ----------------------------------------------------------------
+    def _remember_bytes(self, sha: str, data: bytes) -> None:
+        self._bytes[sha] = data
+        while len(self._bytes) > _CACHE:
+            self._bytes.popitem(last=False)
 
-    def _render(self, tid: str, ref: dict[str, Any]) -> Any:
+    def _load_bytes(self, tid: str, ns: str, ref: dict[str, Any]) -> bytes:
+        sha = ref["sha256"]
+        if sha in self._bytes:
+            return self._bytes[sha]
+        if ref.get("inline") and ref.get("in"):
+            doc = self._read_doc(tid, ns, ref["in"]) or {}
+            return base64.b64decode(doc["blobs"][sha])
+        return self.ws.read_bytes(self.ws.blob_path(tid, sha))
+
+    def _render(self, tid: str, ref: dict[str, Any], ns: str = "") -> Any:
         sha = ref.get("sha256")
         if sha is None:
             return None if ref.get("type") == "empty" else {"$unmirrored": ref.get("version")}
@@ -183,7 +266,7 @@ class WorkspaceSink:
             self._readable.move_to_end(sha)
             return self._readable[sha]
         try:
-            data = self.ws.read_bytes(self.ws.blob_path(tid, sha))
+            data = self._load_bytes(tid, ns, ref)
             value = to_readable(self.serde.loads_typed((ref["type"], data)))
         except Exception as exc:  # readable views never block the exact mirror
             value = {"$undecodable": f"{type(exc).__name__}: {exc}"}
@@ -197,50 +280,24 @@ class WorkspaceSink:
             return value
         return self.redactor(value)[0]
 
-    def _write_checkpoint(self, tid: str, e: Event) -> None:
-        assert e.checkpoint_id is not None
-        full = self._full_channel_map(tid, e)
-        self._remember((tid, e.checkpoint_ns, e.checkpoint_id), full)
-        updated = e.payload.get("channels", {})
-        doc = {
-            "thread_id": tid,
-            "checkpoint_ns": e.checkpoint_ns,
-            "checkpoint_id": e.checkpoint_id,
-            "parent_checkpoint_id": e.payload.get("parent_checkpoint_id"),
-            "step": e.step,
-            "source": e.payload.get("source"),
-            "seq": e.seq,
-            "metadata": e.payload.get("metadata"),
-            "checkpoint": e.payload["checkpoint"],
-            "channels": full,
-            "writers": e.payload.get("writers", []),
-            "updates": self._redact({ch: self._render(tid, full[ch]) for ch in updated}),
-        }
-        self.ws.write_json(self.ws.checkpoint_path(tid, e.checkpoint_ns, e.checkpoint_id), doc)
-
-    def _write_writes(self, tid: str, e: Event) -> None:
-        assert e.checkpoint_id is not None
+    def _writes_lines(self, tid: str, e: Event) -> list[dict[str, Any]]:
+        inline = (e.detail or {}).get("inline") or {}
         lines = []
         for w in e.payload.get("writes", []):
-            line = dict(w)
-            line["task_id"] = e.task_id
-            line["task_path"] = e.payload.get("task_path", "")
-            line["node"] = e.node
-            line["value"] = self._redact(self._render(tid, w))
-            lines.append(json.dumps(line, ensure_ascii=False, default=str))
-        self.ws.append_lines(self.ws.writes_path(tid, e.checkpoint_ns, e.checkpoint_id), lines)
-
-    def _add_late_writer(self, tid: str, e: Event) -> None:
-        path = self.ws.checkpoint_path(tid, e.checkpoint_ns, e.payload["late_for"])
-        if not self.ws.exists(path):
-            return
-        doc = self.ws.read_json(path)
-        writers = doc.setdefault("writers", [])
-        if all(w.get("task_id") != e.task_id for w in writers):
-            writers.append(
-                {"task_id": e.task_id, "task_path": e.payload.get("task_path"), "node": e.node}
-            )
-            self.ws.write_json(path, doc)
+            line = {
+                "record": "write",
+                "checkpoint_id": e.checkpoint_id,
+                "task_id": e.task_id,
+                "task_path": e.payload.get("task_path", ""),
+                "node": e.node,
+                "seq": e.seq,
+                **w,
+            }
+            if w.get("inline") and w.get("sha256") in inline:
+                line["b64"] = inline[w["sha256"]]
+            line["value"] = self._redact(self._render(tid, w, e.checkpoint_ns))
+            lines.append(line)
+        return lines
 
     def _write_state(self, tid: str, e: Event) -> None:
         assert e.checkpoint_id is not None
@@ -261,11 +318,19 @@ class WorkspaceSink:
             },
         )
 
+    # -- thread operations -------------------------------------------------------------
     def _remove_checkpoints(self, tid: str, e: Event) -> None:
         for ns, ids in (e.payload.get("removed") or {}).items():
-            for cid in ids:
-                self.ws.remove(self.ws.checkpoint_path(tid, ns, cid))
-                self.ws.remove(self.ws.writes_path(tid, ns, cid))
+            gone = set(ids)
+            path = self.ws.checkpoint_log_path(tid, ns)
+            if self.ws.exists(path):
+                kept = [
+                    line
+                    for line in self.ws.read_bytes(path).splitlines()
+                    if line.strip() and json.loads(line).get("checkpoint_id") not in gone
+                ]
+                self.ws.write_atomic(path, b"".join(x + b"\n" for x in kept))
+            for cid in gone:
                 self._channel_maps.pop((tid, ns, cid), None)
 
     def _copy_checkpoints(self, src: str, dst: str) -> None:
@@ -274,19 +339,29 @@ class WorkspaceSink:
         if not self.ws.fs.exists(src_dir):
             return
         for path in self.ws.fs.find(src_dir):
-            rel = path[len(src_dir.rstrip("/")) + 1 :] if path.startswith(src_dir) else None
-            if rel is None:
-                rel = path.split("/checkpoints/", 1)[1]
-            target = f"{dst_dir}/{rel}"
+            rel = path.split("/checkpoints/", 1)[1]
             data = self.ws.read_bytes(path)
-            if rel.endswith(".json") and not rel.startswith("blobs/"):
-                doc = json.loads(data)
-                doc["thread_id"] = dst
-                doc["copied_from"] = src
-                self.ws.write_json(target, doc)
+            if rel.endswith(".jsonl"):
+                lines = []
+                for raw in data.splitlines():
+                    if not raw.strip():
+                        continue
+                    line = json.loads(raw)
+                    if line.get("record") == "checkpoint":
+                        line["thread_id"] = dst
+                        line["copied_from"] = src
+                    lines.append(_dumps_line(line))
+                self.ws.append_lines(f"{dst_dir}/{rel}", lines)
             else:
-                self.ws.write_if_absent(target, data)
+                self.ws.write_if_absent(f"{dst_dir}/{rel}", data)
 
-    def _drop_thread_cache(self, tid: str) -> None:
+    def _forget(self, tid: str) -> None:
         for key in [k for k in self._channel_maps if k[0] == tid]:
             del self._channel_maps[key]
+        self._last_seq.pop(tid, None)
+        self._described.discard(tid)
+
+
+def _dumps_line(obj: dict[str, Any]) -> str:
+    # compact on purpose: json's C encoder only runs without indent
+    return json.dumps(obj, ensure_ascii=False, default=str)
