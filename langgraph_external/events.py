@@ -70,7 +70,8 @@ class Event:
     are referenced from ``payload`` and so covered by the hash. ``detail`` carries bulky
     data only the workspace needs (a checkpoint's full skeleton and inline bytes).
     ``build`` lets a source defer the costly part of building an event to the
-    background writer: the pipeline calls it before any processor.
+    background writer: the pipeline calls it before any processor. ``line`` is the
+    canonical JSON of the sequenced envelope, computed once while hashing.
     """
 
     kind: str
@@ -99,6 +100,7 @@ class Event:
     attachments: Mapping[str, bytes] = field(default_factory=dict, compare=False, repr=False)
     detail: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     build: Callable[[Event], Event] | None = field(default=None, compare=False, repr=False)
+    line: str | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def new(cls, kind: str | EventKind, thread_id: str, **fields: Any) -> Event:

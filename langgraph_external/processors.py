@@ -39,7 +39,8 @@ def materialize(event: Event) -> Event:
     """Run a deferred builder (see :attr:`Event.build`), so sources stay cheap."""
     if event.build is None:
         return event
-    return event.build(event).replace(build=None)
+    built = event.build(event)
+    return built if built.build is None else built.replace(build=None)
 
 
 class Redact:
@@ -134,6 +135,10 @@ class Sequencer:
         envelope = event.envelope()
         envelope["seq"], envelope["prev"], envelope["payload"] = seq, prev, payload
         del envelope["hash"]
-        digest = hashlib.sha256(canonical_json(envelope).encode()).hexdigest()
+        body = canonical_json(envelope)
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        # the stored line is the hashed body with the hash in its sorted place (before "kind")
+        cut = body.index(',"kind":')
+        line = f'{body[:cut]},"hash":"{digest}"{body[cut:]}'
         self._last[tid] = (seq, digest)
-        return event.replace(seq=seq, prev=prev, payload=payload, hash=digest)
+        return event.replace(seq=seq, prev=prev, payload=payload, hash=digest, line=line)

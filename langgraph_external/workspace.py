@@ -224,9 +224,12 @@ class Workspace:
             return
         parent = path.rsplit("/", 1)[0]
         if self.is_local:
-            if not os.path.isdir(parent):
+            try:
+                f = open(path, "ab")  # noqa: SIM115 - reopened below after makedirs
+            except FileNotFoundError:
                 os.makedirs(parent, exist_ok=True)
-            with open(path, "ab") as f:
+                f = open(path, "ab")  # noqa: SIM115
+            with f:
                 f.write(data)
                 if self.fsync:
                     f.flush()

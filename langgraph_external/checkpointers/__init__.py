@@ -559,7 +559,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             },
             "inline": blobs.inline,
         }
-        return event.replace(payload=payload, detail=detail, attachments=blobs.files)
+        return event.replace(payload=payload, detail=detail, attachments=blobs.files, build=None)
 
     def _note_sends(self, tid: str, config: RunnableConfig, checkpoint: Checkpoint) -> None:
         """Remember which node each Send of the checkpoint's step targets (push index)."""
@@ -640,6 +640,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 payload={**event.payload, "writes": refs},
                 detail={"inline": blobs.inline},
                 attachments=blobs.files,
+                build=None,
             )
 
         return Event(

@@ -78,7 +78,14 @@ class WorkspaceSink:
             last = self.ws.last_event(tid)
             if last and last.get("seq") is not None and last.get("hash"):
                 out[tid] = (int(last["seq"]), str(last["hash"]))
+            self._remember_seq(tid, out[tid][0] if tid in out else 0)
         return out
+
+    def _remember_seq(self, tid: str, seq: int) -> None:
+        self._last_seq[tid] = seq
+        self._last_seq.move_to_end(tid)
+        while len(self._last_seq) > _CACHE:
+            self._last_seq.popitem(last=False)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -98,7 +105,7 @@ class WorkspaceSink:
             return
         tdir = ws.thread_dir(tid)
         if tid not in self._described:
-            self._write_thread_json(tid, fresh[0])
+            self._write_thread_json(tid, fresh[0], known_new=last == 0)
             self._described.add(tid)
             if len(self._described) > _CACHE:
                 self._described.clear()
@@ -138,12 +145,9 @@ class WorkspaceSink:
         self._flush_logs(tid, logs)
         ws.append_lines(
             f"{tdir}/events.jsonl",
-            (json.dumps(e.envelope(), ensure_ascii=False, default=str) for e in fresh),
+            (e.line or json.dumps(e.envelope(), ensure_ascii=False, default=str) for e in fresh),
         )
-        self._last_seq[tid] = fresh[-1].seq or last
-        self._last_seq.move_to_end(tid)
-        while len(self._last_seq) > _CACHE:
-            self._last_seq.popitem(last=False)
+        self._remember_seq(tid, fresh[-1].seq or last)
         if latest_root is not None:
             self._write_state(tid, latest_root)
 
@@ -161,9 +165,9 @@ class WorkspaceSink:
         last = self.ws.last_event(tid)
         return int(last.get("seq") or 0) if last else 0
 
-    def _write_thread_json(self, tid: str, first: Event) -> None:
+    def _write_thread_json(self, tid: str, first: Event, *, known_new: bool) -> None:
         path = f"{self.ws.thread_dir(tid)}/thread.json"
-        if self.ws.exists(path):
+        if not known_new and self.ws.exists(path):
             return
         self.ws.write_json(
             path,
