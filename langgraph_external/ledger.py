@@ -78,9 +78,8 @@ MIGRATIONS: list[str] = [
         where name is not null;
     create index if not exists events_run_idx on {schema}.events (run_id)
         where run_id is not null;
-    create index if not exists events_checkpoint_idx on {schema}.events (thread_id, checkpoint_id)
-        where checkpoint_id is not null;
-    create index if not exists events_ts_idx on {schema}.events (ts);
+    -- append-only and time-ordered: a BRIN index serves time ranges at almost no write cost
+    create index if not exists events_ts_brin on {schema}.events using brin (ts);
     create table if not exists {schema}.checkpoints (
         thread_id text not null,
         checkpoint_ns text not null default '',

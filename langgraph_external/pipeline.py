@@ -181,6 +181,7 @@ class Pipeline:
         self.retry_interval = retry_interval
         self.failures: list[SinkFailure] = []
         self.delivered = 0
+        self.writer_cpu = 0.0  # CPU seconds the background writer spent
         self._failing: dict[str, float] = {}  # sink name -> time of next retry
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.RLock()
@@ -266,6 +267,7 @@ class Pipeline:
         """Failures so far, sinks currently failing, spooled batches per sink."""
         return {
             "delivered": self.delivered,
+            "writer_cpu_seconds": round(self.writer_cpu, 3),
             "failures": [f.__dict__ for f in self.failures],
             "failing": sorted(self._failing),
             "spooled": {s.name: len(self.spool.pending(s.name)) for s in self.sinks},
@@ -290,6 +292,7 @@ class Pipeline:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
+            started = time.thread_time()
             try:
                 with self._lock:
                     if batch:
@@ -300,6 +303,7 @@ class Pipeline:
                         self._retry_spooled(force=False)
             except Exception:  # never let the writer die; _process records failures
                 logger.exception("langgraph-external writer failed to process a batch")
+            self.writer_cpu += time.thread_time() - started
             stop = False
             for kind, arg in controls:
                 if kind is _FLUSH:

@@ -31,6 +31,7 @@ from langgraph_external.workspace import Workspace, encode_thread_id
 logger = logging.getLogger("langgraph_external")
 
 _CACHE = 4096
+_INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
 
 
 class WorkspaceSink:
@@ -202,7 +203,11 @@ class WorkspaceSink:
             "metadata": e.payload.get("metadata"),
             "writers": [dict(w) for w in e.payload.get("writers", [])],
             "updates": self._redact(
-                {ch: self._render(tid, full[ch], e.checkpoint_ns) for ch in updated}
+                {
+                    ch: self._render(tid, full[ch], e.checkpoint_ns)
+                    for ch in updated
+                    if not ch.startswith(_INTERNAL)
+                }
             ),
             "checkpoint": skel,
             "channels": full,
@@ -309,7 +314,7 @@ class WorkspaceSink:
         values = {
             ch: self._render(tid, ref)
             for ch, ref in full.items()
-            if not ch.startswith(("__", "branch:"))
+            if not ch.startswith(_INTERNAL)
         }
         self.ws.write_json(
             f"{self.ws.thread_dir(tid)}/state.json",
