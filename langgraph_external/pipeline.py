@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ import queue
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -188,7 +190,7 @@ class Pipeline:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Sequence[Event]], None]] = []
-        self._flush_hooks: list[Callable[[], None]] = []
+        self._flush_hooks: list[Callable[[], Callable[[], None] | None]] = []
         if not strict:
             self._thread = threading.Thread(
                 target=self._run, name="langgraph-external-writer", daemon=True
@@ -216,8 +218,7 @@ class Pipeline:
 
         Also retries spooled backlogs once. Returns ``False`` on timeout.
         """
-        for hook in list(self._flush_hooks):
-            hook()
+        self._run_flush_hooks()
         if self.strict or self._thread is None:
             with self._lock:
                 self._retry_spooled(force=True)
@@ -227,8 +228,23 @@ class Pipeline:
         return done.wait(timeout)
 
     def add_flush_hook(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` at the start of every flush (sources emit what they still hold)."""
-        self._flush_hooks.append(fn)
+        """Call ``fn`` at the start of every flush (sources emit what they still hold).
+
+        Bound methods are held weakly, so a source that is gone is not kept alive.
+        """
+        ref: Callable[[], Callable[[], None] | None] = (
+            weakref.WeakMethod(fn) if inspect.ismethod(fn) else (lambda: fn)
+        )
+        self._flush_hooks.append(ref)
+
+    def _run_flush_hooks(self) -> None:
+        alive = []
+        for ref in self._flush_hooks:
+            hook = ref()
+            if hook is not None:
+                hook()
+                alive.append(ref)
+        self._flush_hooks = alive
 
     def add_listener(self, fn: Callable[[Sequence[Event]], None]) -> None:
         """Call ``fn`` with every processed batch (after the sinks); used by testing helpers."""
@@ -243,8 +259,7 @@ class Pipeline:
         """Flush, stop the writer, and close sinks. Spooled batches stay on disk."""
         if self._closed:
             return
-        for hook in list(self._flush_hooks):
-            hook()
+        self._run_flush_hooks()
         if self._thread is not None:
             self._queue.put((_STOP, None))
             self._thread.join()

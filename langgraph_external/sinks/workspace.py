@@ -312,9 +312,7 @@ class WorkspaceSink:
         assert e.checkpoint_id is not None
         full = self._channel_maps.get((tid, e.checkpoint_ns, e.checkpoint_id), {})
         values = {
-            ch: self._render(tid, ref)
-            for ch, ref in full.items()
-            if not ch.startswith(_INTERNAL)
+            ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
         }
         self.ws.write_json(
             f"{self.ws.thread_dir(tid)}/state.json",
