@@ -31,6 +31,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from langchain_core.runnables import RunnableConfig
@@ -337,17 +338,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         """Store through the wrapped saver, then record the checkpoint."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
         self._note_sends(tid, config, checkpoint)
-        cap = _Capture()
-        token = _CAPTURE.set(cap)
-        try:
+        with _capturing("checkpoint") as cap:
             next_config = self.inner.put(config, checkpoint, metadata, new_versions)
-        except Exception as exc:
-            err = _serialization_error(cap, exc, "checkpoint")
-            if err is exc:
-                raise
-            raise err from exc
-        finally:
-            _CAPTURE.reset(token)
         self._record_put(
             self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
         )
@@ -363,22 +355,13 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         """Async twin of :meth:`put`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
         self._note_sends(tid, config, checkpoint)
-        cap = _Capture()
-        token = _CAPTURE.set(cap)
-        try:
+        with _capturing("checkpoint") as cap:
             if self._async_native["aput"]:
                 next_config = await self.inner.aput(config, checkpoint, metadata, new_versions)
             else:
                 next_config = await asyncio.to_thread(
                     self.inner.put, config, checkpoint, metadata, new_versions
                 )
-        except Exception as exc:
-            err = _serialization_error(cap, exc, "checkpoint")
-            if err is exc:
-                raise
-            raise err from exc
-        finally:
-            _CAPTURE.reset(token)
         self._record_put(
             self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
         )
@@ -393,20 +376,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> None:
         """Store through the wrapped saver, then record which task wrote what."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
-        cap = _Capture()
-        token = _CAPTURE.set(cap)
-        try:
-            if self._task_path_arg:
-                self.inner.put_writes(config, writes, task_id, task_path)
-            else:
-                self.inner.put_writes(config, writes, task_id)
-        except Exception as exc:
-            err = _serialization_error(cap, exc, "write")
-            if err is exc:
-                raise
-            raise err from exc
-        finally:
-            _CAPTURE.reset(token)
+        with _capturing("write") as cap:
+            self.inner.put_writes(*self._writes_args(config, writes, task_id, task_path))
         self._record_writes(
             self._writes_event(tid, config, writes, task_id, task_path, cap), writes
         )
@@ -420,26 +391,21 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> None:
         """Async twin of :meth:`put_writes`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
-        args: tuple[Any, ...] = (config, writes, task_id)
-        if self._task_path_arg:
-            args = (*args, task_path)
-        cap = _Capture()
-        token = _CAPTURE.set(cap)
-        try:
+        args = self._writes_args(config, writes, task_id, task_path)
+        with _capturing("write") as cap:
             if self._async_native["aput_writes"]:
                 await self.inner.aput_writes(*args)
             else:
                 await asyncio.to_thread(self.inner.put_writes, *args)
-        except Exception as exc:
-            err = _serialization_error(cap, exc, "write")
-            if err is exc:
-                raise
-            raise err from exc
-        finally:
-            _CAPTURE.reset(token)
         self._record_writes(
             self._writes_event(tid, config, writes, task_id, task_path, cap), writes
         )
+
+    def _writes_args(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
+    ) -> tuple[Any, ...]:
+        # the saver gets task_path only if its signature declares it (as LangGraph does)
+        return (config, writes, task_id, path) if self._task_path_arg else (config, writes, task_id)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread in the saver, the ledger and the workspace; leave a tombstone."""
@@ -729,6 +695,25 @@ def _own_pipeline(
     if dsn is not None:
         sinks.append(LedgerSink(dsn, schema))
     return Pipeline(sinks, strict=strict, spool_dir=spool_dir)
+
+
+@contextmanager
+def _capturing(what: str) -> Iterator[_Capture]:
+    """Capture what the wrapped saver serializes inside the block (see :class:`_TapSerde`).
+
+    A serializer failure inside the saver becomes a :class:`SerializationError`.
+    """
+    cap = _Capture()
+    token = _CAPTURE.set(cap)
+    try:
+        yield cap
+    except Exception as exc:
+        err = _serialization_error(cap, exc, what)
+        if err is exc:
+            raise
+        raise err from exc
+    finally:
+        _CAPTURE.reset(token)
 
 
 def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
