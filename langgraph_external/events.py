@@ -34,6 +34,7 @@ class EventKind(str, Enum):
     RUN_END = "run_end"
     NODE_START = "node_start"
     NODE_END = "node_end"
+    ROUTE = "route"
     CHECKPOINT = "checkpoint"
     WRITES = "writes"
     TOOL_START = "tool_start"

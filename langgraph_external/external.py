@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external import ledger
 from langgraph_external._nolock import NoLock
+from langgraph_external.callbacks import AuditCallbackHandler
 from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
@@ -53,6 +54,7 @@ class External:
         pool_size: most connections the checkpointer uses at once.
         inner: a saver to wrap instead of the official Postgres saver.
         extra_sinks: more sinks after the workspace and the ledger (e.g. an exporter).
+        record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -74,6 +76,7 @@ class External:
         storage_options: dict[str, Any] | None = None,
         inner: BaseCheckpointSaver[Any] | None = None,
         extra_sinks: Sequence[Sink] = (),
+        record_behaviour: bool = True,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
         self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
@@ -85,6 +88,8 @@ class External:
         self.pool_size = pool_size
         self._inner_given = inner
         self._extra_sinks = list(extra_sinks)
+        self.record_behaviour = record_behaviour
+        self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
             if embedded_dir is None:
@@ -192,6 +197,7 @@ class External:
         assert self.pipeline is not None
         self._ws_sink.serde = inner.serde
         self._checkpointer = ExternalCheckpointer(inner, pipeline=self.pipeline)
+        self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None
 
     def close(self) -> None:
         """Flush every recorded event, close connections, stop the embedded server."""
@@ -228,6 +234,13 @@ class External:
 
     # -- use ----------------------------------------------------------------------------
     @property
+    def audit_handler(self) -> AuditCallbackHandler:
+        """The callback handler :meth:`config` attaches (usable in your own configs)."""
+        if self._audit is None:
+            raise ConfigurationError("call setup() first (and keep record_behaviour=True)")
+        return self._audit
+
+    @property
     def checkpointer(self) -> ExternalCheckpointer:
         """The recording checkpointer to pass to ``builder.compile(checkpointer=...)``."""
         if self._checkpointer is None:
@@ -243,7 +256,10 @@ class External:
         callbacks: Sequence[Any] = (),
         **configurable: Any,
     ) -> RunnableConfig:
-        """A ``RunnableConfig`` for ``thread_id`` with the package's callbacks attached.
+        """A ``RunnableConfig`` for ``thread_id`` with the audit callback handler attached.
+
+        The handler records node transitions, tool calls, model calls, retriever hits,
+        interrupts and resumes (see :mod:`langgraph_external.callbacks`).
 
         Example:
             >>> External.__new__(External).config("t-1")["configurable"]
@@ -255,8 +271,12 @@ class External:
         if checkpoint_id is not None:
             conf["checkpoint_id"] = checkpoint_id
         out: dict[str, Any] = {"configurable": conf}
-        if callbacks:
-            out["callbacks"] = list(callbacks)
+        handlers = list(callbacks)
+        audit = getattr(self, "_audit", None)
+        if audit is not None:
+            handlers.insert(0, audit)
+        if handlers:
+            out["callbacks"] = handlers
         return out  # type: ignore[return-value]
 
     def flush(self, timeout: float | None = 30.0) -> bool:

@@ -1,7 +1,726 @@
-"""Callback handlers that record what a graph *does* (node transitions, tools, LLM calls).
+"""``AuditCallbackHandler``: records what a graph *does*, next to what it *stores*.
 
-``AuditCallbackHandler`` lands here (see the project issues); the checkpointer in
-:mod:`langgraph_external.checkpointers` already records what the graph *stores*.
+The checkpointer records state; this handler records behaviour: graph runs, every node
+start/end with the update it returned (step, task id, triggers), router decisions, tool
+calls (arguments, ``tool_call_id``, raw and parsed result, errors), chat-model calls (model,
+parameters, the exact messages and tool schemas, a ``prompt_context_hash``, the answer,
+requested tool calls, token usage), retriever hits, interrupts and resumes. Every event
+carries the thread id, checkpoint namespace, LangChain run ids and the task id, which is
+the join key with the checkpointer's ``writes`` events (``put_writes`` gets the same id).
+
+The handler only builds a small event and enqueues it; payloads are rendered later by the
+pipeline's writer. It never raises into the graph unless the pipeline is strict.
+
+Example:
+    >>> from langgraph_external.pipeline import Pipeline
+    >>> from langgraph_external.sinks.memory import InMemorySink
+    >>> handler = AuditCallbackHandler(Pipeline([InMemorySink()]))
+    >>> handler.run_inline
+    True
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
+
+from langgraph_external.events import Event, EventKind, canonical_json
+from langgraph_external.pipeline import Pipeline
+from langgraph_external.render import message_to_dict, to_readable
+
+__all__ = ["AsyncAuditCallbackHandler", "AuditCallbackHandler", "prompt_context_hash"]
+
+logger = logging.getLogger("langgraph_external")
+
+NO_THREAD = "_no_thread"
+"""Thread id recorded for runs invoked without ``configurable.thread_id``."""
+
+
+@dataclass(slots=True)
+class _Run:
+    """What the handler remembers between a run's start and end callbacks."""
+
+    kind: str
+    thread_id: str
+    root: str
+    started: float
+    node: str | None = None
+    step: int | None = None
+    task_id: str | None = None
+    checkpoint_ns: str = ""
+    name: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def prompt_context_hash(
+    messages: Sequence[Any], tools: Any = None, params: Mapping[str, Any] | None = None
+) -> str:
+    """sha256 over a canonical form of everything a chat model saw.
+
+    Message ids and other bookkeeping the model never sees are left out, so the same
+    prompt always has the same hash.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> a = prompt_context_hash([HumanMessage("hi", id="1")])
+        >>> a == prompt_context_hash([HumanMessage("hi", id="2")])
+        True
+    """
+    msgs = []
+    for m in messages:
+        d = message_to_dict(m) if hasattr(m, "content") else to_readable(m)
+        d.pop("id", None)
+        msgs.append(d)
+    body = {"messages": msgs, "tools": to_readable(tools), "params": to_readable(params or {})}
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def _task_ns(metadata: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(task id, namespace the node runs in) from ``langgraph_checkpoint_ns``."""
+    ns = str(metadata.get("langgraph_checkpoint_ns") or "")
+    if not ns:
+        return None, ""
+    parts = ns.split("|")
+    last = parts[-1]
+    task_id = last.split(":", 1)[1] if ":" in last else None
+    return task_id, "|".join(parts[:-1])
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+def _raw_bytes(value: Any) -> bytes | None:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return None
+
+
+def _parsed(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return to_readable(value)
+
+
+class AuditCallbackHandler(GraphCallbackHandler):
+    """Records graph behaviour as events into a :class:`Pipeline`.
+
+    Attach it with ``External.config(thread_id)`` (automatic) or put it in
+    ``config["callbacks"]`` yourself. One instance serves any number of threads and
+    concurrent runs; it is cheap (a dictionary lookup and an enqueue per callback).
+
+    Args:
+        pipeline: where events go.
+        record_chains: also record chains nested inside nodes (default: only nodes,
+            routers, tools, models and retrievers).
+    """
+
+    run_inline = True  # only enqueues: call it directly, also from async code
+
+    def __init__(self, pipeline: Pipeline, *, record_chains: bool = False) -> None:
+        self.pipeline = pipeline
+        self.record_chains = record_chains
+        self.raise_error = pipeline.strict
+        self._runs: dict[UUID, _Run] = {}
+        self._graph_runs: dict[str, _Run] = {}  # graph run id -> run (interrupt events)
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        try:
+            self.pipeline.emit(event)
+        except Exception:
+            if self.pipeline.strict:
+                raise
+            logger.exception("langgraph-external could not record a %s event", event.kind)
+
+    def _parent(self, parent_run_id: UUID | None) -> _Run | None:
+        return self._runs.get(parent_run_id) if parent_run_id is not None else None
+
+    def _start(
+        self,
+        kind: str,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        metadata: Mapping[str, Any] | None,
+        name: str | None,
+    ) -> _Run:
+        md = metadata or {}
+        parent = self._parent(parent_run_id)
+        thread = md.get("thread_id")
+        if thread is None:
+            thread = parent.thread_id if parent else NO_THREAD
+        elif "\x00" in str(thread):  # PostgreSQL text cannot hold NUL: keep it visible
+            thread = str(thread).replace("\x00", "\\u0000")
+        task_id, ns = _task_ns(md)
+        run = _Run(
+            kind=kind,
+            thread_id=str(thread),
+            root=parent.root if parent else str(run_id),
+            started=time.perf_counter(),
+            node=md.get("langgraph_node") or (parent.node if parent else None),
+            step=md.get("langgraph_step"),
+            task_id=task_id,
+            checkpoint_ns=ns,
+            name=name,
+        )
+        self._runs[run_id] = run
+        return run
+
+    def _event(
+        self, kind: EventKind, run: _Run, run_id: UUID, parent_run_id: UUID | None, **fields: Any
+    ) -> Event:
+        return Event(
+            kind=kind.value,
+            thread_id=run.thread_id,
+            checkpoint_ns=run.checkpoint_ns,
+            run_id=str(run_id),
+            parent_run_id=str(parent_run_id) if parent_run_id else None,
+            root_run_id=run.root,
+            node=run.node,
+            step=run.step,
+            task_id=run.task_id,
+            name=fields.pop("name", run.name),
+            **fields,
+        )
+
+    # -- graph and nodes ---------------------------------------------------------------
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A graph run, a node, a router, or a chain nested in a node starts."""
+        name = kwargs.get("name") or (serialized or {}).get("name")
+        md = metadata or {}
+        parent = self._parent(parent_run_id)
+        if parent is None:
+            run = self._start("graph", run_id, parent_run_id, md, name)
+            self._graph_runs[str(run_id)] = run
+            payload: dict[str, Any] = {"input": inputs}
+            resume = getattr(inputs, "resume", None)
+            if resume is not None:
+                payload = {"command": "resume"}
+                self._emit(
+                    self._event(
+                        EventKind.RESUME,
+                        run,
+                        run_id,
+                        None,
+                        payload={"value": resume},
+                        build=_render_payload,
+                    )
+                )
+            self._emit(
+                self._event(
+                    EventKind.RUN_START, run, run_id, None, payload=payload, build=_render_payload
+                )
+            )
+            return
+        is_node = (
+            name is not None
+            and name == md.get("langgraph_node")
+            and any(t.startswith("graph:step:") for t in (tags or ()))
+        )
+        if is_node:
+            run = self._start("node", run_id, parent_run_id, md, name)
+            self._emit(
+                self._event(
+                    EventKind.NODE_START,
+                    run,
+                    run_id,
+                    parent_run_id,
+                    payload={
+                        "triggers": list(md.get("langgraph_triggers") or ()),
+                        "path": [str(p) for p in md.get("langgraph_path") or ()],
+                    },
+                )
+            )
+            return
+        kind = "router" if parent.kind == "node" and md.get("langgraph_node") else "chain"
+        run = self._start(kind, run_id, parent_run_id, md, name)
+        run.node = parent.node
+        run.step = parent.step if run.step is None else run.step
+        run.task_id = parent.task_id or run.task_id
+        run.checkpoint_ns = parent.checkpoint_ns
+
+    def on_chain_end(
+        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        """A node returns its update (recorded), a router decides, the graph finishes."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        if run.kind == "graph":
+            self._graph_runs.pop(str(run_id), None)
+            self._emit(
+                self._event(
+                    EventKind.RUN_END,
+                    run,
+                    run_id,
+                    parent_run_id,
+                    status="ok",
+                    duration_ms=_ms(run.started),
+                    payload={"output": outputs},
+                    build=_render_payload,
+                )
+            )
+        elif run.kind == "node":
+            self._emit(
+                self._event(
+                    EventKind.NODE_END,
+                    run,
+                    run_id,
+                    parent_run_id,
+                    status="ok",
+                    duration_ms=_ms(run.started),
+                    payload={"update": outputs},
+                    build=_render_payload,
+                )
+            )
+        elif run.kind == "router" and isinstance(outputs, (str, list, tuple)):
+            self._emit(
+                self._event(
+                    EventKind.ROUTE,
+                    run,
+                    run_id,
+                    parent_run_id,
+                    status="ok",
+                    duration_ms=_ms(run.started),
+                    payload={"destination": outputs},
+                    build=_render_payload,
+                )
+            )
+
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A node or the graph raised (interrupts are recorded by ``on_interrupt``)."""
+        run = self._runs.pop(run_id, None)
+        if run is None or run.kind not in ("graph", "node"):
+            return
+        if type(error).__name__ in ("GraphInterrupt", "ParentCommand", "GraphBubbleUp"):
+            status = "interrupted"
+        else:
+            status = "error"
+        kind = EventKind.RUN_END if run.kind == "graph" else EventKind.NODE_END
+        if run.kind == "graph":
+            self._graph_runs.pop(str(run_id), None)
+        self._emit(
+            self._event(
+                kind,
+                run,
+                run_id,
+                parent_run_id,
+                status=status,
+                duration_ms=_ms(run.started),
+                payload={"error": str(error), "error_type": type(error).__name__},
+            )
+        )
+
+    # -- tools -------------------------------------------------------------------------
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A tool is called: name, arguments and ``tool_call_id``."""
+        name = kwargs.get("name") or (serialized or {}).get("name")
+        run = self._start("tool", run_id, parent_run_id, metadata, name)
+        run.extra["tool_call_id"] = kwargs.get("tool_call_id")
+        self._emit(
+            self._event(
+                EventKind.TOOL_START,
+                run,
+                run_id,
+                parent_run_id,
+                payload={
+                    "args": inputs if inputs is not None else input_str,
+                    "tool_call_id": kwargs.get("tool_call_id"),
+                },
+                build=_render_payload,
+            )
+        )
+
+    def on_tool_end(
+        self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        """A tool returns: the raw result as bytes, and the parsed value."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        content = getattr(output, "content", output)
+        status = getattr(output, "status", "success")
+        self._emit(
+            self._event(
+                EventKind.TOOL_ERROR if status == "error" else EventKind.TOOL_END,
+                run,
+                run_id,
+                parent_run_id,
+                status="error" if status == "error" else "ok",
+                duration_ms=_ms(run.started),
+                raw=_raw_bytes(content),
+                payload={
+                    "tool_call_id": getattr(output, "tool_call_id", None)
+                    or run.extra.get("tool_call_id"),
+                    "result": content,
+                    "artifact": getattr(output, "artifact", None),
+                },
+                build=_render_tool_result,
+            )
+        )
+
+    def on_tool_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A tool raised: the error and its type."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        self._emit(
+            self._event(
+                EventKind.TOOL_ERROR,
+                run,
+                run_id,
+                parent_run_id,
+                status="error",
+                duration_ms=_ms(run.started),
+                payload={
+                    "tool_call_id": run.extra.get("tool_call_id"),
+                    "error": str(error),
+                    "error_type": type(error).__name__,
+                },
+            )
+        )
+
+    # -- models ------------------------------------------------------------------------
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A chat model is called with the exact messages and tool schemas."""
+        params = dict(kwargs.get("invocation_params") or {})
+        name = kwargs.get("name") or (serialized or {}).get("name")
+        run = self._start("llm", run_id, parent_run_id, metadata, name)
+        batch = [list(m) for m in messages]
+        self._emit(
+            self._event(
+                EventKind.LLM_START,
+                run,
+                run_id,
+                parent_run_id,
+                payload={"params": params, "messages": batch},
+                build=_render_llm_start,
+            )
+        )
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any] | None,
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A completion model is called with text prompts."""
+        params = dict(kwargs.get("invocation_params") or {})
+        run = self._start("llm", run_id, parent_run_id, metadata, kwargs.get("name"))
+        self._emit(
+            self._event(
+                EventKind.LLM_START,
+                run,
+                run_id,
+                parent_run_id,
+                payload={"params": params, "prompts": list(prompts)},
+                build=_render_llm_start,
+            )
+        )
+
+    def on_llm_end(
+        self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        """The model answered: text, requested tool calls, token usage."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        self._emit(
+            self._event(
+                EventKind.LLM_END,
+                run,
+                run_id,
+                parent_run_id,
+                status="ok",
+                duration_ms=_ms(run.started),
+                payload={"response": response},
+                build=_render_llm_end,
+            )
+        )
+
+    def on_llm_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """The model call failed."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        self._emit(
+            self._event(
+                EventKind.LLM_END,
+                run,
+                run_id,
+                parent_run_id,
+                status="error",
+                duration_ms=_ms(run.started),
+                payload={"error": str(error), "error_type": type(error).__name__},
+            )
+        )
+
+    # -- retrievers --------------------------------------------------------------------
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A retriever is queried."""
+        name = kwargs.get("name") or (serialized or {}).get("name")
+        run = self._start("retriever", run_id, parent_run_id, metadata, name)
+        run.extra["query"] = query
+
+    def on_retriever_end(
+        self,
+        documents: Sequence[Any],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """The retriever's hits: ids, scores, content."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        self._emit(
+            self._event(
+                EventKind.RETRIEVAL,
+                run,
+                run_id,
+                parent_run_id,
+                status="ok",
+                duration_ms=_ms(run.started),
+                payload={"query": run.extra.get("query"), "documents": list(documents)},
+                build=_render_retrieval,
+            )
+        )
+
+    def on_retriever_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """The retriever failed."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        self._emit(
+            self._event(
+                EventKind.RETRIEVAL,
+                run,
+                run_id,
+                parent_run_id,
+                status="error",
+                duration_ms=_ms(run.started),
+                payload={
+                    "query": run.extra.get("query"),
+                    "error": str(error),
+                    "error_type": type(error).__name__,
+                },
+            )
+        )
+
+    # -- interrupts --------------------------------------------------------------------
+    def on_interrupt(self, event: GraphInterruptEvent) -> None:
+        """The graph paused: the interrupt values and where."""
+        run = self._graph_runs.get(str(event.run_id)) if event.run_id else None
+        thread = run.thread_id if run else NO_THREAD
+        self._emit(
+            Event(
+                kind=EventKind.INTERRUPT.value,
+                thread_id=thread,
+                checkpoint_ns="|".join(event.checkpoint_ns),
+                checkpoint_id=event.checkpoint_id,
+                run_id=str(event.run_id) if event.run_id else None,
+                root_run_id=run.root if run else None,
+                status=event.status,
+                payload={
+                    "interrupts": [
+                        {"id": getattr(i, "id", None), "value": getattr(i, "value", i)}
+                        for i in event.interrupts
+                    ]
+                },
+                build=_render_payload,
+            )
+        )
+
+    def on_resume(self, event: GraphResumeEvent) -> None:
+        """The graph resumed from a checkpoint (the value is on the ``resume`` event)."""
+        run = self._graph_runs.get(str(event.run_id)) if event.run_id else None
+        if run is None:
+            return
+        self._emit(
+            Event(
+                kind=EventKind.RESUME.value,
+                thread_id=run.thread_id,
+                checkpoint_ns="|".join(event.checkpoint_ns),
+                checkpoint_id=event.checkpoint_id,
+                run_id=str(event.run_id),
+                root_run_id=run.root,
+                status=event.status,
+                name="checkpoint",
+                payload={"from_checkpoint": event.checkpoint_id},
+            )
+        )
+
+
+class AsyncAuditCallbackHandler(AuditCallbackHandler):
+    """The same handler for async graphs (it never blocks, so it runs inline)."""
+
+
+# -- deferred payload rendering (runs on the pipeline's writer thread) -------------------
+def _render_payload(event: Event) -> Event:
+    return event.replace(payload=to_readable(event.payload), build=None)
+
+
+def _render_tool_result(event: Event) -> Event:
+    p = dict(event.payload)
+    result = p.get("result")
+    p["parsed"] = _parsed(result)
+    p["result"] = to_readable(result)
+    if p.get("artifact") is None:
+        p.pop("artifact", None)
+    else:
+        p["artifact"] = to_readable(p["artifact"])
+    return event.replace(payload=p, build=None)
+
+
+def _render_llm_start(event: Event) -> Event:
+    p = event.payload
+    params = dict(p.get("params") or {})
+    tools = params.pop("tools", None)
+    model = params.get("model") or params.get("model_name") or params.get("_type") or event.name
+    out: dict[str, Any] = {
+        "model": model,
+        "params": to_readable(params),
+        "tools": to_readable(tools),
+    }
+    if "messages" in p:
+        batch = p["messages"]
+        flat = batch[0] if len(batch) == 1 else [m for b in batch for m in b]
+        out["messages"] = [message_to_dict(m) for m in flat]
+        out["prompt_context_hash"] = prompt_context_hash(flat, tools, params)
+    else:
+        out["prompts"] = p.get("prompts")
+        out["prompt_context_hash"] = prompt_context_hash(
+            [{"role": "user", "content": t} for t in p.get("prompts") or []], tools, params
+        )
+    return event.replace(payload=out, build=None)
+
+
+def _render_llm_end(event: Event) -> Event:
+    response = event.payload.get("response")
+    generations = getattr(response, "generations", None) or []
+    out: dict[str, Any] = {"generations": []}
+    usage: dict[str, Any] = {}
+    tool_calls: list[Any] = []
+    for gens in generations:
+        for g in gens:
+            msg = getattr(g, "message", None)
+            if msg is not None:
+                out["generations"].append(message_to_dict(msg))
+                tool_calls.extend(to_readable(getattr(msg, "tool_calls", None) or []))
+                um = getattr(msg, "usage_metadata", None)
+                if um:
+                    for k, v in dict(um).items():
+                        if isinstance(v, (int, float)):
+                            usage[k] = usage.get(k, 0) + v
+            else:
+                out["generations"].append({"text": getattr(g, "text", None)})
+    llm_output = getattr(response, "llm_output", None) or {}
+    if not usage and isinstance(llm_output, dict):
+        usage = to_readable(llm_output.get("token_usage") or llm_output.get("usage") or {})
+    out["tool_calls"] = tool_calls
+    out["usage"] = usage
+    return event.replace(payload=out, build=None)
+
+
+def _render_retrieval(event: Event) -> Event:
+    docs = []
+    for rank, d in enumerate(event.payload.get("documents") or [], 1):
+        meta = dict(getattr(d, "metadata", {}) or {})
+        docs.append(
+            {
+                "rank": rank,
+                "id": getattr(d, "id", None) or meta.get("id"),
+                "score": meta.get("score") or meta.get("relevance_score"),
+                "content": getattr(d, "page_content", None),
+                "metadata": to_readable(meta),
+            }
+        )
+    return event.replace(payload={"query": event.payload.get("query"), "hits": docs}, build=None)

@@ -1,0 +1,296 @@
+"""AuditCallbackHandler: what the agent did, in what order, on what evidence."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, Send, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_external import Event, External, Pipeline, verify_chain
+from langgraph_external.callbacks import AuditCallbackHandler, prompt_context_hash
+from langgraph_external.sinks.memory import InMemorySink
+from langgraph_external.testing import capture_events, node_path, of_kind
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look up an order."""
+    return {"order_id": order_id, "status": "delivered"}
+
+
+@tool
+def refund(order_id: str) -> str:
+    """Refund an order (the payment service is down)."""
+    raise ConnectionError(f"payment service unreachable for {order_id}")
+
+
+def _agent(checkpointer: Any) -> Any:
+    model = FakeMessagesListChatModel(
+        responses=[
+            AIMessage(
+                "",
+                id="ai-1",
+                tool_calls=[
+                    {"id": "call-1", "name": "lookup_order", "args": {"order_id": "A-17"}},
+                    {"id": "call-2", "name": "refund", "args": {"order_id": "A-17"}},
+                ],
+                usage_metadata={"input_tokens": 12, "output_tokens": 7, "total_tokens": 19},
+            ),
+            AIMessage(
+                "Refund failed; escalating.",
+                id="ai-2",
+                usage_metadata={"input_tokens": 30, "output_tokens": 5, "total_tokens": 35},
+            ),
+        ]
+    )
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([lookup_order, refund], handle_tool_errors=True))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+
+
+@pytest.fixture
+def ext(dsn: str, tmp_path: Path, spool_dir: Path) -> Any:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as e:
+        yield e
+
+
+def _behaviour(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The callback events without ids and timings: what happened, in order."""
+    return [
+        (e["kind"], e["node"], e["step"], e["name"], e["status"])
+        for e in events
+        if e["kind"] not in ("checkpoint", "writes")
+    ]
+
+
+def test_react_agent_is_recorded_completely_and_in_order(ext: External) -> None:
+    app = _agent(ext.checkpointer)
+    question = {"messages": [HumanMessage("Refund order A-17", id="h-1")]}
+    out = app.invoke(question, ext.config("agent"))
+    assert out["messages"][-1].content == "Refund failed; escalating."
+    events = ext.events("agent")
+    verify_chain(events)
+    assert events == list(ext.workspace.iter_events("agent"))  # ledger == workspace
+    kinds = [e["kind"] for e in events if e["kind"] not in ("checkpoint", "writes")]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    # node transitions: every node start has its end, steps in order
+    starts = [(e["node"], e["step"]) for e in events if e["kind"] == "node_start"]
+    ends = [(e["node"], e["step"]) for e in events if e["kind"] == "node_end"]
+    assert starts == [("agent", 1), ("tools", 2), ("agent", 3)]
+    assert sorted(starts) == sorted(ends)
+    # tools: arguments, call ids, raw bytes and parsed value; the failure with its error
+    (ok,) = [e for e in events if e["kind"] == "tool_end"]
+    assert ok["name"] == "lookup_order" and ok["payload"]["tool_call_id"] == "call-1"
+    assert ok["payload"]["parsed"] == {"order_id": "A-17", "status": "delivered"}
+    import base64
+    import json
+
+    assert json.loads(base64.b64decode(ok["raw"])) == ok["payload"]["parsed"]
+    (failed,) = [e for e in events if e["kind"] == "tool_error"]
+    assert failed["name"] == "refund" and failed["status"] == "error"
+    assert "payment service unreachable" in json.dumps(failed["payload"])
+    tool_starts = {e["payload"]["tool_call_id"]: e for e in events if e["kind"] == "tool_start"}
+    assert tool_starts["call-2"]["payload"]["args"] == {"order_id": "A-17"}
+    # model calls: exact messages, prompt hash, requested tool calls, token usage
+    llm_starts = [e for e in events if e["kind"] == "llm_start"]
+    llm_ends = [e for e in events if e["kind"] == "llm_end"]
+    assert len(llm_starts) == len(llm_ends) == 2
+    assert [m["content"] for m in llm_starts[0]["payload"]["messages"]] == ["Refund order A-17"]
+    # the hash is reproducible from what was recorded (ids are not part of the prompt)
+    first = llm_starts[0]["payload"]
+    assert first["prompt_context_hash"] == prompt_context_hash(
+        [HumanMessage("Refund order A-17")], first["tools"], first["params"]
+    )
+    assert llm_starts[1]["payload"]["prompt_context_hash"] != first["prompt_context_hash"]
+    assert [t["name"] for t in llm_ends[0]["payload"]["tool_calls"]] == ["lookup_order", "refund"]
+    assert llm_ends[0]["payload"]["usage"]["total_tokens"] == 19
+    assert [m["role"] for m in llm_starts[1]["payload"]["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+    # routers: the agent chose the tools, then the end
+    routes = [e["payload"]["destination"] for e in events if e["kind"] == "route"]
+    assert routes == ["tools", "__end__"]
+
+
+def test_node_events_join_the_checkpoint_writes_by_task_id(ext: External) -> None:
+    app = _agent(ext.checkpointer)
+    app.invoke({"messages": [HumanMessage("Refund order A-17")]}, ext.config("join"))
+    events = ext.events("join")
+    writes_by_task = {e["task_id"]: e for e in events if e["kind"] == "writes"}
+    for end in (e for e in events if e["kind"] == "node_end"):
+        w = writes_by_task[end["task_id"]]
+        assert w["node"] == end["node"]
+        assert w["payload"]["task_path"].endswith(end["node"])
+
+
+def test_the_handler_does_not_change_the_graph(ext: External, tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    with_handler = _agent(ext.checkpointer).invoke(
+        {"messages": [HumanMessage("q", id="h")]}, ext.config("same")
+    )
+    without = _agent(InMemorySaver()).invoke(
+        {"messages": [HumanMessage("q", id="h")]}, {"configurable": {"thread_id": "same"}}
+    )
+    strip = [
+        (type(m).__name__, m.content, getattr(m, "tool_calls", None))
+        for m in with_handler["messages"]
+    ]
+    assert strip == [
+        (type(m).__name__, m.content, getattr(m, "tool_calls", None)) for m in without["messages"]
+    ]
+
+
+class Fan(TypedDict):
+    topics: list[str]
+    notes: Annotated[list[str], operator.add]
+
+
+def _fan_graph(checkpointer: Any) -> Any:
+    g = StateGraph(Fan)
+    g.add_node("plan", lambda s: {})
+    g.add_node("research", lambda s: {"notes": [f"notes on {s['topics'][0]}"]})
+    g.add_node("left", lambda s: {"notes": ["left"]})
+    g.add_node("right", lambda s: {"notes": ["right"]})
+    g.add_edge(START, "plan")
+    g.add_conditional_edges(
+        "plan", lambda s: [Send("research", {"topics": [t], "notes": []}) for t in s["topics"]]
+    )
+    g.add_edge("research", "left")
+    g.add_edge("research", "right")
+    g.add_edge(["left", "right"], END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_parallel_branches_and_send_are_attributed_to_their_node_and_task(
+    ext: External,
+) -> None:
+    with capture_events(ext, thread_id="fan") as events:
+        _fan_graph(ext.checkpointer).invoke(
+            {"topics": ["otters", "seals", "voles"], "notes": []}, ext.config("fan")
+        )
+    path = node_path(events)
+    assert path[0] == (1, ["plan"])
+    assert path[1][0] == 2 and sorted(path[1][1]) == ["research"] * 3
+    assert path[2][0] == 3 and sorted(path[2][1]) == ["left", "right"]
+    ends = of_kind(events, "node_end")
+    research = [e for e in ends if e.node == "research"]
+    assert len({e.task_id for e in research}) == 3  # three Send tasks, three task ids
+    assert sorted(e.payload["update"]["notes"][0] for e in research) == [
+        "notes on otters",
+        "notes on seals",
+        "notes on voles",
+    ]
+    writes = {e.task_id: e.node for e in of_kind(events, "writes")}
+    for e in ends:
+        assert writes[e.task_id] == e.node
+
+
+def _linear(checkpointer: Any) -> Any:
+    class S(TypedDict):
+        n: int
+
+    g = StateGraph(S)
+    for name in ("a", "b", "c"):
+        g.add_node(name, lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", "c")
+    g.add_edge("c", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_sync_and_async_record_the_same(dsn: str, tmp_path: Path, spool_dir: Path) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        _linear(ext.checkpointer).invoke({"n": 0}, ext.config("sync"))
+        sync = _behaviour(ext.events("sync"))
+
+    async def run() -> list[tuple[Any, ...]]:
+        async with External(dsn=dsn, workspace=tmp_path / "ws2", spool_dir=spool_dir) as aext:
+            await _linear(aext.checkpointer).ainvoke({"n": 0}, aext.config("async"))
+            await asyncio.to_thread(aext.flush)
+            return _behaviour(await asyncio.to_thread(aext.events, "async"))
+
+    assert asyncio.run(run()) == sync
+    assert [k for k, *_ in sync] == ["run_start"] + ["node_start", "node_end"] * 3 + ["run_end"]
+
+
+def test_interrupts_and_resumes_are_recorded_with_the_value(ext: External) -> None:
+    class S(TypedDict):
+        draft: str
+        verdict: str
+
+    def review(s: S) -> dict[str, str]:
+        return {"verdict": interrupt({"please_review": s["draft"]})}
+
+    g = StateGraph(S)
+    g.add_node("review", review)
+    g.add_edge(START, "review")
+    g.add_edge("review", END)
+    app = g.compile(checkpointer=ext.checkpointer)
+    cfg = ext.config("hitl")
+    app.invoke({"draft": "otters", "verdict": ""}, cfg)
+    app.invoke(Command(resume="approved"), cfg)
+    events = ext.events("hitl")
+    (intr,) = [e for e in events if e["kind"] == "interrupt"]
+    assert intr["payload"]["interrupts"][0]["value"] == {"please_review": "otters"}
+    resumes = [e for e in events if e["kind"] == "resume" and "value" in e["payload"]]
+    assert [r["payload"]["value"] for r in resumes] == ["approved"]
+    assert next(e["status"] for e in events if e["kind"] == "run_end") in ("ok", "interrupted")
+    assert app.get_state(cfg).values["verdict"] == "approved"
+
+
+def test_fail_soft_never_raises_into_the_graph_and_strict_does(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    broken = Pipeline([InMemorySink()], spool_dir=spool_dir)
+    broken.close()  # every emit now fails
+    handler = AuditCallbackHandler(broken)
+    app = _linear(InMemorySaver())
+    out = app.invoke({"n": 0}, {"configurable": {"thread_id": "t"}, "callbacks": [handler]})
+    assert out == {"n": 3}
+
+    class Down(InMemorySink):
+        name = "down"
+
+        def write(self, events: Any) -> None:
+            raise ConnectionError("ledger down")
+
+    strict = Pipeline([Down()], spool_dir=spool_dir, strict=True)
+    with pytest.raises(Exception, match="ledger down"):
+        app.invoke(
+            {"n": 0},
+            {"configurable": {"thread_id": "t2"}, "callbacks": [AuditCallbackHandler(strict)]},
+        )
+    strict.close()
+
+
+def test_capture_events_sees_the_records_of_one_thread(ext: External) -> None:
+    with capture_events(ext, kinds={"node_start"}, thread_id="cap") as events:
+        _linear(ext.checkpointer).invoke({"n": 0}, ext.config("cap"))
+        _linear(ext.checkpointer).invoke({"n": 0}, ext.config("other"))
+    assert [e.node for e in events] == ["a", "b", "c"]
+    assert all(isinstance(e, Event) and e.seq is not None for e in events)
