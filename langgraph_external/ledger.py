@@ -114,6 +114,47 @@ MIGRATIONS: list[str] = [
            nodes, task_ids, channels, created_at
     from {schema}.checkpoints;
     """,
+    # v3: behaviour views (AuditCallbackHandler)
+    """
+    create index if not exists events_thread_run_idx on {schema}.events (run_id, kind)
+        where kind in ('tool_start', 'tool_end', 'tool_error', 'llm_start', 'llm_end');
+    create or replace view {schema}.node_runs as
+    select e.thread_id, e.checkpoint_ns, e.step, e.node, e.task_id, e.run_id,
+           e.ts - make_interval(secs => coalesce(e.duration_ms, 0) / 1000.0) as started_at,
+           e.ts as ended_at, e.duration_ms, e.status, e.payload -> 'update' as update,
+           e.seq
+    from {schema}.events e where e.kind = 'node_end';
+    create or replace view {schema}.tool_calls as
+    select s.thread_id, s.node, s.step, s.task_id, s.run_id, s.name as tool,
+           s.payload ->> 'tool_call_id' as tool_call_id, s.payload -> 'args' as args,
+           s.ts as started_at, e.ts as ended_at, e.duration_ms,
+           coalesce(e.status, 'running') as status, e.payload -> 'parsed' as result,
+           e.payload ->> 'error' as error, e.payload ->> 'error_type' as error_type,
+           e.raw, e.artifact
+    from {schema}.events s
+    left join {schema}.events e
+      on e.run_id = s.run_id and e.kind in ('tool_end', 'tool_error')
+    where s.kind = 'tool_start';
+    create or replace view {schema}.llm_calls as
+    select s.thread_id, s.node, s.step, s.task_id, s.run_id,
+           s.payload ->> 'model' as model, s.payload ->> 'prompt_context_hash' as prompt_hash,
+           s.payload -> 'messages' as messages, s.ts as started_at, e.duration_ms,
+           coalesce(e.status, 'running') as status, e.payload -> 'tool_calls' as tool_calls,
+           (e.payload -> 'usage' ->> 'input_tokens')::bigint as input_tokens,
+           (e.payload -> 'usage' ->> 'output_tokens')::bigint as output_tokens,
+           (e.payload -> 'usage' ->> 'total_tokens')::bigint as total_tokens
+    from {schema}.events s
+    left join {schema}.events e on e.run_id = s.run_id and e.kind = 'llm_end'
+    where s.kind = 'llm_start';
+    create or replace view {schema}.hourly_tool_stats as
+    select date_trunc('hour', started_at) as bucket, tool, count(*) as calls,
+           round(avg(duration_ms)::numeric, 2) as avg_duration_ms,
+           round((percentile_cont(0.95) within group (order by duration_ms))::numeric, 2)
+               as p95_duration_ms,
+           count(*) filter (where status = 'error') as errors
+    from {schema}.tool_calls
+    group by 1, 2;
+    """,
 ]
 
 

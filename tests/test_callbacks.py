@@ -294,3 +294,36 @@ def test_capture_events_sees_the_records_of_one_thread(ext: External) -> None:
         _linear(ext.checkpointer).invoke({"n": 0}, ext.config("other"))
     assert [e.node for e in events] == ["a", "b", "c"]
     assert all(isinstance(e, Event) and e.seq is not None for e in events)
+
+
+def test_sql_views_answer_the_audit_questions(ext: External) -> None:
+    import psycopg
+
+    _agent(ext.checkpointer).invoke({"messages": [HumanMessage("Refund A-17")]}, ext.config("v"))
+    ext.flush()
+    with psycopg.connect(ext.dsn or "") as conn:
+        tools = conn.execute(
+            "select tool, status, error_type, tool_call_id from langgraph_external.tool_calls"
+            " where thread_id = 'v' order by tool"
+        ).fetchall()
+        stats = conn.execute(
+            "select tool, calls, errors from langgraph_external.hourly_tool_stats order by tool"
+        ).fetchall()
+        llm = conn.execute(
+            "select model, total_tokens, status from langgraph_external.llm_calls"
+            " where thread_id = 'v' order by started_at"
+        ).fetchall()
+        path = conn.execute(
+            "select step, node from langgraph_external.node_runs"
+            " where thread_id = 'v' order by step"
+        ).fetchall()
+    assert tools == [
+        ("lookup_order", "ok", None, "call-1"),
+        ("refund", "error", "ConnectionError", "call-2"),
+    ]
+    assert stats == [("lookup_order", 1, 0), ("refund", 1, 1)]
+    assert [(m, t) for m, t, _ in llm] == [
+        ("fake-messages-list-chat-model", 19),
+        ("fake-messages-list-chat-model", 35),
+    ]
+    assert path == [(1, "agent"), (2, "tools"), (3, "agent")]
