@@ -44,6 +44,8 @@ class EventKind(str, Enum):
     LLM_END = "llm_end"
     RETRIEVAL = "retrieval"
     MEMORY_SEARCH = "memory_search"
+    MEMORY_GET = "memory_get"
+    MEMORY_PUT = "memory_put"
     MEMORY_ADD = "memory_add"
     MEMORY_UPDATE = "memory_update"
     MEMORY_DELETE = "memory_delete"

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -31,6 +32,7 @@ from langgraph_external.processors import Redactor
 from langgraph_external.sinks.base import Sink
 from langgraph_external.sinks.postgres import LedgerSink
 from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external.stores import AuditedStore
 from langgraph_external.workspace import Workspace
 
 _SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
@@ -233,6 +235,18 @@ class External:
         await self.aclose()
 
     # -- use ----------------------------------------------------------------------------
+    def store(self, inner: BaseStore) -> AuditedStore:
+        """Wrap a LangGraph ``BaseStore`` so every memory operation is recorded.
+
+        Example:
+            >>> from langgraph.store.memory import InMemoryStore          # doctest: +SKIP
+            >>> graph = builder.compile(checkpointer=ext.checkpointer,    # doctest: +SKIP
+            ...                         store=ext.store(InMemoryStore()))
+        """
+        if self.pipeline is None:
+            raise ConfigurationError("call setup() (or use `with External(...)`) first")
+        return AuditedStore(inner, self.pipeline)
+
     @property
     def audit_handler(self) -> AuditCallbackHandler:
         """The callback handler :meth:`config` attaches (usable in your own configs)."""

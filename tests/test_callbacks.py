@@ -327,3 +327,46 @@ def test_sql_views_answer_the_audit_questions(ext: External) -> None:
         ("fake-messages-list-chat-model", 35),
     ]
     assert path == [(1, "agent"), (2, "tools"), (3, "agent")]
+
+
+def test_store_operations_are_recorded_and_attributed_to_the_node(ext: External) -> None:
+    from langgraph.store.base import BaseStore
+    from langgraph.store.memory import InMemoryStore
+
+    class S(TypedDict):
+        user: str
+        lang: str
+
+    def remember(state: S, *, store: BaseStore) -> dict[str, str]:
+        store.put(("prefs", state["user"]), "lang", {"value": "fr"})
+        return {}
+
+    def recall(state: S, *, store: BaseStore) -> dict[str, str]:
+        hits = store.search(("prefs", state["user"]))
+        missing = store.get(("prefs", state["user"]), "colour")
+        assert missing is None
+        return {"lang": hits[0].value["value"]}
+
+    g = StateGraph(S)
+    g.add_node("remember", remember)
+    g.add_node("recall", recall)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", "recall")
+    g.add_edge("recall", END)
+    app = g.compile(checkpointer=ext.checkpointer, store=ext.store(InMemoryStore()))
+    out = app.invoke({"user": "u1", "lang": ""}, ext.config("mem"))
+    assert out["lang"] == "fr"
+    events = [e for e in ext.events("mem") if e["kind"].startswith("memory_")]
+    assert [(e["kind"], e["node"], e["step"]) for e in events] == [
+        ("memory_put", "remember", 1),
+        ("memory_search", "recall", 2),
+        ("memory_get", "recall", 2),
+    ]
+    put, search, get = events
+    assert put["payload"]["value"] == {"value": "fr"}
+    assert search["payload"]["hits"] == [
+        {"rank": 1, "namespace": ["prefs", "u1"], "key": "lang", "score": None}
+    ]
+    assert get["payload"] == {"namespace": ["prefs", "u1"], "key": "colour", "found": False}
+    node_ends = {e["task_id"]: e["node"] for e in ext.events("mem") if e["kind"] == "node_end"}
+    assert node_ends[search["task_id"]] == "recall"
