@@ -25,6 +25,7 @@ from langgraph_external import ledger
 from langgraph_external._nolock import NoLock
 from langgraph_external.callbacks import AuditCallbackHandler
 from langgraph_external.checkpointers import ExternalCheckpointer
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.pipeline import Pipeline
@@ -57,6 +58,8 @@ class External:
         inner: a saver to wrap instead of the official Postgres saver.
         extra_sinks: more sinks after the workspace and the ledger (e.g. an exporter).
         record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
+        encryption_key: encrypt the workspace's exact checkpoint copies (AES-256-GCM);
+            default ``$LGX_WORKSPACE_KEY``. See :mod:`langgraph_external.crypto`.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -79,6 +82,7 @@ class External:
         inner: BaseCheckpointSaver[Any] | None = None,
         extra_sinks: Sequence[Sink] = (),
         record_behaviour: bool = True,
+        encryption_key: str | bytes | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
         self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
@@ -91,6 +95,8 @@ class External:
         self._inner_given = inner
         self._extra_sinks = list(extra_sinks)
         self.record_behaviour = record_behaviour
+        key = encryption_key if encryption_key is not None else os.environ.get("LGX_WORKSPACE_KEY")
+        self.cipher = WorkspaceCipher(key) if key else None
         self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
@@ -120,7 +126,7 @@ class External:
                 ledger.setup(conn, self.schema)
         except psycopg.Error as exc:
             raise LedgerUnavailableError(f"cannot set up the ledger: {exc}") from exc
-        ws_sink = WorkspaceSink(self.workspace, redactor=self.redactor)
+        ws_sink = WorkspaceSink(self.workspace, redactor=self.redactor, cipher=self.cipher)
         self.pipeline = Pipeline(
             [ws_sink, LedgerSink(self.dsn, self.schema), *self._extra_sinks],
             redactor=self.redactor,
@@ -198,7 +204,11 @@ class External:
     def _wrap(self, inner: BaseCheckpointSaver[Any]) -> None:
         assert self.pipeline is not None
         self._ws_sink.serde = inner.serde
-        self._checkpointer = ExternalCheckpointer(inner, pipeline=self.pipeline)
+        self._checkpointer = ExternalCheckpointer(
+            inner,
+            pipeline=self.pipeline,
+            digest=self.cipher.address if self.cipher is not None else None,
+        )
         self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None
 
     def close(self) -> None:

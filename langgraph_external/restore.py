@@ -32,6 +32,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import ExternalError
 from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id
 
@@ -57,8 +58,16 @@ class CheckpointLog:
         writers: checkpoint id -> writer lines recorded after the checkpoint.
     """
 
-    def __init__(self, ws: Workspace, thread_id: str, checkpoint_ns: str) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        thread_id: str,
+        checkpoint_ns: str,
+        *,
+        cipher: WorkspaceCipher | None = None,
+    ) -> None:
         self.ws, self.thread_id, self.checkpoint_ns = ws, thread_id, checkpoint_ns
+        self.cipher = cipher
         self.docs: dict[str, dict[str, Any]] = {}
         self.writes: dict[str, list[dict[str, Any]]] = {}
         self.writers: dict[str, list[dict[str, Any]]] = {}
@@ -102,12 +111,24 @@ class CheckpointLog:
         sha = ref["sha256"]
         try:
             if ref.get("b64") is not None:
-                return base64.b64decode(ref["b64"])
-            if ref.get("inline"):
-                return base64.b64decode(self.docs[ref["in"]]["blobs"][sha])
-            return self.ws.read_bytes(self.ws.blob_path(self.thread_id, sha))
+                data = base64.b64decode(ref["b64"])
+                sealed = ref.get("enc") is not None
+            elif ref.get("inline"):
+                holder = self.docs[ref["in"]]
+                data = base64.b64decode(holder["blobs"][sha])
+                sealed = holder.get("enc") is not None
+            else:
+                data = self.ws.read_bytes(self.ws.blob_path(self.thread_id, sha))
+                sealed = self.cipher is not None
         except (FileNotFoundError, KeyError) as exc:
             raise RestoreError(f"the bytes {sha} of thread {self.thread_id!r} are missing") from exc
+        if not sealed:
+            return data
+        if self.cipher is None:
+            raise RestoreError(
+                f"thread {self.thread_id!r} is encrypted in the workspace: pass cipher=..."
+            )
+        return self.cipher.decrypt(data, sha.encode())
 
     def pending_writes(self, checkpoint_id: str) -> list[dict[str, Any]]:
         """Latest write per (task, idx), sorted like the savers return them."""
@@ -152,6 +173,7 @@ def load_checkpoint(
     *,
     serde: SerializerProtocol | None = None,
     log: CheckpointLog | None = None,
+    cipher: WorkspaceCipher | None = None,
 ) -> CheckpointTuple:
     """Rebuild one checkpoint (values, metadata, parent, pending writes) from the workspace.
 
@@ -160,7 +182,7 @@ def load_checkpoint(
             channel was never mirrored (a thread recorded from the middle).
     """
     serde = serde or JsonPlusSerializer()
-    log = log or CheckpointLog(ws, thread_id, checkpoint_ns)
+    log = log or CheckpointLog(ws, thread_id, checkpoint_ns, cipher=cipher)
     doc = log.doc(checkpoint_id)
     values: dict[str, Any] = {}
     for ch, ref in doc["channels"].items():
@@ -205,6 +227,7 @@ def restore_thread(
     *,
     target_thread_id: str | None = None,
     serde: SerializerProtocol | None = None,
+    cipher: WorkspaceCipher | None = None,
 ) -> int:
     """Put every mirrored checkpoint of ``thread_id`` (and its writes) into ``saver``.
 
@@ -217,7 +240,9 @@ def restore_thread(
     """
     serde = serde or saver.serde
     target = target_thread_id or thread_id
-    logs = {ns: CheckpointLog(ws, thread_id, ns) for ns in _namespaces(ws, thread_id)}
+    logs = {
+        ns: CheckpointLog(ws, thread_id, ns, cipher=cipher) for ns in _namespaces(ws, thread_id)
+    }
     n = 0
     for ns, cid in iter_checkpoint_ids(ws, thread_id):
         log = logs[ns]

@@ -30,7 +30,7 @@ import inspect
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -133,15 +133,16 @@ larger ones are content-addressed files under ``checkpoints/blobs/``."""
 class _Blobs:
     """Collects the exact bytes of one event: small ones inline, large ones as files."""
 
-    __slots__ = ("files", "inline", "size")
+    __slots__ = ("digest", "files", "inline", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, digest: Callable[[bytes], str] = sha256_hex) -> None:
+        self.digest = digest
         self.inline: dict[str, str] = {}
         self.files: dict[str, bytes] = {}
         self.size = 0
 
     def add(self, data: bytes, checkpoint_id: str | None) -> dict[str, Any]:
-        digest = sha256_hex(data)
+        digest = self.digest(data)
         self.size += len(data)
         if len(data) <= INLINE_MAX:
             self.inline[digest] = base64.b64encode(data).decode()
@@ -174,6 +175,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         strict: raise into the app when recording fails.
         spool_dir: where failed batches wait for replay.
         reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
+        digest: content-address function for exact bytes (default sha256; keyed when the
+            workspace is encrypted, see :mod:`langgraph_external.crypto`).
 
     The instance's class is a subclass of ``ExternalCheckpointer`` that carries
     exactly the optional methods that work for ``inner`` (see :attr:`capabilities`).
@@ -196,6 +199,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         strict: bool = False,
         spool_dir: str | os.PathLike[str] | None = None,
         reject_nul: bool = True,
+        digest: Callable[[bytes], str] | None = None,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
@@ -210,6 +214,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
+        self._digest = digest or sha256_hex
         self._task_path_arg = "task_path" in inspect.signature(inner.put_writes).parameters
         self._async_native = {
             m: _overrides(inner, m)
@@ -267,7 +272,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             self.inner.serde = tap
         if inner is self.inner:
             return self
-        return ExternalCheckpointer(inner, pipeline=self.pipeline, reject_nul=self.reject_nul)
+        return ExternalCheckpointer(
+            inner, pipeline=self.pipeline, reject_nul=self.reject_nul, digest=self._digest
+        )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (after checking the thread id)."""
@@ -498,7 +505,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         tid, ns, cid = event.thread_id, event.checkpoint_ns, checkpoint["id"]
         values = checkpoint["channel_values"]
         refs: dict[str, Any] = {}
-        blobs = _Blobs()
+        blobs = _Blobs(self._digest)
         for ch, ver in channels.items():
             if ch in values:
                 typ, data = self._dump(values[ch], cap)
@@ -596,7 +603,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         pairs = list(writes)
 
         def build(event: Event) -> Event:
-            blobs = _Blobs()
+            blobs = _Blobs(self._digest)
             refs = []
             for idx, (channel, value) in enumerate(pairs):
                 typ, data = self._dump(value, cap)

@@ -23,6 +23,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_external.crypto import ALGORITHM, WorkspaceCipher
 from langgraph_external.events import SCHEMA_VERSION, Event
 from langgraph_external.processors import Redactor
 from langgraph_external.render import to_readable
@@ -42,6 +43,8 @@ class WorkspaceSink:
         serde: decodes exact bytes for the readable views (the saver's serializer).
         redactor: applied to every readable view (``state.json``, checkpoint and
             writes renderings) before it is written.
+        cipher: encrypts every exact copy (inline bytes, pending writes, blob files)
+            with AES-256-GCM; see :mod:`langgraph_external.crypto`.
     """
 
     def __init__(
@@ -50,8 +53,10 @@ class WorkspaceSink:
         *,
         serde: SerializerProtocol | None = None,
         redactor: Redactor | None = None,
+        cipher: WorkspaceCipher | None = None,
     ) -> None:
         self.ws = workspace
+        self.cipher = cipher
         self.serde: SerializerProtocol = serde or JsonPlusSerializer()
         self.redactor = redactor
         digest = hashlib.sha256(workspace.location.encode()).hexdigest()[:12]
@@ -114,8 +119,11 @@ class WorkspaceSink:
             for sha, b64 in ((e.detail or {}).get("inline") or {}).items():
                 self._remember_bytes(sha, base64.b64decode(b64))
             for rel, data in e.attachments.items():
+                name = rel.rsplit("/", 1)[-1]
+                self._remember_bytes(name, data)
+                if self.cipher is not None and rel.startswith("checkpoints/blobs/"):
+                    data = self.cipher.encrypt(data, name.encode())
                 ws.write_if_absent(f"{tdir}/{rel}", data)
-                self._remember_bytes(rel.rsplit("/", 1)[-1], data)
         logs: dict[str, list[dict[str, Any]]] = {}  # ns -> lines for its checkpoint log
         latest_root: Event | None = None
         for e in fresh:
@@ -211,7 +219,8 @@ class WorkspaceSink:
             ),
             "checkpoint": skel,
             "channels": full,
-            "blobs": detail.get("inline") or {},
+            "blobs": self._seal(detail.get("inline") or {}),
+            **({"enc": ALGORITHM} if self.cipher is not None else {}),
         }
 
     def _full_channel_map(self, tid: str, e: Event, versions: dict[str, Any]) -> dict[str, Any]:
@@ -258,14 +267,26 @@ class WorkspaceSink:
         while len(self._bytes) > _CACHE:
             self._bytes.popitem(last=False)
 
+    def _seal(self, inline: dict[str, str]) -> dict[str, str]:
+        """Encrypt inline base64 values (address as associated data) when keyed."""
+        if self.cipher is None:
+            return inline
+        return {
+            sha: base64.b64encode(self.cipher.encrypt(base64.b64decode(b64), sha.encode())).decode()
+            for sha, b64 in inline.items()
+        }
+
+    def _open(self, sha: str, data: bytes) -> bytes:
+        return data if self.cipher is None else self.cipher.decrypt(data, sha.encode())
+
     def _load_bytes(self, tid: str, ns: str, ref: dict[str, Any]) -> bytes:
         sha = ref["sha256"]
         if sha in self._bytes:
             return self._bytes[sha]
         if ref.get("inline") and ref.get("in"):
             doc = self._read_doc(tid, ns, ref["in"]) or {}
-            return base64.b64decode(doc["blobs"][sha])
-        return self.ws.read_bytes(self.ws.blob_path(tid, sha))
+            return self._open(sha, base64.b64decode(doc["blobs"][sha]))
+        return self._open(sha, self.ws.read_bytes(self.ws.blob_path(tid, sha)))
 
     def _render(self, tid: str, ref: dict[str, Any], ns: str = "") -> Any:
         sha = ref.get("sha256")
@@ -303,7 +324,9 @@ class WorkspaceSink:
                 **w,
             }
             if w.get("inline") and w.get("sha256") in inline:
-                line["b64"] = inline[w["sha256"]]
+                line["b64"] = self._seal({w["sha256"]: inline[w["sha256"]]})[w["sha256"]]
+                if self.cipher is not None:
+                    line["enc"] = ALGORITHM
             line["value"] = self._redact(self._render(tid, w, e.checkpoint_ns))
             lines.append(line)
         return lines
