@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import statistics
@@ -126,7 +127,7 @@ def build_graph(checkpointer: Any) -> Any:
         else:
             b.add_node(name, step(i))  # type: ignore[call-overload]
     b.add_edge(START, names[0])
-    for x, y in zip(names, names[1:], strict=False):
+    for x, y in itertools.pairwise(names):
         b.add_edge(x, y)
     b.add_edge(names[-1], END)
     return b.compile(checkpointer=checkpointer)
@@ -190,7 +191,7 @@ def main() -> None:
     }
     lat: dict[str, list[float]] = {k: [] for k in setups}
     wall: dict[str, float] = dict.fromkeys(setups, 0.0)
-    for key, (graph, cfg, flush) in setups.items():  # warm up
+    for graph, cfg, flush in setups.values():  # warm up
         for _ in range(10):
             graph.invoke(question, cfg(), durability="sync")
         flush()
