@@ -56,12 +56,27 @@ class Redact:
         self.redactor = redactor
 
     def __call__(self, event: Event) -> Event:
-        if self.redactor is None or not event.payload:
+        if self.redactor is None:
             return event
-        payload, count = self.redactor(event.payload)
-        if not count:
+        changes: dict[str, Any] = {}
+        total = 0
+        if event.payload:
+            payload, count = self.redactor(event.payload)
+            if count:
+                changes["payload"], total = payload, total + count
+        if event.raw is not None:
+            # raw tool responses are text more often than not: redact them as text
+            try:
+                text = event.raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None:
+                redacted, count = self.redactor(text)
+                if count:
+                    changes["raw"], total = str(redacted).encode("utf-8"), total + count
+        if not total:
             return event
-        return event.replace(payload=payload, redactions=event.redactions + count)
+        return event.replace(redactions=event.redactions + total, **changes)
 
 
 class Offload:
