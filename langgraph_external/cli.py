@@ -700,5 +700,95 @@ def main() -> None:
     app(prog_name="lgx")
 
 
+# -- lgx policy ---------------------------------------------------------------------------
+policy_app = typer.Typer(
+    name="policy",
+    help="Check a transition policy against a graph, or draw it (no database needed).",
+    no_args_is_help=True,
+)
+app.add_typer(policy_app, name="policy")
+
+
+def _load_policy_and_graph(policy_file: Path, graph_ref: str | None) -> tuple[Any, Any]:
+    """The policy, and the graph named ``module:attr`` (a builder or compiled graph)."""
+    import importlib
+
+    from langgraph_external.guards import PolicyError, TransitionPolicy
+
+    try:
+        policy = TransitionPolicy.from_file(policy_file)
+    except PolicyError as exc:
+        raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if graph_ref is None:
+        return policy, None
+    module_name, _, attr = graph_ref.partition(":")
+    if not module_name or not attr:
+        raise CliError(f"--graph must look like module:attribute, not {graph_ref!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules next to the policy
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"cannot load the graph {graph_ref!r}: {_one_line(exc)}") from exc
+    if callable(obj) and not hasattr(obj, "get_graph") and not hasattr(obj, "branches"):
+        obj = obj()  # a factory such as build_graph()
+    return policy, obj
+
+
+@policy_app.command("check")
+def policy_check(
+    ctx: typer.Context,
+    policy_file: Annotated[Path, typer.Argument(help="Policy file (.yaml, .yml or .json).")],
+    graph: Annotated[
+        str | None,
+        typer.Option(
+            "--graph",
+            help="The graph as module:attribute (a StateGraph, a compiled graph or a "
+            "function returning one). Without it only the policy file is validated.",
+        ),
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the check too.")] = (
+        False
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Validate a policy file and compare it with a graph; exit 1 when the check fails."""
+    with _command(ctx):
+        policy, obj = _load_policy_and_graph(policy_file, graph)
+        if obj is None:
+            if as_json:
+                typer.echo(json.dumps({"policy": policy.name, "policy_hash": policy.hash}))
+            else:
+                out.print(f"{escape(str(policy_file))}: valid (sha256 {policy.hash[:12]})")
+            return
+        try:
+            report = policy.check(obj)
+        except TypeError as exc:
+            raise CliError(_one_line(exc)) from exc
+        if as_json:
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+        else:
+            out.print(escape(report.text()), soft_wrap=True)
+        if not report.passed(strict=strict):
+            raise typer.Exit(EXIT_PROBLEM)
+
+
+@policy_app.command("mermaid")
+def policy_mermaid(
+    ctx: typer.Context,
+    policy_file: Annotated[Path, typer.Argument(help="Policy file (.yaml, .yml or .json).")],
+    graph: Annotated[
+        str | None,
+        typer.Option("--graph", help="Overlay this graph (module:attribute)."),
+    ] = None,
+) -> None:
+    """Print a Mermaid flowchart of the policy (vs the graph when --graph is given)."""
+    with _command(ctx):
+        policy, obj = _load_policy_and_graph(policy_file, graph)
+        typer.echo(policy.mermaid(obj))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

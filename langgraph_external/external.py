@@ -30,6 +30,7 @@ from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
+from langgraph_external.redaction import as_redactor
 from langgraph_external.sinks.base import Sink
 from langgraph_external.sinks.postgres import LedgerSink
 from langgraph_external.sinks.workspace import WorkspaceSink
@@ -48,7 +49,11 @@ class External:
         workspace: local directory or fsspec URL of the workspace.
         schema: ledger schema name.
         strict: raise on any recording failure instead of spooling and continuing.
-        redactor: callable applied to every recorded payload and readable view.
+        redaction: ``"standard"`` (default: keys, tokens, JWTs, card numbers, values of
+            sensitive keys), ``"strict"`` (also emails, phone numbers, IP addresses, long
+            digit runs) or ``"off"``; applied before anything is recorded. See
+            :mod:`langgraph_external.redaction`.
+        redactor: your own ``(value) -> (value, count)`` callable instead of a level.
         offload_threshold: payloads larger than this many bytes become artifacts.
         spool_dir: local directory for batches a sink could not take yet.
         embedded_dir: data directory of the embedded server (default
@@ -72,6 +77,7 @@ class External:
         *,
         schema: str = ledger.DEFAULT_SCHEMA,
         strict: bool = False,
+        redaction: str = "standard",
         redactor: Redactor | None = None,
         offload_threshold: int = 64 * 1024,
         spool_dir: str | os.PathLike[str] | None = None,
@@ -88,7 +94,10 @@ class External:
         self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
         self.dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
         self.strict = strict
-        self.redactor = redactor
+        try:
+            self.redactor = redactor if redactor is not None else as_redactor(redaction)  # type: ignore[arg-type]
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(str(exc)) from exc
         self.offload_threshold = offload_threshold
         self.spool_dir = spool_dir
         self.pool_size = pool_size

@@ -60,7 +60,16 @@ class Redact:
             return event
         changes: dict[str, Any] = {}
         total = 0
-        if event.payload:
+        if event.kind in _STRUCTURAL:
+            # references (channel names, versions, addresses) are not content: only the
+            # free-form checkpoint metadata is; values are redacted in the readable views
+            meta = event.payload.get("metadata")
+            if meta:
+                redacted, count = self.redactor(meta)
+                if count:
+                    changes["payload"] = {**event.payload, "metadata": redacted}
+                    total += count
+        elif event.payload:
             payload, count = self.redactor(event.payload)
             if count:
                 changes["payload"], total = payload, total + count
@@ -77,6 +86,9 @@ class Redact:
         if not total:
             return event
         return event.replace(redactions=event.redactions + total, **changes)
+
+
+_STRUCTURAL = frozenset({"checkpoint", "writes"})
 
 
 class Offload:

@@ -1,0 +1,181 @@
+"""``guard(builder, policy)``: wrap a StateGraph's nodes and routers with the policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Callable, Hashable
+from typing import Any, Literal, TypeVar
+
+from langchain_core.runnables import Runnable
+from langgraph._internal._runnable import coerce_to_runnable
+from langgraph.graph import START, StateGraph
+from langgraph.graph._branch import BranchSpec
+
+from langgraph_external.guards._check import CheckReport, Topology, check
+from langgraph_external.guards._errors import PolicyError
+from langgraph_external.guards._policy import TransitionPolicy
+from langgraph_external.guards._runtime import (
+    EDGES_BRANCH,
+    FALLBACK_KEY,
+    ViolationHook,
+    _Guard,
+    guard_node,
+    guard_router,
+    static_edges,
+)
+from langgraph_external.pipeline import Pipeline
+
+B = TypeVar("B", bound=StateGraph)
+PolicyLike = TransitionPolicy | str | os.PathLike[str]
+
+
+def _load(policy: PolicyLike) -> TransitionPolicy:
+    if isinstance(policy, TransitionPolicy):
+        return policy
+    return TransitionPolicy.from_file(policy)
+
+
+def guard(
+    builder: B,
+    policy: PolicyLike,
+    *,
+    pipeline: Pipeline | None = None,
+    on_violation: ViolationHook | None = None,
+    check_graph: Literal["raise", "warn", "ignore"] = "raise",
+) -> B:
+    """Enforce ``policy`` on every node and router of ``builder`` (before ``compile``).
+
+    The builder is changed in place and returned, so it chains into ``compile``. The
+    static check (:func:`check`) runs first: with ``check_graph="raise"`` a graph whose
+    structure contradicts the policy (a static edge it forbids, a node it does not
+    declare, a state the graph lacks) is refused with :class:`PolicyError`; ``"warn"``
+    turns that into a warning and enforces at run time only.
+
+    Args:
+        builder: the ``StateGraph`` to guard (not yet compiled).
+        policy: a :class:`TransitionPolicy` or the path of a YAML/JSON policy file.
+        pipeline: where ``policy_violation`` events go (``External(...).pipeline``).
+        on_violation: called with each violation and its outcome (``raised``,
+            ``routed``, ``interrupted``, ``approved``, ``rejected``).
+        check_graph: what to do when the static check finds errors.
+
+    Returns:
+        The same builder.
+
+    Example:
+        >>> from typing import TypedDict
+        >>> from langgraph.graph import StateGraph, START, END
+        >>> from langgraph.types import Command
+        >>> class S(TypedDict):
+        ...     n: int
+        >>> b = StateGraph(S)
+        >>> _ = b.add_node("a", lambda s: Command(goto="c", update={"n": 1}))
+        >>> _ = b.add_node("c", lambda s: {"n": 99})
+        >>> _ = b.add_edge(START, "a")
+        >>> from langgraph_external.guards import TransitionViolation
+        >>> policy = TransitionPolicy(states=["a", "c"], transitions={"START": ["a"], "a": ["END"]})
+        >>> graph = guard(b, policy, check_graph="ignore").compile()
+        >>> try:
+        ...     graph.invoke({"n": 0})
+        ... except TransitionViolation as v:
+        ...     print(v.rule, v.source, "->", v.target)
+        illegal_transition a -> c
+    """
+    policy = _load(policy)
+    if getattr(builder, "_lgx_topology", None) is not None:
+        raise PolicyError("this StateGraph is already guarded")
+    topology = Topology.of(builder)
+    _static_check(check(policy, builder), check_graph)
+    g = _Guard(policy, frozenset(builder.nodes), pipeline, on_violation)
+
+    reroutable = {n for n in builder.nodes if policy.action_for(n).fallback is not None}
+    static: dict[str, list[str]] = {}
+    for src, dst in builder.edges:
+        if src != START and (src in reroutable or not policy.allows(src, dst)):
+            static.setdefault(src, []).append(dst)
+
+    for src, branches in list(builder.branches.items()):
+        fallback = policy.action_for(None if src == START else src).fallback
+        for name, branch in list(branches.items()):
+            mapped = dict(branch.ends) if branch.ends else None
+            key: Hashable | None = None
+            if mapped is not None and fallback is not None:
+                key = next((k for k, v in mapped.items() if v == fallback), FALLBACK_KEY)
+                mapped.setdefault(key, fallback)
+            path = guard_router(g, src, branch.path, branch.ends, key)
+            branches[name] = branch._replace(path=path, ends=mapped)
+
+    for src, targets in sorted(static.items()):
+        fallback = policy.action_for(src).fallback
+        ends: dict[Hashable, str] = {t: t for t in sorted(targets)}
+        key = None
+        if fallback is not None:
+            key = fallback if fallback in ends else FALLBACK_KEY
+            ends.setdefault(key, fallback)
+        for dst in targets:
+            builder.edges.discard((src, dst))
+        builder.branches[src][EDGES_BRANCH] = BranchSpec(
+            path=static_edges(g, src, sorted(targets), key), ends=ends
+        )
+
+    has_successors = set(static) | {s for s in builder.branches if s != START}
+    for name, spec in list(builder.nodes.items()):
+        inner = spec.runnable
+        if not isinstance(inner, Runnable):  # add_node stores a runnable; be safe
+            inner = coerce_to_runnable(inner, name=name, trace=False)  # type: ignore[arg-type]
+        wrapped = guard_node(g, name, inner, name in has_successors)
+        builder.nodes[name] = dataclasses.replace(spec, runnable=wrapped)
+    builder._lgx_topology = topology  # type: ignore[attr-defined]
+    builder._lgx_policy = policy  # type: ignore[attr-defined]
+    return builder
+
+
+def _static_check(report: CheckReport, mode: str) -> None:
+    if mode == "ignore" or report.ok:
+        return
+    if mode == "raise":
+        problems = [("graph", i.message) for i in report.errors]
+        raise PolicyError(problems, source=report.policy_name)
+    warnings.warn(report.text(), stacklevel=3)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(
+    policy: PolicyLike,
+    name: str | None = None,
+    *,
+    pipeline: Pipeline | None = None,
+    on_violation: ViolationHook | None = None,
+) -> Callable[[Callable[..., Any] | Runnable[Any, Any]], Runnable[Any, Any]]:
+    """Decorator: guard one node without guarding the whole graph.
+
+    Checks the node's visit limit, its tool calls, its state update and the targets of
+    the ``Command``/``Send`` it returns. Its static edges and routers are not checked
+    (use :func:`guard` for those). Targets are checked against the policy's states.
+    The node becomes a runnable, so declare ``Command`` destinations with
+    ``add_node(..., destinations=(...))`` (return annotations are not read through it).
+
+    Example:
+        >>> p = TransitionPolicy(states=["pay"], transitions={"START": ["pay"], "pay": ["END"]},
+        ...                      nodes={"pay": {"writes": ["receipt"]}})
+        >>> @guarded(p)
+        ... def pay(state: dict) -> dict:
+        ...     return {"receipt": "r-1"}
+        >>> pay.name
+        'pay'
+    """
+    pol = _load(policy)
+
+    def decorate(fn: Callable[..., Any] | Runnable[Any, Any]) -> Runnable[Any, Any]:
+        node = name or getattr(fn, "__name__", None) or getattr(fn, "name", None)
+        if not node:
+            raise PolicyError("guarded(): pass the node name")
+        g = _Guard(pol, frozenset(s for s in pol.states if s != START), pipeline, on_violation)
+        inner = coerce_to_runnable(fn, name=node, trace=False)
+        return guard_node(g, node, inner, reroutable=False)
+
+    return decorate
