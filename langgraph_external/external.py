@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external import ledger
 from langgraph_external._nolock import NoLock
-from langgraph_external.callbacks import AuditCallbackHandler
+from langgraph_external.callbacks import POLICY_HASH_KEY, AuditCallbackHandler
 from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
@@ -287,12 +287,14 @@ class External:
         checkpoint_ns: str | None = None,
         checkpoint_id: str | None = None,
         callbacks: Sequence[Any] = (),
+        policy: Any = None,
         **configurable: Any,
     ) -> RunnableConfig:
         """A ``RunnableConfig`` for ``thread_id`` with the audit callback handler attached.
 
         The handler records node transitions, tool calls, model calls, retriever hits,
-        interrupts and resumes (see :mod:`langgraph_external.callbacks`).
+        interrupts and resumes (see :mod:`langgraph_external.callbacks`). Pass the
+        ``policy`` of a guarded graph to record its content hash with every event.
 
         Example:
             >>> External.__new__(External).config("t-1")["configurable"]
@@ -304,6 +306,11 @@ class External:
         if checkpoint_id is not None:
             conf["checkpoint_id"] = checkpoint_id
         out: dict[str, Any] = {"configurable": conf}
+        if policy is not None:
+            # the policy's content hash travels with the run: configurable keys reach the
+            # checkpoint metadata, config metadata reaches every callback
+            conf[POLICY_HASH_KEY] = policy.hash
+            out["metadata"] = {POLICY_HASH_KEY: policy.hash}
         handlers = list(callbacks)
         audit = getattr(self, "_audit", None)
         if audit is not None:

@@ -397,3 +397,77 @@ def test_every_sql_recipe_in_the_docs_runs(ext: External) -> None:
             "select count(*) from langgraph_external.node_runs where thread_id = 'd'"
         ).fetchone() or (0,)
     assert rows == 3
+
+
+def test_a_guarded_run_records_the_policy_hash_everywhere(ext: External) -> None:
+    from langgraph_external.guards import TransitionPolicy, guard
+
+    class S(TypedDict):
+        n: int
+
+    g = StateGraph(S)
+    for name in ("a", "b"):
+        g.add_node(name, lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    policy = TransitionPolicy.from_dict(
+        {"states": ["a", "b"], "transitions": {"START": ["a"], "a": ["b"], "b": ["END"]}}
+    )
+    guard(g, policy, pipeline=ext.pipeline)
+    app = g.compile(checkpointer=ext.checkpointer)
+    assert app.invoke({"n": 0}, ext.config("guarded", policy=policy)) == {"n": 2}
+    events = ext.events("guarded")
+    behaviour = [e for e in events if e["kind"] not in ("checkpoint", "writes")]
+    missing = [
+        (e["kind"], e["node"]) for e in behaviour if e["payload"].get("policy_hash") != policy.hash
+    ]
+    assert behaviour and not missing, missing
+    checkpoints = [e for e in events if e["kind"] == "checkpoint"]
+    assert all(e["payload"]["metadata"].get("lgx_policy_hash") == policy.hash for e in checkpoints)
+    thread_json = ext.workspace.read_json(f"{ext.workspace.thread_dir('guarded')}/thread.json")
+    assert thread_json["policy_hash"] == policy.hash
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "invoke",
+        "stream-values",
+        "stream-updates",
+        "stream-debug",
+        "batch",
+        "astream",
+        "astream_events",
+    ],
+)
+def test_every_way_of_running_records_the_same_path(ext: External, how: str) -> None:
+    app = _linear(ext.checkpointer)
+    tid = f"way-{how}"
+    cfg = ext.config(tid)
+    if how == "invoke":
+        app.invoke({"n": 0}, cfg)
+    elif how.startswith("stream-"):
+        list(app.stream({"n": 0}, cfg, stream_mode=how.split("-", 1)[1]))
+    elif how == "batch":
+        app.batch([{"n": 0}], [cfg])
+    elif how == "astream":
+
+        async def run() -> None:
+            async for _ in app.astream({"n": 0}, cfg):
+                pass
+
+        asyncio.run(run())
+    else:
+
+        async def run_events() -> None:
+            async for _ in app.astream_events({"n": 0}, cfg, version="v2"):
+                pass
+
+        asyncio.run(run_events())
+    ext.flush()
+    events = ext.events(tid)
+    starts = [(e["node"], e["step"]) for e in events if e["kind"] == "node_start"]
+    assert starts == [("a", 1), ("b", 2), ("c", 3)]
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("run_start") == 1 and kinds.count("run_end") == 1

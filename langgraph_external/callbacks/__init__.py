@@ -40,6 +40,9 @@ __all__ = ["AsyncAuditCallbackHandler", "AuditCallbackHandler", "prompt_context_
 
 logger = logging.getLogger("langgraph_external")
 
+POLICY_HASH_KEY = "lgx_policy_hash"
+"""Config metadata key carrying the content hash of the transition policy of a run."""
+
 NO_THREAD = "_no_thread"
 """Thread id recorded for runs invoked without ``configurable.thread_id``."""
 
@@ -57,6 +60,7 @@ class _Run:
     task_id: str | None = None
     checkpoint_ns: str = ""
     name: str | None = None
+    policy_hash: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -175,6 +179,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
             task_id=task_id,
             checkpoint_ns=ns,
             name=name,
+            policy_hash=md.get(POLICY_HASH_KEY) or (parent.policy_hash if parent else None),
         )
         self._runs[run_id] = run
         return run
@@ -182,6 +187,8 @@ class AuditCallbackHandler(GraphCallbackHandler):
     def _event(
         self, kind: EventKind, run: _Run, run_id: UUID, parent_run_id: UUID | None, **fields: Any
     ) -> Event:
+        if run.policy_hash is not None:  # a guarded run: every event names its policy
+            fields["payload"] = {**fields.get("payload", {}), "policy_hash": run.policy_hash}
         return Event(
             kind=kind.value,
             thread_id=run.thread_id,

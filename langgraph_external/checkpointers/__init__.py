@@ -43,6 +43,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
+    get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -472,6 +473,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         parent = conf.get("checkpoint_id")
+        # the metadata as savers store it: run metadata and configurable keys merged in
+        metadata = get_serializable_checkpoint_metadata(config, metadata)
         step = metadata.get("step")
         # mirror only what changed unless the parent was never mirrored by us
         full = parent is not None and (tid, ns, parent) not in self._mirrored

@@ -185,7 +185,8 @@ class WorkspaceSink:
                 "encoded": encode_thread_id(tid),
                 "created": first.ts.isoformat(),
                 "schema_version": SCHEMA_VERSION,
-                "policy_hash": None,
+                "policy_hash": first.payload.get("policy_hash")
+                or (first.payload.get("metadata") or {}).get("lgx_policy_hash"),
             },
         )
 
