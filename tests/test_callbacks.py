@@ -471,3 +471,54 @@ def test_every_way_of_running_records_the_same_path(ext: External, how: str) -> 
     assert starts == [("a", 1), ("b", 2), ("c", 3)]
     kinds = [e["kind"] for e in events]
     assert kinds.count("run_start") == 1 and kinds.count("run_end") == 1
+
+
+def test_retriever_hits_are_recorded_with_ids_and_scores(ext: External) -> None:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class Policies(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [
+                Document("Returns within 30 days.", id="pol-1", metadata={"score": 0.91}),
+                Document("Refunds go to the card.", id="pol-7", metadata={"score": 0.42}),
+            ]
+
+    class S(TypedDict):
+        q: str
+        answer: str
+
+    def lookup(state: S) -> dict[str, str]:
+        docs = Policies().invoke(state["q"])
+        return {"answer": docs[0].page_content}
+
+    g = StateGraph(S)
+    g.add_node("lookup", lookup)
+    g.add_edge(START, "lookup")
+    g.add_edge("lookup", END)
+    app = g.compile(checkpointer=ext.checkpointer)
+    app.invoke({"q": "return window?", "answer": ""}, ext.config("rag"))
+    (hit,) = [e for e in ext.events("rag") if e["kind"] == "retrieval"]
+    assert hit["node"] == "lookup" and hit["payload"]["query"] == "return window?"
+    assert [(h["rank"], h["id"], h["score"]) for h in hit["payload"]["hits"]] == [
+        (1, "pol-1", 0.91),
+        (2, "pol-7", 0.42),
+    ]
+
+
+def test_async_store_operations_are_recorded(ext: External) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    store = ext.store(InMemoryStore())
+
+    async def use() -> list[str]:
+        await store.aput(("notes",), "n1", {"text": "likes tea"})
+        return [i.key for i in await store.asearch(("notes",))]
+
+    assert asyncio.run(use()) == ["n1"]
+    ext.flush()
+    kinds = [e["kind"] for e in ext.events("_no_thread")]
+    assert kinds == ["memory_put", "memory_search"]
