@@ -676,6 +676,51 @@ def sql_examples(
 
 
 # -- helpers -----------------------------------------------------------------------------
+@app.command()
+def restore(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="Thread id to restore from the workspace.")],
+    as_thread: Annotated[
+        str | None, typer.Option("--as", help="Restore under this thread id instead.")
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+    ] = None,
+) -> None:
+    """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
+
+    For a lost or wiped database: the workspace's exact copies are decoded and put through
+    the official ``PostgresSaver``; the target thread must not exist yet.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.restore import iter_checkpoint_ids, restore_thread
+
+    target = as_thread or thread_id
+    with _command(ctx) as s:
+        ws = s.ws()
+        if not any(True for _ in iter_checkpoint_ids(ws, thread_id)):
+            raise CliError(
+                f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
+            )
+        dsn = s.resolve_dsn(create=True)
+        with psycopg.connect(
+            dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            saver = PostgresSaver(conn)
+            saver.setup()
+            if saver.get_tuple({"configurable": {"thread_id": target}}) is not None:
+                raise CliError(
+                    f"thread {target!r} already has checkpoints; use --as NEW_ID", EXIT_PROBLEM
+                )
+            cipher = WorkspaceCipher(key) if key else None
+            n = restore_thread(ws, thread_id, saver, target_thread_id=target, cipher=cipher)
+        out.print(f"restored {_n(n, 'checkpoint')} of {escape(thread_id)} as {escape(target)}")
+
+
 def _ts(value: datetime | None, *, precise: bool = False) -> str:
     """UTC time for tables: ``2026-01-31 12:00:00`` (milliseconds when ``precise``)."""
     if value is None:

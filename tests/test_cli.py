@@ -474,3 +474,45 @@ def test_a_deleted_thread_still_verifies(
     shown = lgx(runner, rec, "show", "gone")
     assert "deleted:" in shown.stdout
     assert "thread_deleted" in shown.stdout
+
+
+def test_restore_rebuilds_a_thread_into_an_empty_database(
+    runner: Any, tmp_path: Path, spool_dir: Path, dsn: str, pg_server: str
+) -> None:
+    import uuid
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from langgraph_external import External
+
+    class S(TypedDict):
+        n: int
+
+    g = StateGraph(S)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", END)
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        app = g.compile(checkpointer=ext.checkpointer)
+        app.invoke({"n": 1}, ext.config("r-1"))
+        app.invoke({"n": 5}, ext.config("r-1"))
+        want = [s.values for s in app.get_state_history(ext.config("r-1"))]
+    fresh = f"lgx_restore_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'create database "{fresh}"')
+    params = conninfo_to_dict(pg_server)
+    params["dbname"] = fresh
+    target = make_conninfo(**params)
+    from langgraph_external.cli import app as cli_app
+
+    result = runner.invoke(cli_app, ["--dsn", target, "--workspace", str(ws), "restore", "r-1"])
+    assert result.exit_code == 0, result.output
+    assert "restored" in result.output
+    with PostgresSaver.from_conn_string(target) as saver:
+        restored = g.compile(checkpointer=saver)
+        got = [s.values for s in restored.get_state_history({"configurable": {"thread_id": "r-1"}})]
+    assert got == want
+    again = runner.invoke(cli_app, ["--dsn", target, "--workspace", str(ws), "restore", "r-1"])
+    assert again.exit_code == 1 and "already has checkpoints" in again.output
