@@ -130,6 +130,7 @@ def test_search_writes_retrieval_rows_matching_the_results(adapter: Mem0Adapter,
     hits = out["results"]
     assert hits[0]["memory"] == "I prefer window seats on planes"
     assert all(h["user_id"] == "alice" for h in hits)
+    adapter.flush()  # read records are written in the background
     [(_sid, query, qhash, filters, top_k, n, uid)] = rows(
         dsn,
         f"select search_id, query, query_hash, filters, top_k, hit_count, user_id "
@@ -269,6 +270,7 @@ def test_concurrent_adds_from_threads(adapter: Mem0Adapter, dsn: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
+    adapter.flush()
     assert rows(dsn, "select count(*) from mem0_memories") == [(16,)]
     assert rows(dsn, f"select count(*), count(distinct op_id) from {S}.memory_events") == [(16, 16)]
     assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(16,)]

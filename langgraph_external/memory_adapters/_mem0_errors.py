@@ -36,3 +36,7 @@ class MemoryNotFoundError(MemoryAdapterError, LookupError):
 
 class ErasureVerificationError(MemoryAdapterError):
     """An erasure receipt does not verify: its hash or the erased rows do not match."""
+
+
+class MemoryAuditError(MemoryAdapterError):
+    """A memory read record could not be written to the audit tables (after retries)."""

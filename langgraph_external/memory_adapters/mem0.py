@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import sys
+import threading
 import time
 import uuid
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -55,6 +58,7 @@ from langgraph_external.memory_adapters._mem0_errors import (
     EmbeddingDimensionError,
     ErasureVerificationError,
     MemoryAdapterError,
+    MemoryAuditError,
     MemoryNotFoundError,
     MemoryScopeError,
     MemoryTooLargeError,
@@ -93,6 +97,8 @@ __all__ = [
 
 _KIND = {"ADD": EventKind.MEMORY_ADD, "UPDATE": EventKind.MEMORY_UPDATE}
 _KIND["DELETE"] = EventKind.MEMORY_DELETE
+
+logger = logging.getLogger("langgraph_external")
 
 
 def import_mem0(mem0_dir: str | os.PathLike[str] | None = None) -> Any:
@@ -182,10 +188,12 @@ class Mem0Adapter:
         create_extension: run ``CREATE EXTENSION vector`` in :meth:`setup` when missing.
         trace_llm: let the graph's callbacks see Mem0's LLM calls. Off by default: those
             prompts hold memory text, and the ledger they would land in is append-only.
-        durable_reads: commit retrieval rows with ``synchronous_commit = on``. Off by
-            default: a search then costs no WAL flush; a *server crash* can lose the
-            last fraction of a second of read records (never a memory write, whose
-            audit row always commits durably with the vector).
+        durable_reads: write retrieval rows before ``search`` returns, durably. Off by
+            default: a background writer records them (retrying; :meth:`flush` waits
+            and raises if one could not be written) without waiting for the WAL flush,
+            so a search costs no extra round trip; a *server crash* can lose the last
+            fraction of a second of read records (never a memory write, whose audit row
+            always commits durably with the vector).
 
     The adapter is thread-safe; async methods run the same code in a worker thread.
     """
@@ -228,6 +236,9 @@ class Mem0Adapter:
         self.memory: Any = None
         self.vector_store: AuditedVectorStore | None = None
         self._pool: ConnectionPool[Any] | None = None
+        self._reads: ThreadPoolExecutor | None = None
+        self._reads_lock = threading.Lock()
+        self._read_failures: list[BaseException] = []
 
     @classmethod
     def from_external(cls, ext: External, *, llm: Any, embedder: Any, **kwargs: Any) -> Mem0Adapter:
@@ -381,7 +392,10 @@ class Mem0Adapter:
         return memory
 
     def close(self) -> None:
-        """Close the connection pool. The adapter cannot be used afterwards."""
+        """Write pending read records, close the pool. The adapter is unusable afterwards."""
+        if self._reads is not None:
+            self._reads.shutdown(wait=True)
+            self._reads = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -611,11 +625,11 @@ class Mem0Adapter:
             "ids": [h["id"] for h in hits],
             "scores": [h.get("score") for h in hits],
         }
-        with self.pool.connection() as conn, conn.pipeline():
-            if not self.durable_reads:
-                # a read log, not state: don't wait for the WAL flush (see durable_reads)
-                conn.execute("set local synchronous_commit = off")
-            conn.execute(q(S.INSERT_RETRIEVAL, self.schema), params)
+        if self.durable_reads:
+            self._write_retrieval(params)
+        else:
+            # a read log, not state: written by a background writer (see durable_reads)
+            self._read_log().submit(self._write_retrieval_retrying, params)
         self._emit(
             EventKind.MEMORY_SEARCH,
             "mem0.search",
@@ -636,6 +650,44 @@ class Mem0Adapter:
             duration,
         )
         return result
+
+    def _write_retrieval(self, params: dict[str, Any]) -> None:
+        with self.pool.connection() as conn, conn.pipeline():
+            if not self.durable_reads:
+                conn.execute("set local synchronous_commit = off")
+            conn.execute(q(S.INSERT_RETRIEVAL, self.schema), params)
+
+    def _write_retrieval_retrying(self, params: dict[str, Any]) -> None:
+        for attempt in range(4):
+            try:
+                self._write_retrieval(params)
+                return
+            except psycopg.Error as exc:
+                if attempt == 3:
+                    self._read_failures.append(exc)
+                    logger.error("could not record a memory search: %s", exc)
+                    return
+                time.sleep(0.05 * 2**attempt)
+
+    def _read_log(self) -> ThreadPoolExecutor:
+        with self._reads_lock:
+            if self._reads is None:
+                self._reads = ThreadPoolExecutor(1, thread_name_prefix="lgx-mem0-reads")
+            return self._reads
+
+    def flush(self) -> None:
+        """Wait until every search so far is in ``memory_retrievals``.
+
+        Raises:
+            MemoryAuditError: a retrieval row could not be written (after retries).
+        """
+        if self._reads is not None:
+            self._reads.submit(lambda: None).result()
+        if self._read_failures:
+            failures, self._read_failures = self._read_failures, []
+            raise MemoryAuditError(
+                f"{len(failures)} memory search record(s) could not be written: {failures[0]}"
+            )
 
     # -- erase --------------------------------------------------------------------------
     def erase(
@@ -677,6 +729,7 @@ class Mem0Adapter:
             if not ids:
                 raise MemoryScopeError("erase(memory_ids=...) needs at least one id")
         prov = graph_provenance()
+        self.flush()  # pending read records may hold the text about to be erased
         requested = datetime.now(timezone.utc)
         erasure_id = str(uuid.uuid4())
         with self.pool.connection() as conn, conn.transaction():
