@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import base64
 import inspect
 import json
@@ -196,6 +197,10 @@ class Pipeline:
                 target=self._run, name="langgraph-external-writer", daemon=True
             )
             self._thread.start()
+        # an app that never calls close() still gets everything written at exit
+        ref = weakref.ref(self)
+        self._atexit = lambda: (p := ref()) is not None and p._close_at_exit()
+        atexit.register(self._atexit)
 
     # -- producer side -------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -259,6 +264,7 @@ class Pipeline:
         """Flush, stop the writer, and close sinks. Spooled batches stay on disk."""
         if self._closed:
             return
+        atexit.unregister(self._atexit)
         self._run_flush_hooks()
         if self._thread is not None:
             self._queue.put((_STOP, None))
@@ -271,6 +277,13 @@ class Pipeline:
                 sink.close()
             except Exception as exc:  # closing must not hide the app's own error
                 logger.warning("closing sink %s failed: %s", sink.name, exc)
+
+    def _close_at_exit(self) -> bool:
+        try:
+            self.close()
+        except Exception:  # exiting: report, never raise
+            logger.exception("langgraph-external could not flush its pipeline at exit")
+        return True
 
     def __enter__(self) -> Pipeline:
         return self

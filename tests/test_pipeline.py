@@ -213,3 +213,27 @@ def test_nul_characters_in_payloads_are_kept_visible_not_lost(spool_dir: Path) -
     (e,) = sink.events
     assert e.payload == {"out": "a\\u0000b", "k\\u0000": ["\\u0000"]}
     verify_chain([e.envelope()])
+
+
+def test_an_app_that_never_closes_still_gets_everything_written_at_exit(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        from langgraph_external import Event, Pipeline, Workspace
+        from langgraph_external.sinks.workspace import WorkspaceSink
+        p = Pipeline([WorkspaceSink(Workspace({str(tmp_path / "ws")!r}))],
+                     spool_dir={str(spool_dir)!r}, linger=0.5)
+        for i in range(200):
+            p.emit(Event.new("node_end", "t", payload={{"i": i}}))
+        # no flush, no close: the interpreter exits with events still queued
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    envs = list(Workspace(tmp_path / "ws").iter_events("t"))
+    assert [e["seq"] for e in envs] == list(range(1, 201))
+    verify_chain(envs)
