@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,9 @@ def main() -> None:
     console.print(f"\n[bold]Workspace:[/] {ws_dir}")
     for name in ("thread.json", "state.json", "events.jsonl", "checkpoints/"):
         console.print(f"  {ws_dir / name}")
-    hint = f"\nTry: [cyan]lgx --workspace {args.workspace} show {thread_id}[/]"
+    lgx = Path(sys.executable).parent / "lgx"
+    lgx_cmd = str(lgx) if lgx.exists() else "lgx"
+    hint = f"\nTry: [cyan]{lgx_cmd} --workspace {args.workspace} show {thread_id}[/]"
     console.print(hint, soft_wrap=True)
     console.print(f"     [cyan]cat {ws_dir / 'state.json'}[/]", soft_wrap=True)
 
