@@ -301,3 +301,27 @@ def test_setup_is_idempotent_and_migrations_are_versioned(
     assert rows(dsn, f"select v from {S}.memory_migrations order by v") == [(0,), (1,), (2,)]
     # the ledger's own migrations table is untouched by ours
     assert rows(dsn, f"select count(*) from {S}.migrations")[0][0] >= 1
+
+
+def test_async_operations_audit_like_the_sync_ones(adapter: Mem0Adapter, dsn: str) -> None:
+    import asyncio
+
+    async def run() -> tuple[str, list[str]]:
+        added = await adapter.aadd("I like oat milk", user_id="erin", infer=False)
+        memory_id = added["results"][0]["id"]
+        await adapter.aupdate(memory_id, "I like soy milk")
+        found = await adapter.asearch("milk", filters={"user_id": "erin"})
+        await adapter.adelete(memory_id)
+        return memory_id, [h["memory"] for h in found["results"]]
+
+    memory_id, found = asyncio.run(run())
+    assert found == ["I like soy milk"]
+    adapter.flush()
+    ops = rows(
+        dsn,
+        f"select event, new_text from {S}.memory_events where memory_id = %s order by event_id",
+        memory_id,
+    )
+    assert [op for op, _ in ops] == ["ADD", "UPDATE", "DELETE"]
+    assert ops[1][1] == "I like soy milk"
+    assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(1,)]
