@@ -203,6 +203,36 @@ class AuditCallbackHandler(GraphCallbackHandler):
             **fields,
         )
 
+    def _finish(
+        self,
+        kind: EventKind,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        *,
+        status: str,
+        payload: dict[str, Any],
+        error: BaseException | None = None,
+        **fields: Any,
+    ) -> None:
+        """Emit the end of a run started earlier (nothing if the start was not seen)."""
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        if error is not None:
+            payload = {**payload, "error": str(error), "error_type": type(error).__name__}
+        self._emit(
+            self._event(
+                kind,
+                run,
+                run_id,
+                parent_run_id,
+                status=status,
+                duration_ms=_ms(run.started),
+                payload=payload,
+                **fields,
+            )
+        )
+
     # -- graph and nodes ---------------------------------------------------------------
     def on_chain_start(
         self,
@@ -273,49 +303,22 @@ class AuditCallbackHandler(GraphCallbackHandler):
         self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         """A node returns its update (recorded), a router decides, the graph finishes."""
-        run = self._runs.pop(run_id, None)
+        run = self._runs.get(run_id)
         if run is None:
             return
         if run.kind == "graph":
             self._graph_runs.pop(str(run_id), None)
-            self._emit(
-                self._event(
-                    EventKind.RUN_END,
-                    run,
-                    run_id,
-                    parent_run_id,
-                    status="ok",
-                    duration_ms=_ms(run.started),
-                    payload={"output": outputs},
-                    build=_render_payload,
-                )
-            )
+            kind, payload = EventKind.RUN_END, {"output": outputs}
         elif run.kind == "node":
-            self._emit(
-                self._event(
-                    EventKind.NODE_END,
-                    run,
-                    run_id,
-                    parent_run_id,
-                    status="ok",
-                    duration_ms=_ms(run.started),
-                    payload={"update": outputs},
-                    build=_render_payload,
-                )
-            )
+            kind, payload = EventKind.NODE_END, {"update": outputs}
         elif run.kind == "router" and isinstance(outputs, (str, list, tuple)):
-            self._emit(
-                self._event(
-                    EventKind.ROUTE,
-                    run,
-                    run_id,
-                    parent_run_id,
-                    status="ok",
-                    duration_ms=_ms(run.started),
-                    payload={"destination": outputs},
-                    build=_render_payload,
-                )
-            )
+            kind, payload = EventKind.ROUTE, {"destination": outputs}
+        else:
+            self._runs.pop(run_id, None)
+            return
+        self._finish(
+            kind, run_id, parent_run_id, status="ok", payload=payload, build=_render_payload
+        )
 
     def on_chain_error(
         self,
@@ -326,26 +329,20 @@ class AuditCallbackHandler(GraphCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A node or the graph raised (interrupts are recorded by ``on_interrupt``)."""
-        run = self._runs.pop(run_id, None)
+        run = self._runs.get(run_id)
         if run is None or run.kind not in ("graph", "node"):
+            self._runs.pop(run_id, None)
             return
-        if type(error).__name__ in ("GraphInterrupt", "ParentCommand", "GraphBubbleUp"):
-            status = "interrupted"
-        else:
-            status = "error"
-        kind = EventKind.RUN_END if run.kind == "graph" else EventKind.NODE_END
         if run.kind == "graph":
             self._graph_runs.pop(str(run_id), None)
-        self._emit(
-            self._event(
-                kind,
-                run,
-                run_id,
-                parent_run_id,
-                status=status,
-                duration_ms=_ms(run.started),
-                payload={"error": str(error), "error_type": type(error).__name__},
-            )
+        interrupted = type(error).__name__ in ("GraphInterrupt", "ParentCommand", "GraphBubbleUp")
+        self._finish(
+            EventKind.RUN_END if run.kind == "graph" else EventKind.NODE_END,
+            run_id,
+            parent_run_id,
+            status="interrupted" if interrupted else "error",
+            payload={},
+            error=error,
         )
 
     # -- tools -------------------------------------------------------------------------
@@ -383,28 +380,24 @@ class AuditCallbackHandler(GraphCallbackHandler):
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         """A tool returns: the raw result as bytes, and the parsed value."""
-        run = self._runs.pop(run_id, None)
+        run = self._runs.get(run_id)
         if run is None:
             return
         content = getattr(output, "content", output)
-        status = getattr(output, "status", "success")
-        self._emit(
-            self._event(
-                EventKind.TOOL_ERROR if status == "error" else EventKind.TOOL_END,
-                run,
-                run_id,
-                parent_run_id,
-                status="error" if status == "error" else "ok",
-                duration_ms=_ms(run.started),
-                raw=_raw_bytes(content),
-                payload={
-                    "tool_call_id": getattr(output, "tool_call_id", None)
-                    or run.extra.get("tool_call_id"),
-                    "result": content,
-                    "artifact": getattr(output, "artifact", None),
-                },
-                build=_render_tool_result,
-            )
+        failed = getattr(output, "status", "success") == "error"  # ToolNode's handled errors
+        self._finish(
+            EventKind.TOOL_ERROR if failed else EventKind.TOOL_END,
+            run_id,
+            parent_run_id,
+            status="error" if failed else "ok",
+            raw=_raw_bytes(content),
+            payload={
+                "tool_call_id": getattr(output, "tool_call_id", None)
+                or run.extra.get("tool_call_id"),
+                "result": content,
+                "artifact": getattr(output, "artifact", None),
+            },
+            build=_render_tool_result,
         )
 
     def on_tool_error(
@@ -416,23 +409,15 @@ class AuditCallbackHandler(GraphCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool raised: the error and its type."""
-        run = self._runs.pop(run_id, None)
-        if run is None:
-            return
-        self._emit(
-            self._event(
-                EventKind.TOOL_ERROR,
-                run,
-                run_id,
-                parent_run_id,
-                status="error",
-                duration_ms=_ms(run.started),
-                payload={
-                    "tool_call_id": run.extra.get("tool_call_id"),
-                    "error": str(error),
-                    "error_type": type(error).__name__,
-                },
-            )
+        run = self._runs.get(run_id)
+        call_id = run.extra.get("tool_call_id") if run else None
+        self._finish(
+            EventKind.TOOL_ERROR,
+            run_id,
+            parent_run_id,
+            status="error",
+            payload={"tool_call_id": call_id},
+            error=error,
         )
 
     # -- models ------------------------------------------------------------------------
@@ -492,20 +477,13 @@ class AuditCallbackHandler(GraphCallbackHandler):
         self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         """The model answered: text, requested tool calls, token usage."""
-        run = self._runs.pop(run_id, None)
-        if run is None:
-            return
-        self._emit(
-            self._event(
-                EventKind.LLM_END,
-                run,
-                run_id,
-                parent_run_id,
-                status="ok",
-                duration_ms=_ms(run.started),
-                payload={"response": response},
-                build=_render_llm_end,
-            )
+        self._finish(
+            EventKind.LLM_END,
+            run_id,
+            parent_run_id,
+            status="ok",
+            payload={"response": response},
+            build=_render_llm_end,
         )
 
     def on_llm_error(
@@ -517,19 +495,8 @@ class AuditCallbackHandler(GraphCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """The model call failed."""
-        run = self._runs.pop(run_id, None)
-        if run is None:
-            return
-        self._emit(
-            self._event(
-                EventKind.LLM_END,
-                run,
-                run_id,
-                parent_run_id,
-                status="error",
-                duration_ms=_ms(run.started),
-                payload={"error": str(error), "error_type": type(error).__name__},
-            )
+        self._finish(
+            EventKind.LLM_END, run_id, parent_run_id, status="error", payload={}, error=error
         )
 
     # -- retrievers --------------------------------------------------------------------
@@ -558,20 +525,17 @@ class AuditCallbackHandler(GraphCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """The retriever's hits: ids, scores, content."""
-        run = self._runs.pop(run_id, None)
-        if run is None:
-            return
-        self._emit(
-            self._event(
-                EventKind.RETRIEVAL,
-                run,
-                run_id,
-                parent_run_id,
-                status="ok",
-                duration_ms=_ms(run.started),
-                payload={"query": run.extra.get("query"), "documents": list(documents)},
-                build=_render_retrieval,
-            )
+        run = self._runs.get(run_id)
+        self._finish(
+            EventKind.RETRIEVAL,
+            run_id,
+            parent_run_id,
+            status="ok",
+            payload={
+                "query": run.extra.get("query") if run else None,
+                "documents": list(documents),
+            },
+            build=_render_retrieval,
         )
 
     def on_retriever_error(
@@ -583,23 +547,14 @@ class AuditCallbackHandler(GraphCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """The retriever failed."""
-        run = self._runs.pop(run_id, None)
-        if run is None:
-            return
-        self._emit(
-            self._event(
-                EventKind.RETRIEVAL,
-                run,
-                run_id,
-                parent_run_id,
-                status="error",
-                duration_ms=_ms(run.started),
-                payload={
-                    "query": run.extra.get("query"),
-                    "error": str(error),
-                    "error_type": type(error).__name__,
-                },
-            )
+        run = self._runs.get(run_id)
+        self._finish(
+            EventKind.RETRIEVAL,
+            run_id,
+            parent_run_id,
+            status="error",
+            payload={"query": run.extra.get("query") if run else None},
+            error=error,
         )
 
     # -- interrupts --------------------------------------------------------------------
