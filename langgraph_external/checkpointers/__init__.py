@@ -448,7 +448,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 f"thread id {tid!r} contains NUL, which PostgreSQL text cannot store"
             )
         try:
-            tid.encode("utf-8")
+            if not tid.isascii():  # called on every get/put: skip the copy for plain ids
+                tid.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidThreadIdError(f"thread id {tid!r} is not valid Unicode text") from exc
         return tid
