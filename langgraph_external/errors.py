@@ -44,3 +44,15 @@ class ChainConflictError(SinkError):
     Two writers recorded the same thread concurrently, or the workspace and the
     ledger diverged. Nothing is overwritten.
     """
+
+
+class PositionMovedError(ChainConflictError):
+    """A thread's position in the ledger moved since its events were sequenced.
+
+    Another writer (another process, or a concurrent commit) recorded the thread first.
+    The events were not stored; the writer re-reads the position and sequences again.
+    """
+
+
+class RecordingError(SinkError):
+    """Events could not be recorded (strict mode, or a flush that could not finish)."""

@@ -16,6 +16,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +65,19 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def new_id() -> str:
+    """A random UUID4 string drawn from ``os.urandom``.
+
+    Not ``uuid.uuid4()``: LangGraph's own tests (and users' tests) patch it with a
+    sequential generator and assert exact ids; recording must not shift them.
+
+    Example:
+        >>> len(new_id()), new_id()[14]
+        (36, '4')
+    """
+    return str(uuid.UUID(bytes=os.urandom(16), version=4))
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One record in a thread's timeline.
@@ -81,7 +95,7 @@ class Event:
     thread_id: str
     payload: Mapping[str, Any] = field(default_factory=dict)
     ts: datetime = field(default_factory=_utcnow)
-    event_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    event_id: str = field(default_factory=new_id)
     name: str | None = None
     status: str | None = None
     checkpoint_ns: str = ""
@@ -119,6 +133,10 @@ class Event:
     def replace(self, **changes: Any) -> Event:
         """Return a copy with ``changes`` applied (events are immutable)."""
         return dataclasses.replace(self, **changes)
+
+    def payload_json(self) -> str:
+        """The payload as compact JSON text (what the ledger's ``jsonb`` column gets)."""
+        return json.dumps(self.payload, ensure_ascii=False, separators=(",", ":"), default=str)
 
     def envelope(self) -> dict[str, Any]:
         """The JSON form stored in ``events.jsonl`` (everything but attachments)."""
@@ -194,16 +212,21 @@ def json_safe(value: Any) -> Any:
     """
     t = type(value)
     if t is str:
-        return value.replace("\x00", "\\u0000") if "\x00" in value else value
+        return _safe_text(value)
     if t is int or t is bool or value is None:
         return value
     if t is dict:
         out = {}
         for k, v in value.items():
             tv = type(v)
-            if not ((tv is str and "\x00" not in v) or tv is int or tv is bool or v is None):
+            if not (
+                (tv is str and v.isascii() and "\x00" not in v)
+                or tv is int
+                or tv is bool
+                or v is None
+            ):
                 v = json_safe(v)
-            if type(k) is not str or "\x00" in k:
+            if type(k) is not str or not k.isascii() or "\x00" in k:
                 k = json_safe(k if isinstance(k, str) else str(k))
             out[k] = v
         return out
@@ -226,6 +249,28 @@ def json_safe(value: Any) -> Any:
     return json_safe(str(value))
 
 
+def _safe_text(value: str) -> str:
+    """Text PostgreSQL and UTF-8 can hold: NUL made visible, lone surrogates escaped."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\u0000")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def safe_text(value: str | None) -> str | None:
+    r""":func:`_safe_text` for optional column values (node names, statuses, ids).
+
+    Example:
+        >>> safe_text("a\x00b"), safe_text("\udc80x"), safe_text(None)
+        ('a\\u0000b', '\\udc80x', None)
+    """
+    return None if value is None else _safe_text(value)
+
+
 def canonical_json(obj: Any) -> str:
     """Deterministic JSON text: sorted keys, no whitespace, UTF-8 kept as is."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -241,6 +286,17 @@ def compute_hash(envelope: Mapping[str, Any]) -> str:
     """
     body = {k: v for k, v in envelope.items() if k != "hash"}
     return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def canonical_line(event: Event) -> str:
+    """The ``events.jsonl`` line of a sequenced event: its canonical envelope.
+
+    Example:
+        >>> e = Event.new("error", "t").replace(seq=1, hash="h")
+        >>> json.loads(canonical_line(e))["hash"]
+        'h'
+    """
+    return canonical_json(event.envelope())
 
 
 def verify_chain(envelopes: list[Mapping[str, Any]]) -> None:

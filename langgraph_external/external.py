@@ -11,29 +11,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from langgraph_external import ledger
+from langgraph_external import _compat, ledger
 from langgraph_external._nolock import NoLock
+from langgraph_external.assembly import Recording, assemble, embedded_for, resolve_redactor
 from langgraph_external.callbacks import POLICY_HASH_KEY, AuditCallbackHandler
 from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
-from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+from langgraph_external.errors import ConfigurationError
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
-from langgraph_external.redaction import as_redactor
-from langgraph_external.sinks.base import Sink
-from langgraph_external.sinks.postgres import LedgerSink
-from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external.sinks.base import Projection
 from langgraph_external.stores import AuditedStore
 from langgraph_external.workspace import Workspace
 
@@ -61,7 +57,7 @@ class External:
         fsync: fsync workspace files as they are written.
         pool_size: most connections the checkpointer uses at once.
         inner: a saver to wrap instead of the official Postgres saver.
-        extra_sinks: more sinks after the workspace and the ledger (e.g. an exporter).
+        projections: more views fed from the ledger after the workspace (e.g. an exporter).
         record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
         encryption_key: encrypt the workspace's exact checkpoint copies (AES-256-GCM);
             default ``$LGX_WORKSPACE_KEY``. See :mod:`langgraph_external.crypto`.
@@ -86,7 +82,7 @@ class External:
         pool_size: int = 8,
         storage_options: dict[str, Any] | None = None,
         inner: BaseCheckpointSaver[Any] | None = None,
-        extra_sinks: Sequence[Sink] = (),
+        projections: Sequence[Projection] = (),
         record_behaviour: bool = True,
         encryption_key: str | bytes | None = None,
     ) -> None:
@@ -94,28 +90,20 @@ class External:
         self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
         self.dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
         self.strict = strict
-        try:
-            self.redactor = redactor if redactor is not None else as_redactor(redaction)  # type: ignore[arg-type]
-        except (ValueError, TypeError) as exc:
-            raise ConfigurationError(str(exc)) from exc
+        self.redactor = resolve_redactor(redaction, redactor)
         self.offload_threshold = offload_threshold
         self.spool_dir = spool_dir
         self.pool_size = pool_size
         self._inner_given = inner
-        self._extra_sinks = list(extra_sinks)
+        self._projections = list(projections)
+        self._recording: Recording | None = None
         self.record_behaviour = record_behaviour
         key = encryption_key if encryption_key is not None else os.environ.get("LGX_WORKSPACE_KEY")
         self.cipher = WorkspaceCipher(key) if key else None
         self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
-            if embedded_dir is None:
-                if not self.workspace.is_local:
-                    raise ConfigurationError(
-                        "a remote workspace needs dsn=... or embedded_dir=... for Postgres"
-                    )
-                embedded_dir = Path(self.workspace.root) / ".lgx" / "pgdata"
-            self._embedded = EmbeddedPostgres(embedded_dir)
+            self._embedded = embedded_for(self.workspace, embedded_dir)
         self._pool: ConnectionPool[Any] | None = None
         self._apool: AsyncConnectionPool[Any] | None = None
         self._checkpointer: ExternalCheckpointer | None = None
@@ -125,25 +113,20 @@ class External:
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
         """Everything both setups share: server, workspace, ledger, pipeline."""
-        if self._embedded is not None:
-            self.dsn = self._embedded.start()
-        assert self.dsn is not None
-        # reach Postgres before touching the workspace: a wrong DSN leaves nothing behind
-        try:
-            with ledger.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-                self.workspace.check_writable()
-                ledger.setup(conn, self.schema)
-        except psycopg.Error as exc:
-            raise LedgerUnavailableError(f"cannot set up the ledger: {exc}") from exc
-        ws_sink = WorkspaceSink(self.workspace, redactor=self.redactor, cipher=self.cipher)
-        self.pipeline = Pipeline(
-            [ws_sink, LedgerSink(self.dsn, self.schema), *self._extra_sinks],
+        self._recording = assemble(
+            workspace=self.workspace,
+            dsn=self.dsn,
+            schema=self.schema,
             redactor=self.redactor,
-            offload_threshold=self.offload_threshold,
+            cipher=self.cipher,
             strict=self.strict,
+            offload_threshold=self.offload_threshold,
             spool_dir=self.spool_dir,
+            embedded=self._embedded,
+            projections=self._projections,
         )
-        self._ws_sink = ws_sink
+        self.pipeline = self._recording.pipeline
+        self.dsn = self._recording.dsn
         return self.dsn
 
     def setup(self) -> External:
@@ -158,6 +141,7 @@ class External:
         try:
             dsn = self._prepare()
             inner = self._inner_given
+            outbox: bool | None = None
             if inner is None:
                 from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -170,9 +154,10 @@ class External:
                 )
                 saver = PostgresSaver(self._pool)
                 saver.setup()
-                saver.lock = NoLock()  # type: ignore[assignment]
+                _compat.replace_lock(saver, NoLock())
                 inner = saver
-            self._wrap(inner)
+                outbox = True  # same database as the ledger: the record commits with it
+            self._wrap(inner, outbox)
         except BaseException:
             self.close()
             raise
@@ -188,6 +173,7 @@ class External:
         try:
             dsn = await asyncio.to_thread(self._prepare)
             inner = self._inner_given
+            outbox: bool | None = None
             if inner is None:
                 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -201,29 +187,32 @@ class External:
                 await self._apool.open()
                 saver = AsyncPostgresSaver(self._apool)
                 await saver.setup()
-                saver.lock = NoLock()  # type: ignore[assignment]
+                _compat.replace_lock(saver, NoLock())
                 inner = saver
-            self._wrap(inner)
+                outbox = True
+            self._wrap(inner, outbox)
         except BaseException:
             await self.aclose()
             raise
         self._is_setup = True
         return self
 
-    def _wrap(self, inner: BaseCheckpointSaver[Any]) -> None:
-        assert self.pipeline is not None
-        self._ws_sink.serde = inner.serde
+    def _wrap(self, inner: BaseCheckpointSaver[Any], outbox: bool | None) -> None:
+        assert self.pipeline is not None and self._recording is not None
+        self._recording.mirror.serde = inner.serde
         self._checkpointer = ExternalCheckpointer(
             inner,
             pipeline=self.pipeline,
             digest=self.cipher.address if self.cipher is not None else None,
+            outbox=outbox,
         )
         self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None
 
     def close(self) -> None:
         """Flush every recorded event, close connections, stop the embedded server."""
-        if self.pipeline is not None:
-            self.pipeline.close()
+        if self._recording is not None:
+            self._recording.close()
+            self._recording = None
             self.pipeline = None
         if self._pool is not None:
             self._pool.close()

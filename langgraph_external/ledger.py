@@ -155,7 +155,59 @@ MIGRATIONS: list[str] = [
     from {schema}.tool_calls
     group by 1, 2;
     """,
+    # v4: the record as an outbox. Events carry what projections need (``detail``); a
+    # thread's position advances only from the position its writer saw (no gaps, no
+    # interleaving); projections keep their cursor here.
+    """
+    alter table {schema}.events add column if not exists detail bytea;
+    create table if not exists {schema}.projection_cursors (
+        projection text not null,
+        thread_id text not null,
+        seq bigint not null default 0,
+        error text,
+        updated_at timestamptz not null default now(),
+        primary key (projection, thread_id)
+    );
+    create or replace function {schema}.advance_thread(
+        p_thread text, p_expected bigint, p_seq bigint, p_hash text, p_ts timestamptz
+    ) returns void language plpgsql as $$
+    begin
+        if p_expected = 0 then
+            insert into {schema}.threads as t
+                (thread_id, created_at, updated_at, last_seq, last_hash)
+            values (p_thread, p_ts, p_ts, p_seq, p_hash)
+            on conflict (thread_id) do update
+                set last_seq = excluded.last_seq, last_hash = excluded.last_hash,
+                    updated_at = greatest(t.updated_at, excluded.updated_at)
+                where t.last_seq = 0;
+        else
+            update {schema}.threads
+                set last_seq = p_seq, last_hash = p_hash,
+                    updated_at = greatest(updated_at, p_ts)
+                where thread_id = p_thread and last_seq = p_expected;
+        end if;
+        if not found then
+            raise exception using errcode = 'LX001', message = format(
+                'thread %s is no longer at seq %s: another writer recorded it first',
+                p_thread, p_expected);
+        end if;
+    end
+    $$;
+    -- which tasks produced each checkpoint: the checkpoint names its nodes (from what it
+    -- proves by itself); each task's writes name their task id, node and parent checkpoint
+    create or replace view {schema}.checkpoint_tasks as
+    select c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.step, w.node, w.task_id,
+           w.payload ->> 'task_path' as task_path, w.seq as writes_seq
+    from {schema}.checkpoints c
+    join {schema}.events w
+      on w.thread_id = c.thread_id and w.kind = 'writes'
+     and w.checkpoint_ns = c.checkpoint_ns and w.checkpoint_id = c.parent_checkpoint_id
+     and w.node = any(c.nodes);
+    """,
 ]
+
+POSITION_MOVED = "LX001"
+"""SQLSTATE raised when a writer's view of a thread's position is stale (see v4)."""
 
 
 def validate_schema(schema: str) -> str:
@@ -213,34 +265,14 @@ def q(text: str, schema: str) -> sql.Composed:
 INSERT_EVENT = """
 insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
     checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash)
-values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb,
-    %s, %s, %s, %s, %s)
-on conflict (thread_id, seq) do nothing
+    duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
+values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+    %s::jsonb, %s, %s, %s, %s, %s, %s)
 """
 
-EVENT_COLUMNS = (
-    "thread_id, seq, event_id, v, ts, kind, name, status, checkpoint_ns, checkpoint_id, "
-    "run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms, payload, raw, "
-    "artifact, redactions, prev, hash"
+ADVANCE_THREAD = (
+    "select {schema}.advance_thread(%s::text, %s::bigint, %s::bigint, %s::text, %s::timestamptz)"
 )
-COPY_EVENTS = "copy {schema}.events (" + EVENT_COLUMNS + ") from stdin"
-
-CHECKPOINT_COLUMNS = (
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id, "
-    "task_ids, nodes, channels, created_at, size_bytes, workspace_path, event_seq"
-)
-COPY_CHECKPOINTS = "copy {schema}.checkpoints (" + CHECKPOINT_COLUMNS + ") from stdin"
-
-UPSERT_THREAD = """
-insert into {schema}.threads as t (thread_id, created_at, updated_at, last_seq, last_hash)
-values (%s, %s, %s, %s, %s)
-on conflict (thread_id) do update set
-    updated_at = greatest(t.updated_at, excluded.updated_at),
-    last_seq = greatest(t.last_seq, excluded.last_seq),
-    last_hash = case when excluded.last_seq >= t.last_seq then excluded.last_hash
-                     else t.last_hash end
-"""
 
 UPSERT_CHECKPOINT = """
 insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
@@ -256,12 +288,41 @@ on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
 
 SELECT_POSITIONS = """
 select thread_id, last_seq, last_hash from {schema}.threads
-where thread_id = any(%s) and last_hash is not null
+where thread_id = any(%s) and last_seq > 0
 """
 
-SELECT_HASHES = """
-select thread_id, seq, hash from {schema}.events
-where thread_id = %s and seq = any(%s)
+SELECT_EVENTS_AFTER = """
+select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+    duration_ms, payload, raw, artifact, redactions, prev, hash, detail
+from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
+"""
+
+SELECT_LAGGING = """
+select t.thread_id, t.last_seq, coalesce(c.seq, 0)
+from {schema}.threads t
+left join {schema}.projection_cursors c
+    on c.projection = %s and c.thread_id = t.thread_id
+where t.last_seq > coalesce(c.seq, 0) and c.error is null
+order by t.updated_at
+limit %s
+"""
+
+SELECT_QUARANTINED = """
+select thread_id, seq, error, updated_at from {schema}.projection_cursors
+where projection = %s and error is not null order by thread_id
+"""
+
+UPSERT_CURSOR = """
+insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
+values (%s, %s, %s, %s, now())
+on conflict (projection, thread_id) do update
+    set seq = excluded.seq, error = excluded.error, updated_at = now()
+"""
+
+CLEAR_QUARANTINE = """
+update {schema}.projection_cursors set error = null, updated_at = now()
+where projection = %s and error is not null
 """
 
 DELETE_THREAD_ROWS = (
@@ -285,15 +346,6 @@ from {schema}.checkpoints where thread_id = %(src)s
 on conflict do nothing
 """
 
-ADD_LATE_WRITER = """
-update {schema}.checkpoints set
-    task_ids = case when %(task_id)s = any(task_ids) then task_ids
-                    else array_append(task_ids, %(task_id)s) end,
-    nodes = case when %(node)s::text is null or %(node)s = any(nodes) then nodes
-                 else (select array_agg(n order by n) from unnest(nodes || %(node)s::text) n) end
-where thread_id = %(thread_id)s and checkpoint_ns = %(ns)s and checkpoint_id = %(child)s
-"""
-
 MARK_THREAD_DELETED = """
 update {schema}.threads set deleted_at = %s where thread_id = %s
 """
@@ -313,7 +365,7 @@ def fetch_events(
         ),
         (thread_id,),
     ).fetchall()
-    return [_row_to_envelope(r) for r in rows]
+    return [row_to_envelope(r) for r in rows]
 
 
 _COLS = [
@@ -343,7 +395,8 @@ _COLS = [
 ]
 
 
-def _row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:
+def row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:
+    """A ledger row (columns as in :func:`fetch_events`) as an event envelope."""
     import base64
 
     d = dict(zip(_COLS, row, strict=True))

@@ -1,21 +1,31 @@
-"""The event pipeline: sources emit, processors transform in order, sinks persist.
+"""The event pipeline: sources emit, processors run on the caller's thread, the ledger
+stores, projections follow.
 
-Sinks run in their declared order (workspace first, then the Postgres ledger, then any
-exporter). By default a background writer drains a bounded queue in batches, so the
-app's thread only pays for an enqueue; a full queue blocks the producer (back-pressure)
-rather than dropping. A sink that fails gets its batches spooled to local disk and
-replayed, in order, as soon as it works again. Nothing is dropped silently.
+* **Sources** (checkpointer, callback handler, store, guard, memory adapter) know only
+  :class:`~langgraph_external.events.Event` and this class.
+* **Processors** run in :meth:`Pipeline.emit`, on the caller's thread, so a value is
+  recorded as it was when it was reported: ``materialize → Redact → Offload → normalize``.
+* **The ledger** (Postgres, the system of record) stores sequenced events. A checkpoint's
+  event commits in the checkpoint's own transaction (:meth:`Pipeline.open_commit`, used
+  by the checkpointer); events reported between two checkpoints of a thread wait in a
+  per-thread buffer and ride in that thread's next commit, or are committed on their own
+  by the background flusher after ``linger`` seconds. Events that must be durable before
+  the call returns and cannot ride a saver transaction (checkpoints of other savers) go
+  to an fsync'd write-ahead log first (:meth:`Pipeline.emit` with ``durable=True``).
+* **Projections** (the workspace mirror, exporters) tail the ledger with a cursor kept
+  in the ledger, idempotently; one failing thread is quarantined, the others go on.
 
-``strict=True`` processes every event on the caller's thread and raises
-:class:`~langgraph_external.errors.SinkError` when a sink fails (after spooling).
+Nothing recorded is dropped: a ledger outage keeps events buffered (the buffer is bounded:
+producers then wait) and retried; at close, what could not be stored goes to the
+write-ahead log and is replayed by the next start or ``lgx repair``.
 
 Example:
-    >>> from langgraph_external.sinks.memory import InMemorySink
-    >>> sink = InMemorySink()
-    >>> with Pipeline([sink]) as p:
+    >>> from langgraph_external.sinks.memory import InMemoryLedger
+    >>> ledger = InMemoryLedger()
+    >>> with Pipeline(ledger) as p:
     ...     p.emit(Event.new("error", "t1", payload={"x": 1}))
     ...     _ = p.flush()
-    >>> [(e.thread_id, e.seq) for e in sink.events]
+    >>> [(e.thread_id, e.seq) for e in ledger.events]
     [('t1', 1)]
 """
 
@@ -23,22 +33,26 @@ from __future__ import annotations
 
 import atexit
 import base64
+import fcntl
 import inspect
+import itertools
 import json
 import logging
 import os
-import queue
 import threading
 import time
-import uuid
 import weakref
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from langgraph_external.errors import SinkError
+from langgraph_external.errors import (
+    LedgerUnavailableError,
+    PositionMovedError,
+    RecordingError,
+)
 from langgraph_external.events import Event
 from langgraph_external.processors import (
     Offload,
@@ -47,190 +61,259 @@ from langgraph_external.processors import (
     Redactor,
     Sequencer,
     materialize,
+    normalize,
 )
-from langgraph_external.sinks.base import Sink
+from langgraph_external.sinks.base import Ledger, Projection
 
 logger = logging.getLogger("langgraph_external")
 
-_FLUSH = object()
-_STOP = object()
+_ORDINARY = (
+    LedgerUnavailableError,
+    PositionMovedError,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 @dataclass
-class SinkFailure:
-    """One failed delivery, kept for :meth:`Pipeline.health`."""
+class RecordingFailure:
+    """One failed attempt, kept for :meth:`Pipeline.health`."""
 
-    sink: str
+    where: str
     error: str
     events: int
     at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
-class Spool:
-    """Local, append-only backlog of batches a sink could not take yet.
+@dataclass(slots=True)
+class _Entry:
+    tick: int
+    born: float
+    event: Event
+    wal: str | None = None  # write-ahead log file holding it, if any
 
-    One file per batch under ``<dir>/<sink>/``, replayed oldest first.
+
+class Commit:
+    """One commit of a thread's events inside someone else's transaction.
+
+    The checkpointer opens it around the saver's ``put``: :meth:`take` (inside the
+    transaction) seals the checkpoint's event with the thread's buffered events that
+    precede it; :meth:`done` or :meth:`failed` settles it once the saver returned.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.dir = Path(directory)
+    def __init__(self, pipeline: Pipeline, thread_id: str) -> None:
+        self.pipeline = pipeline
+        self.thread_id = thread_id
+        self.sealed: list[Event] = []
+        self._riders: list[_Entry] = []
+        self._settled = False
 
-    def _sink_dir(self, sink: str) -> Path:
-        return self.dir / sink
+    def take(
+        self, own: Sequence[Event], *, ns: str, step: int | None, checkpoint_id: str | None
+    ) -> list[Event]:
+        """Process ``own``, pick the riders, and seal all of them (call once)."""
+        p = self.pipeline
+        processed = [p.process(e) for e in own]
+        with p._cv:
+            p._inflight[self.thread_id] = p._inflight.get(self.thread_id, 0) + 1
+            self._riders = p._take_riders(self.thread_id, ns, step, checkpoint_id)
+        self.sealed = p.sequencer.seal([r.event for r in self._riders] + processed)
+        return self.sealed
 
-    def pending(self, sink: str) -> list[Path]:
-        """Spooled batch files of ``sink``, oldest first."""
-        d = self._sink_dir(sink)
-        if not d.is_dir():
-            return []
-        return sorted(p for p in d.iterdir() if p.suffix == ".jsonl")
+    def done(self) -> None:
+        """The transaction committed: the events are recorded."""
+        if self._settled:
+            return
+        self._settled = True
+        if self.sealed:
+            self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
 
-    def put(self, sink: str, events: Sequence[Event]) -> Path:
-        """Write ``events`` as one spool file and fsync it."""
-        d = self._sink_dir(sink)
-        d.mkdir(parents=True, exist_ok=True)
-        name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.jsonl"
-        tmp = d / ("." + name)
-        with open(tmp, "w", encoding="utf-8") as f:
-            for e in events:
-                env = e.envelope()
-                env["attachments"] = {
-                    k: base64.b64encode(v).decode() for k, v in e.attachments.items()
-                }
-                env["detail"] = e.detail
-                f.write(json.dumps(env, ensure_ascii=False, default=str) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        final = d / name
-        os.replace(tmp, final)
-        return final
-
-    @staticmethod
-    def load(path: Path) -> list[Event]:
-        """Read a spool file back into events."""
-        out = []
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                env = json.loads(line)
-                atts = {k: base64.b64decode(v) for k, v in env.pop("attachments", {}).items()}
-                detail = env.pop("detail", None)
-                out.append(Event.from_envelope(env).replace(attachments=atts, detail=detail))
-        return out
-
-    def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        """Furthest spooled position per thread (events not yet in some sink)."""
-        wanted = set(thread_ids)
-        out: dict[str, tuple[int, str]] = {}
-        if not self.dir.is_dir():
-            return out
-        for sink_dir in self.dir.iterdir():
-            if not sink_dir.is_dir():
-                continue
-            for path in sorted(sink_dir.glob("*.jsonl")):
-                for e in self.load(path):
-                    if (
-                        e.thread_id in wanted
-                        and e.seq is not None
-                        and e.hash is not None
-                        and e.seq > out.get(e.thread_id, (0, ""))[0]
-                    ):
-                        out[e.thread_id] = (e.seq, e.hash)
-        return out
+    def failed(self) -> None:
+        """The transaction did not commit: riders go back, the head is asked again."""
+        if self._settled:
+            return
+        self._settled = True
+        p = self.pipeline
+        p.sequencer.invalidate(self.thread_id)
+        with p._cv:
+            if self.sealed:
+                p._inflight[self.thread_id] -= 1
+            p._rebuffer(self.thread_id, self._riders)
+            p._cv.notify_all()
 
 
 class Pipeline:
-    """Runs events through processors into sinks.
+    """Runs events through processors into the ledger; feeds projections from it.
 
     Args:
-        sinks: in write order; the first is normally the workspace.
-        redactor: optional callable applied to payloads before anything is written.
+        ledger: the system of record (:class:`~langgraph_external.sinks.postgres.
+            PostgresLedger`, or :class:`~langgraph_external.sinks.memory.InMemoryLedger`).
+        projections: views fed from the ledger (the workspace mirror).
+        redactor: applied to every payload before anything is recorded.
         offload_threshold: payloads or raw bytes larger than this go to artifacts.
-        strict: process synchronously and raise on any sink failure.
-        spool_dir: where failed batches wait for replay (default: a per-user cache dir).
-        queue_size: events the background queue holds before producers block.
-        batch_size: most events handed to a sink at once.
-        linger: seconds the writer waits after the first event of a batch so that one
-            transaction and one file append carry many events (the app never waits).
-        retry_interval: seconds between replay attempts of a failing sink.
+        strict: commit every event before :meth:`emit` returns; raise if it cannot be.
+        wal_dir: where the write-ahead log and events that outlived a close are kept
+            (default ``$LGX_SPOOL_DIR`` or ``~/.cache/langgraph-external/spool``).
+        linger: seconds buffered events wait for a commit to ride before the flusher
+            commits them on their own.
+        hold: most seconds an event waits for the checkpoint that precedes it.
+        max_buffered: events held before producers wait (back-pressure, never a drop).
+        retry_interval: seconds between attempts while the ledger is unavailable.
+        poll_interval: seconds between projection catch-up scans.
     """
 
     def __init__(
         self,
-        sinks: Sequence[Sink],
+        ledger: Ledger,
         *,
+        projections: Sequence[Projection] = (),
         redactor: Redactor | None = None,
         offload_threshold: int = 64 * 1024,
         extra_processors: Sequence[Processor] = (),
         strict: bool = False,
+        wal_dir: str | os.PathLike[str] | None = None,
         spool_dir: str | os.PathLike[str] | None = None,
-        queue_size: int = 20_000,
-        batch_size: int = 5_000,
         linger: float = 0.05,
-        retry_interval: float = 2.0,
+        hold: float = 1.0,
+        max_buffered: int = 50_000,
+        retry_interval: float = 1.0,
+        poll_interval: float = 1.0,
     ) -> None:
-        self.sinks = list(sinks)
+        self.ledger = ledger
+        self.projections = list(projections)
         self.strict = strict
-        self.spool = Spool(spool_dir or default_spool_dir())
-        self.sequencer = Sequencer(self._positions)
         self.processors: list[Processor] = [
             materialize,
             Redact(redactor),
             *extra_processors,
             Offload(offload_threshold),
-            self.sequencer,
+            normalize,
         ]
-        self.batch_size = batch_size
+        self.sequencer = Sequencer(ledger.positions)
         self.linger = linger
+        self.hold = hold
+        self.max_buffered = max_buffered
         self.retry_interval = retry_interval
-        self.failures: list[SinkFailure] = []
+        self.poll_interval = poll_interval
+        self.failures: list[RecordingFailure] = []
         self.delivered = 0
-        self.writer_cpu = 0.0  # CPU seconds the background writer spent
-        self._failing: dict[str, float] = {}  # sink name -> time of next retry
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
-        self._lock = threading.RLock()
+        self.conflicts = 0  # commits retried because another writer moved the thread first
+        self.quarantined: dict[str, str] = {}  # "projection:thread" -> error
+        identity = getattr(ledger, "identity", None)
+        key = identity() if callable(identity) else ledger.name
+        self._wal = WriteAheadLog(Path(wal_dir or spool_dir or default_spool_dir()) / "wal" / key)
+        self._cv = threading.Condition()
+        self._buf: dict[str, list[_Entry]] = {}
+        self._count = 0
+        self._tick = itertools.count()
+        self._inflight: dict[str, int] = {}
+        self._storing = 0  # entries taken by the flusher, not yet committed or put back
+        self._done_steps: dict[tuple[str, str], int] = {}
+        self._done_checkpoints: dict[tuple[str, str, str], None] = {}
+        self._force = 0  # flush requests not yet served
+        self._commits = 0  # commits so far (projection catch-up waits on this)
+        self._projected = 0
+        self._touched: set[str] = set()
+        self._last_ok = time.monotonic()
+        self._ledger_down_since: float | None = None
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._stop = False
         self._listeners: list[Callable[[Sequence[Event]], None]] = []
         self._flush_hooks: list[Callable[[], Callable[[], None] | None]] = []
-        if not strict:
-            self._thread = threading.Thread(
-                target=self._run, name="langgraph-external-writer", daemon=True
+        self._replay_wal()
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name="langgraph-external-flusher", daemon=True
+        )
+        self._flusher.start()
+        self._projector: threading.Thread | None = None
+        if self.projections:
+            self._projector = threading.Thread(
+                target=self._project_loop, name="langgraph-external-projector", daemon=True
             )
-            self._thread.start()
-        # an app that never calls close() still gets everything written at exit
+            self._projector.start()
         ref = weakref.ref(self)
         self._atexit = lambda: (p := ref()) is not None and p._close_at_exit()
         atexit.register(self._atexit)
 
     # -- producer side -------------------------------------------------------------------
-    def emit(self, event: Event) -> None:
-        """Submit one event. Blocks only when the queue is full."""
-        self.emit_many((event,))
+    def process(self, event: Event) -> Event:
+        """Run the processors on ``event`` (on the caller's thread)."""
+        for proc in self.processors:
+            event = proc(event)
+        return event
 
-    def emit_many(self, events: Iterable[Event]) -> None:
-        """Submit events in order."""
+    def emit(self, event: Event, *, durable: bool = False) -> None:
+        """Submit one event. ``durable``: in the write-ahead log before returning."""
+        self.emit_many((event,), durable=durable)
+
+    def emit_many(self, events: Iterable[Event], *, durable: bool = False) -> None:
+        """Submit events in order (see :meth:`emit`)."""
         if self._closed:
-            raise SinkError("the pipeline is closed; events can no longer be recorded")
-        if self.strict:
-            with self._lock:
-                self._process(list(events))
+            raise RecordingError("the pipeline is closed; events can no longer be recorded")
+        processed = [self.process(e) for e in events]
+        if not processed:
             return
-        for e in events:
-            self._queue.put(e)
+        wal = self._wal.append(processed) if durable else None
+        threads = []
+        with self._cv:
+            while (
+                self._count >= self.max_buffered
+                and not self._stop
+                and threading.current_thread() is not self._flusher
+            ):
+                self._cv.wait(0.1)  # back-pressure: the ledger is behind or down
+            now = time.monotonic()
+            for e in processed:
+                self._buf.setdefault(e.thread_id, []).append(_Entry(next(self._tick), now, e, wal))
+                threads.append(e.thread_id)
+            self._count += len(processed)
+            self._cv.notify_all()
+        if self.strict:
+            for tid in dict.fromkeys(threads):
+                self._commit_now(tid)
+
+    def open_commit(self, thread_id: str) -> Commit:
+        """Start a commit of ``thread_id`` inside the caller's transaction (see :class:`Commit`)."""
+        if self._closed:
+            raise RecordingError("the pipeline is closed; events can no longer be recorded")
+        return Commit(self, thread_id)
+
+    def assume_new(self, thread_id: str) -> None:
+        """Hint that ``thread_id`` has no record yet (saves a position look-up)."""
+        self.sequencer.assume_new(thread_id)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything emitted so far reached every sink (or its spool).
+        """Commit everything emitted so far and wait until projections caught up.
 
-        Also retries spooled backlogs once. Returns ``False`` on timeout.
+        Returns ``False`` if that did not finish within ``timeout`` (ledger or workspace
+        down); nothing is dropped, it stays buffered and is retried.
         """
         self._run_flush_hooks()
-        if self.strict or self._thread is None:
-            with self._lock:
-                self._retry_spooled(force=True)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            self._force += 1
+            self._cv.notify_all()
+            while self._count or self._storing or any(self._inflight.values()):
+                if not self._wait(deadline):
+                    self._force -= 1
+                    return False
+            self._force -= 1
+            target = self._commits
+            while self.projections and self._projected < target:
+                self._cv.notify_all()
+                if not self._wait(deadline):
+                    return False
+        return True
+
+    def _wait(self, deadline: float | None) -> bool:
+        if deadline is None:
+            self._cv.wait(0.1)
             return True
-        done = threading.Event()
-        self._queue.put((_FLUSH, done))
-        return done.wait(timeout)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        self._cv.wait(min(left, 0.1))
+        return True
 
     def add_flush_hook(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` at the start of every flush (sources emit what they still hold).
@@ -252,7 +335,7 @@ class Pipeline:
         self._flush_hooks = alive
 
     def add_listener(self, fn: Callable[[Sequence[Event]], None]) -> None:
-        """Call ``fn`` with every processed batch (after the sinks); used by testing helpers."""
+        """Call ``fn`` with every committed batch (testing helpers)."""
         self._listeners.append(fn)
 
     def remove_listener(self, fn: Callable[[Sequence[Event]], None]) -> None:
@@ -260,27 +343,48 @@ class Pipeline:
         if fn in self._listeners:
             self._listeners.remove(fn)
 
-    def close(self) -> None:
-        """Flush, stop the writer, and close sinks. Spooled batches stay on disk."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what is buffered, let projections catch up, stop, close everything.
+
+        What cannot be committed (ledger down) is written to the write-ahead log and
+        replayed by the next start or ``lgx repair``: never dropped.
+        """
         if self._closed:
             return
         atexit.unregister(self._atexit)
-        self._run_flush_hooks()
-        if self._thread is not None:
-            self._queue.put((_STOP, None))
-            self._thread.join()
-        else:
-            self.flush()
+        ok = self.flush(timeout)
         self._closed = True
-        for sink in self.sinks:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._flusher.join(timeout=60)
+        if self._projector is not None:
+            self._projector.join(timeout=60)
+        with self._cv:
+            leftover = [en for entries in self._buf.values() for en in entries]
+        if leftover:
+            fresh = [en.event for en in leftover if en.wal is None]
+            if fresh:
+                self._wal.append(fresh)
+            logger.error(
+                "langgraph-external: %d events could not be recorded before close; kept in "
+                "the write-ahead log %s and recorded by the next start or `lgx repair`",
+                len(leftover),
+                self._wal.dir,
+            )
+        elif ok:
+            self._wal.release()
+        self._wal.close()
+        closeables: list[Projection | Ledger] = [*self.projections, self.ledger]
+        for closeable in closeables:
             try:
-                sink.close()
+                closeable.close()
             except Exception as exc:  # closing must not hide the app's own error
-                logger.warning("closing sink %s failed: %s", sink.name, exc)
+                logger.warning("closing %s failed: %s", closeable.name, exc)
 
     def _close_at_exit(self) -> bool:
         try:
-            self.close()
+            self.close(timeout=10)
         except Exception:  # exiting: report, never raise
             logger.exception("langgraph-external could not flush its pipeline at exit")
         return True
@@ -292,138 +396,514 @@ class Pipeline:
         self.close()
 
     def health(self) -> dict[str, Any]:
-        """Failures so far, sinks currently failing, spooled batches per sink."""
+        """Recording health: what is stored, waiting, failing, lagging or set aside."""
+        with self._cv:
+            oldest = min(
+                (en.born for entries in self._buf.values() for en in entries), default=None
+            )
+            buffered = self._count
+        now = time.monotonic()
         return {
             "delivered": self.delivered,
-            "writer_cpu_seconds": round(self.writer_cpu, 3),
+            "buffered": buffered,
+            "oldest_buffered_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
+            "ledger_down_seconds": (
+                round(now - self._ledger_down_since, 3) if self._ledger_down_since else 0.0
+            ),
+            "projection_lag_commits": max(0, self._commits - self._projected),
+            "position_conflicts": self.conflicts,
             "failures": [f.__dict__ for f in self.failures],
-            "failing": sorted(self._failing),
-            "spooled": {s.name: len(self.spool.pending(s.name)) for s in self.sinks},
+            "failing": ["ledger"] if self._ledger_down_since else [],
+            "quarantined": dict(self.quarantined),
+            "wal_files": len(self._wal.pending()),
         }
 
-    # -- consumer side -------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if self.linger > 0 and not _is_control(item):
-                time.sleep(self.linger)  # let a batch build up: fewer commits, less GIL churn
-            batch: list[Event] = []
-            controls: list[Any] = []
-            while True:
-                if _is_control(item):
-                    controls.append(item)
-                    break
-                batch.append(item)
-                if len(batch) >= self.batch_size:
-                    break
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            started = time.thread_time()
-            try:
-                with self._lock:
-                    if batch:
-                        self._process(batch)
-                    if controls:
-                        self._retry_spooled(force=True)
-                    elif self._failing:
-                        self._retry_spooled(force=False)
-            except Exception:  # never let the writer die; _process records failures
-                logger.exception("langgraph-external writer failed to process a batch")
-            self.writer_cpu += time.thread_time() - started
-            stop = False
-            for kind, arg in controls:
-                if kind is _FLUSH:
-                    arg.set()
-                else:
-                    stop = True
-            if stop:
-                return
+    # -- buffer bookkeeping (under self._cv) ----------------------------------------------
+    def _take_riders(
+        self, tid: str, ns: str, step: int | None, checkpoint_id: str | None
+    ) -> list[_Entry]:
+        """The longest prefix of the thread's buffer that causally precedes the commit."""
+        entries = self._buf.get(tid)
+        if not entries:
+            return []
+        n = 0
+        for en in entries:
+            e = en.event
+            if e.checkpoint_ns == ns and (
+                (e.kind == "writes" and e.checkpoint_id == checkpoint_id and checkpoint_id)
+                or (
+                    step is not None
+                    and e.step is not None
+                    and e.step > step
+                    and e.kind not in ("writes", "checkpoint")
+                )
+            ):
+                break
+            n += 1
+        taken = entries[:n]
+        del entries[:n]
+        if not entries:
+            del self._buf[tid]
+        self._count -= n
+        return taken
 
-    def _positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        best: dict[str, tuple[int, str]] = {}
-        sources: list[Callable[[Collection[str]], dict[str, tuple[int, str]]]] = [
-            s.positions for s in self.sinks
-        ]
-        sources.append(self.spool.positions)
-        for source in sources:
-            try:
-                found = source(thread_ids)
-            except Exception as exc:  # a down sink cannot tell; the others can
-                logger.debug("position lookup failed: %s", exc)
-                continue
-            for tid, pos in found.items():
-                if pos[0] > best.get(tid, (0, ""))[0]:
-                    best[tid] = pos
-        return best
+    def _flushable(self, tid: str, force: bool, now: float) -> list[_Entry]:
+        entries = self._buf.get(tid)
+        if not entries:
+            return []
+        n = 0
+        for en in entries:
+            if not force and now - en.born < self.hold and not self._precedes_ok(tid, en.event):
+                break
+            n += 1
+        taken = entries[:n]
+        del entries[:n]
+        if not entries:
+            del self._buf[tid]
+        self._count -= n
+        return taken
 
-    def _process(self, events: list[Event]) -> None:
-        self.sequencer.prime({e.thread_id for e in events})
-        for proc in self.processors:
-            events = [proc(e) for e in events]
-        errors: list[str] = []
-        for sink in self.sinks:
-            err = self._deliver(sink, events)
-            if err:
-                errors.append(err)
-        self.delivered += len(events)
+    def _precedes_ok(self, tid: str, e: Event) -> bool:
+        """Whether the checkpoint that causally precedes ``e`` is already committed."""
+        if e.kind == "writes":
+            return (tid, e.checkpoint_ns, e.checkpoint_id or "") in self._done_checkpoints
+        if e.step is None or e.kind == "checkpoint":
+            return True
+        return self._done_steps.get((tid, e.checkpoint_ns), -(10**9)) >= e.step - 1
+
+    def _rebuffer(self, tid: str, entries: list[_Entry]) -> None:
+        if not entries:
+            return
+        merged = sorted([*entries, *self._buf.get(tid, [])], key=lambda en: en.tick)
+        self._buf[tid] = merged
+        self._count += len(entries)
+
+    def _committed(
+        self, sealed: Sequence[Event], entries: Sequence[_Entry], inflight: str | None = None
+    ) -> None:
+        self._wal.settled([en.wal for en in entries if en.wal])
+        with self._cv:
+            for e in sealed:
+                if e.kind == "checkpoint" and e.checkpoint_id:
+                    key = (e.thread_id, e.checkpoint_ns)
+                    if e.step is not None and e.step > self._done_steps.get(key, -(10**9)):
+                        self._done_steps[key] = e.step
+                    self._done_checkpoints[(e.thread_id, e.checkpoint_ns, e.checkpoint_id)] = None
+            while len(self._done_checkpoints) > 8192:
+                self._done_checkpoints.pop(next(iter(self._done_checkpoints)))
+            if inflight is not None:
+                self._inflight[inflight] -= 1
+                if not self._inflight[inflight]:
+                    del self._inflight[inflight]
+            self.delivered += len(sealed)
+            self._commits += 1
+            self._touched.update(e.thread_id for e in sealed)
+            self._last_ok = time.monotonic()
+            self._ledger_down_since = None
+            self._cv.notify_all()
         for fn in list(self._listeners):
             try:
-                fn(events)
+                fn(sealed)
             except Exception:
                 logger.exception("event listener failed")
-        if errors and self.strict:
-            raise SinkError("; ".join(errors))
 
-    def _deliver(self, sink: Sink, events: Sequence[Event]) -> str | None:
-        if sink.name in self._failing or self.spool.pending(sink.name):
-            # keep order: never write past a backlog
-            self._retry_sink(sink, force=self.strict)
-            if sink.name in self._failing:
-                return self._spool(sink, events, "sink is failing; batch spooled")
-        try:
-            sink.write(events)
-            return None
-        except Exception as exc:
-            self._failing[sink.name] = time.monotonic() + self.retry_interval
-            return self._spool(sink, events, f"{type(exc).__name__}: {exc}")
-
-    def _spool(self, sink: Sink, events: Sequence[Event], why: str) -> str:
-        msg = f"sink {sink.name!r} failed ({why}); {len(events)} events spooled to {self.spool.dir}"
-        self.failures.append(SinkFailure(sink.name, why, len(events)))
-        del self.failures[:-100]
-        try:
-            self.spool.put(sink.name, events)
-        except OSError as exc:
-            msg = f"sink {sink.name!r} failed ({why}) and the spool failed too ({exc})"
-            logger.error(msg)
-            raise SinkError(msg) from exc
-        logger.warning(msg)
-        return msg
-
-    def _retry_spooled(self, *, force: bool) -> None:
-        for sink in self.sinks:
-            if sink.name in self._failing or self.spool.pending(sink.name):
-                self._retry_sink(sink, force=force)
-
-    def _retry_sink(self, sink: Sink, *, force: bool) -> None:
-        due = self._failing.get(sink.name, 0.0)
-        if not force and time.monotonic() < due:
-            return
-        for path in self.spool.pending(sink.name):
-            try:
-                sink.write(Spool.load(path))
-            except Exception as exc:
-                self._failing[sink.name] = time.monotonic() + self.retry_interval
-                logger.debug("replay to %s still failing: %s", sink.name, exc)
+    # -- the flusher ------------------------------------------------------------------------
+    def _commit_now(self, tid: str) -> None:
+        """Strict mode: commit ``tid``'s buffer on the caller's thread or raise."""
+        for _ in range(50):
+            with self._cv:
+                entries = self._flushable(tid, True, time.monotonic())
+            if not entries:
                 return
-            path.unlink()
-        self._failing.pop(sink.name, None)
+            try:
+                self._store(entries)
+                return
+            except PositionMovedError:
+                continue
+            except Exception as exc:
+                raise RecordingError(f"could not record events of thread {tid!r}: {exc}") from exc
+        raise RecordingError(f"could not record events of thread {tid!r}: position kept moving")
+
+    def _flush_loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._count and not self._stop:
+                    self._cv.wait(1.0)
+                if self._stop and not self._count:
+                    return
+                force = self._force > 0 or self._stop
+            if not force and self.linger:
+                time.sleep(self.linger)  # let commits carry what they can; batch the rest
+            with self._cv:
+                force = self._force > 0 or self._stop
+                now = time.monotonic()
+                batch: list[_Entry] = []
+                for tid in list(self._buf):
+                    if not self._inflight.get(tid):  # else its commit takes what precedes it
+                        batch.extend(self._flushable(tid, force, now))
+                self._storing += len(batch)
+                if not batch:
+                    if self._stop and not any(self._inflight.values()):
+                        return
+                    self._cv.wait(0.05)  # events waiting for their checkpoint
+                    continue
+            try:
+                self._store(batch)
+            except PositionMovedError:
+                continue
+            except Exception as exc:
+                logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
+                with self._cv:
+                    if self._stop:
+                        return
+                    self._cv.wait(self.retry_interval)
+            finally:
+                with self._cv:
+                    self._storing -= len(batch)
+                    self._cv.notify_all()
+
+    def _store(self, entries: list[_Entry]) -> None:
+        """Seal and append ``entries`` (several threads) in one transaction.
+
+        On failure the entries go back to the buffer. A value the ledger refuses
+        (not an outage) is isolated to its thread and set aside (:meth:`_quarantine`).
+        """
+        by_thread: dict[str, list[_Entry]] = {}
+        for en in entries:
+            by_thread.setdefault(en.event.thread_id, []).append(en)
+        try:
+            sealed = self.sequencer.seal([en.event for en in entries_in_thread_order(by_thread)])
+            self.ledger.append(sealed)
+        except Exception as exc:
+            for tid in by_thread:
+                self.sequencer.invalidate(tid)
+            ordinary = not is_poison(exc)
+            if not ordinary and len(by_thread) > 1:
+                # find the thread whose values the ledger refuses; the others go on
+                for ens in by_thread.values():
+                    try:
+                        self._store(ens)  # puts its entries back itself if it fails
+                    except Exception as inner:
+                        logger.debug("thread retried alone still failing: %s", inner)
+                return
+            if not ordinary:
+                self._quarantine(next(iter(by_thread)), entries, exc)
+                return
+            with self._cv:
+                for tid, ens in by_thread.items():
+                    self._rebuffer(tid, ens)
+                moved = isinstance(exc, PositionMovedError)
+                if moved:
+                    self.conflicts += 1  # another commit of the thread got there first
+                elif self._ledger_down_since is None:
+                    self._ledger_down_since = time.monotonic()
+                self._cv.notify_all()
+            if not moved:
+                self._fail("ledger", exc, len(entries))
+            raise
+        self._committed(sealed, entries)
+
+    def _quarantine(self, tid: str, entries: list[_Entry], exc: BaseException) -> None:
+        """Set aside events the ledger refuses, with an error event for their thread."""
+        path = self._wal.quarantine([en.event for en in entries], f"{type(exc).__name__}: {exc}")
+        self._fail("ledger", exc, len(entries))
+        self.quarantined[f"ledger:{tid}"] = f"{type(exc).__name__}: {exc}"
+        logger.error(
+            "langgraph-external: %d events of thread %r refused by the ledger (%s); kept in %s",
+            len(entries),
+            tid,
+            exc,
+            path,
+        )
+        self._wal.settled([en.wal for en in entries if en.wal])
+        note = Event.new(
+            "error",
+            tid,
+            status="quarantined",
+            name="ledger_refused",
+            payload={
+                "error": f"{type(exc).__name__}: {exc}"[:2000],
+                "events": len(entries),
+                "file": str(path),
+            },
+        )
+        try:
+            sealed = self.sequencer.seal([self.process(note)])
+            self.ledger.append(sealed)
+            self._committed(sealed, [])
+        except Exception:
+            self.sequencer.invalidate(tid)
+        with self._cv:
+            self._cv.notify_all()
+
+    def _fail(self, where: str, exc: BaseException, n: int) -> None:
+        self.failures.append(RecordingFailure(where, f"{type(exc).__name__}: {exc}", n))
+        del self.failures[:-100]
+
+    # -- the projector ----------------------------------------------------------------------
+    def _project_loop(self) -> None:
+        last_scan = 0.0
+        while True:
+            with self._cv:
+                while not self._stop and not self._touched and self._projected >= self._commits:
+                    self._cv.wait(self.poll_interval)
+                    if time.monotonic() - last_scan >= self.poll_interval:
+                        break
+                if self._stop and not self._touched:
+                    return
+                touched, self._touched = self._touched, set()
+                target = self._commits
+            scan = time.monotonic() - last_scan >= self.poll_interval
+            ok = True
+            for proj in self.projections:
+                ok = self._project(proj, touched, scan) and ok
+            if scan:
+                last_scan = time.monotonic()
+            with self._cv:
+                if ok:
+                    self._projected = max(self._projected, target)
+                else:
+                    self._touched |= touched
+                self._cv.notify_all()
+            if not ok:
+                time.sleep(self.retry_interval)
+
+    def _project(self, proj: Projection, touched: set[str], scan: bool) -> bool:
+        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones)."""
+        todo = dict.fromkeys(sorted(touched))
+        if scan:
+            try:
+                todo.update(dict.fromkeys(t for t, _, _ in self.ledger.lagging(proj.name)))
+            except Exception as exc:
+                logger.debug("projection scan failed: %s", exc)
+                return False
+        ok = True
+        for tid in todo:
+            if f"{proj.name}:{tid}" in self.quarantined:
+                continue
+            try:
+                self.project_thread(proj, tid)
+            except OSError as exc:  # disk full, read-only, vanished: retried
+                self._fail(proj.name, exc, 0)
+                logger.warning("projection %s stalled on %r: %s", proj.name, tid, exc)
+                ok = False
+            except (LedgerUnavailableError, ConnectionError) as exc:
+                self._fail(proj.name, exc, 0)
+                ok = False
+            except Exception as exc:  # a value it cannot apply: set the thread aside
+                err = f"{type(exc).__name__}: {exc}"[:2000]
+                self.quarantined[f"{proj.name}:{tid}"] = err
+                logger.error("projection %s set thread %r aside: %s", proj.name, tid, err)
+                try:
+                    self.ledger.set_cursor(proj.name, tid, proj.position(tid), err)
+                except Exception:
+                    logger.debug("could not record the quarantine of %r", tid)
+        return ok
+
+    def project_thread(self, proj: Projection, tid: str) -> int:
+        """Apply every event of ``tid`` the projection lacks; returns its new position."""
+        pos = proj.position(tid)
+        while True:
+            events = self.ledger.read(tid, after=pos)
+            if not events:
+                break
+            if events[0].seq != pos + 1 and events[0].kind != "thread_deleted":
+                # the ledger dropped older events (thread deleted): start over from there
+                pos = (events[0].seq or 1) - 1
+            proj.apply(tid, events)
+            pos = events[-1].seq or pos
+        self.ledger.set_cursor(proj.name, tid, pos, None)
+        return pos
+
+    # -- write-ahead log --------------------------------------------------------------------
+    def _replay_wal(self) -> None:
+        """Queue events that dead processes (or a failed close) left in the log."""
+        for path, events in self._wal.orphans():
+            with self._cv:
+                now = time.monotonic()
+                for e in events:
+                    self._buf.setdefault(e.thread_id, []).append(
+                        _Entry(next(self._tick), now, e, str(path))
+                    )
+                self._count += len(events)
+                self._wal.adopt(path, len(events))
+        self._skip_already_recorded()
+
+    def _skip_already_recorded(self) -> None:
+        """Drop replayed events the ledger already holds (the crash came after the commit)."""
+        with self._cv:
+            tids = list(self._buf)
+        for tid in tids:
+            with self._cv:
+                entries = list(self._buf.get(tid, []))
+            if not entries:
+                continue
+            try:
+                held = {e.event_id for e in self.ledger.read(tid, 0, limit=10**9)}
+            except Exception:
+                return
+            keep = [en for en in entries if en.event.event_id not in held]
+            gone = [en for en in entries if en.event.event_id in held]
+            with self._cv:
+                self._buf[tid] = keep
+                if not keep:
+                    del self._buf[tid]
+                self._count -= len(gone)
+            self._wal.settled([en.wal for en in gone if en.wal])
 
 
-def _is_control(item: Any) -> bool:
-    return isinstance(item, tuple) and bool(item) and item[0] in (_FLUSH, _STOP)
+def is_poison(exc: BaseException) -> bool:
+    """Whether the ledger refused the *values* (retrying cannot help), not the service.
+
+    Values that cannot be encoded, or that PostgreSQL rejects as data (class 22) or
+    as violating a constraint (class 23), are poison; anything else is retried.
+    """
+    if isinstance(exc, _ORDINARY):
+        return False
+    if isinstance(exc, (UnicodeError, ValueError, TypeError)):
+        return True
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(("22", "23"))
+
+
+def entries_in_thread_order(by_thread: dict[str, list[_Entry]]) -> list[_Entry]:
+    """Entries grouped by thread, each group in buffer order."""
+    return [en for ens in by_thread.values() for en in ens]
+
+
+class WriteAheadLog:
+    """fsync'd local log of events that must survive a crash before they reach the ledger.
+
+    One file per process generation under ``dir``, locked while its process lives; a file
+    whose events are all recorded is deleted. Files of dead processes are replayed by the
+    next :class:`Pipeline` (or ``lgx repair``); events already in the ledger are skipped.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self._lock = threading.Lock()
+        self._file: IO[bytes] | None = None
+        self._path: Path | None = None
+        self._open_count: dict[str, int] = {}
+        self._written = 0
+
+    def _current(self) -> tuple[IO[bytes], Path]:
+        if self._file is None or self._written > 5000:
+            self._rotate()
+        assert self._file is not None and self._path is not None
+        return self._file, self._path
+
+    def _rotate(self) -> None:
+        if self._file is not None and self._path is not None:
+            old = str(self._path)
+            self._file.close()  # releases the lock; the file stays until settled
+            if not self._open_count.get(old):
+                self._path.unlink(missing_ok=True)
+                self._open_count.pop(old, None)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.wal"
+        self._path = self.dir / name
+        self._file = open(self._path, "ab")  # noqa: SIM115 - held open for appends
+        fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._written = 0
+
+    def append(self, events: Sequence[Event]) -> str:
+        """Append ``events`` and fsync; returns the file that holds them."""
+        data = b"".join(_wal_line(e) for e in events)
+        with self._lock:
+            f, path = self._current()
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            self._written += len(events)
+            key = str(path)
+            self._open_count[key] = self._open_count.get(key, 0) + len(events)
+            return key
+
+    def settled(self, files: Iterable[str | None]) -> None:
+        """Events of ``files`` reached the ledger; delete files with nothing left."""
+        with self._lock:
+            for key in files:
+                if key is None or key not in self._open_count:
+                    continue
+                self._open_count[key] -= 1
+                if self._open_count[key] <= 0 and (self._path is None or key != str(self._path)):
+                    Path(key).unlink(missing_ok=True)
+                    del self._open_count[key]
+
+    def adopt(self, path: Path, count: int) -> None:
+        """Track a replayed orphan file until its events are recorded."""
+        with self._lock:
+            self._open_count[str(path)] = count
+            if count == 0:
+                path.unlink(missing_ok=True)
+
+    def orphans(self) -> list[tuple[Path, list[Event]]]:
+        """Files no live process holds, with their (complete) events."""
+        out: list[tuple[Path, list[Event]]] = []
+        if not self.dir.is_dir():
+            return out
+        for path in sorted(self.dir.glob("*.wal")):
+            try:
+                with open(path, "rb") as f:
+                    try:
+                        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        continue  # its process is alive
+                    events = [_wal_event(line) for line in f.read().split(b"\n") if line]
+            except (OSError, ValueError) as exc:
+                logger.error("unreadable write-ahead log %s: %s", path, exc)
+                continue
+            out.append((path, [e for e in events if e is not None]))
+        return out
+
+    def pending(self) -> list[Path]:
+        """Log files present (this process's and orphans)."""
+        return sorted(self.dir.glob("*.wal")) if self.dir.is_dir() else []
+
+    def quarantine(self, events: Sequence[Event], why: str) -> Path:
+        """Keep events the ledger refused, with the reason, for a person to look at."""
+        qdir = self.dir.parent.parent / "quarantine" / self.dir.name
+        qdir.mkdir(parents=True, exist_ok=True)
+        path = qdir / f"{time.time_ns():020d}-{os.urandom(4).hex()}.jsonl"
+        with open(path, "wb") as f:
+            f.write(json.dumps({"reason": why}).encode() + b"\n")
+            f.write(b"".join(_wal_line(e) for e in events))
+            f.flush()
+            os.fsync(f.fileno())
+        return path
+
+    def release(self) -> None:
+        """Delete this process's file if everything in it is recorded."""
+        with self._lock:
+            if self._path is not None and not self._open_count.get(str(self._path)):
+                self._path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Close (and unlock) this process's file."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                if self._path is not None and not self._open_count.get(str(self._path)):
+                    self._path.unlink(missing_ok=True)
+
+
+def _wal_line(e: Event) -> bytes:
+    env = e.envelope()
+    env["attachments"] = {k: base64.b64encode(v).decode() for k, v in e.attachments.items()}
+    env["detail"] = e.detail
+    return json.dumps(env, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+
+
+def _wal_event(line: bytes) -> Event | None:
+    try:
+        env = json.loads(line)
+    except ValueError:
+        return None  # a torn last line: its write never returned, so nothing relied on it
+    atts = {k: base64.b64decode(v) for k, v in env.pop("attachments", {}).items()}
+    detail = env.pop("detail", None)
+    return Event.from_envelope(env).replace(attachments=atts, detail=detail)
 
 
 def default_spool_dir() -> Path:

@@ -1,13 +1,14 @@
 """Event processors, applied in order before any sink sees an event.
 
-A processor is a plain callable ``(event) -> event``; the default chain is
-``[Redact(...), Offload(...), Sequencer(...)]``: secrets are removed first, large
-payloads then move to content-addressed artifacts, and only then is the event numbered
-and chained, so the hash covers exactly what is stored.
+A processor is a plain callable ``(event) -> event``; the chain, assembled once in
+:mod:`langgraph_external.pipeline`, is ``materialize → Redact → Offload → normalize`` and
+runs on the caller's thread when a source emits (values are snapshotted there). The
+:class:`Sequencer` numbers and chains events when they commit, so the hash covers
+exactly what is stored.
 
 Example:
     >>> seq = Sequencer(lambda ids: {})
-    >>> e = seq(Event.new("error", "t"))
+    >>> e = seq(normalize(Event.new("error", "t")))
     >>> e.seq, e.prev is None, len(e.hash)
     (1, True, 64)
 """
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection
+import threading
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
-from langgraph_external.events import Event, canonical_json, json_safe
+from langgraph_external.events import Event, canonical_json, json_safe, safe_text
 from langgraph_external.workspace import sha256_hex
 
 Redactor = Callable[[Any], tuple[Any, int]]
@@ -126,46 +128,89 @@ class Offload:
 _NEVER_OFFLOAD = frozenset({"checkpoint", "writes"})
 
 
+def normalize(event: Event) -> Event:
+    """Make an event storable exactly as hashed: ``jsonb``-stable payload, safe text.
+
+    NUL characters and lone surrogates would make PostgreSQL (or UTF-8) refuse the row,
+    and with it the checkpoint it commits with: they are escaped visibly instead.
+    """
+    return event.replace(
+        payload=json_safe(event.payload),
+        kind=safe_text(event.kind) or "",
+        name=safe_text(event.name),
+        status=safe_text(event.status),
+        checkpoint_ns=safe_text(event.checkpoint_ns) or "",
+        checkpoint_id=safe_text(event.checkpoint_id),
+        run_id=safe_text(event.run_id),
+        parent_run_id=safe_text(event.parent_run_id),
+        root_run_id=safe_text(event.root_run_id),
+        node=safe_text(event.node),
+        task_id=safe_text(event.task_id),
+        step=event.step if event.step is None or -(2**31) <= event.step < 2**31 else None,
+    )
+
+
 class Sequencer:
     """Number events per thread (1, 2, 3, ... without gaps) and chain their hashes.
 
-    The first time a thread is seen, its last position is asked of ``lookup`` (the
-    pipeline asks every sink and takes the furthest), so numbering continues across
-    processes and restarts.
+    The sequencer holds each thread's head ``(seq, hash)``. :meth:`seal` numbers events
+    from the head and moves it at once (a reservation), so two commits of one thread in
+    flight chain one after the other; the ledger accepts a commit only if the thread is
+    still where its first event says (see :class:`~langgraph_external.sinks.postgres.
+    PostgresLedger`). After a failed commit the head is forgotten (:meth:`invalidate`) and
+    asked of ``lookup`` again.
     """
 
     def __init__(self, lookup: PositionLookup) -> None:
         self.lookup = lookup
-        self._last: dict[str, tuple[int, str | None]] = {}
+        self._head: dict[str, tuple[int, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, thread_id: str) -> bool:
+        """Whether the head of ``thread_id`` is held."""
+        return thread_id in self._head
+
+    def assume_new(self, thread_id: str) -> None:
+        """Start ``thread_id`` at 0 unless its head is held (a thread the saver lacks)."""
+        with self._lock:
+            self._head.setdefault(thread_id, (0, None))
 
     def prime(self, thread_ids: Collection[str]) -> None:
-        """Load positions for all unknown ``thread_ids`` at once (one lookup per batch)."""
-        unknown = [t for t in set(thread_ids) if t not in self._last]
+        """Load the heads of all unknown ``thread_ids`` at once."""
+        unknown = [t for t in set(thread_ids) if t not in self._head]
         if not unknown:
             return
         found = self.lookup(unknown)
-        for t in unknown:
-            self._last[t] = found.get(t, (0, None))
+        with self._lock:
+            for t in unknown:
+                self._head.setdefault(t, found.get(t, (0, None)))
 
-    def forget(self, thread_id: str) -> None:
-        """Drop the cached position (the next event asks the sinks again)."""
-        self._last.pop(thread_id, None)
+    def invalidate(self, thread_id: str) -> None:
+        """Forget the head (the next :meth:`seal` of the thread asks ``lookup`` again)."""
+        with self._lock:
+            self._head.pop(thread_id, None)
+
+    def seal(self, events: Sequence[Event]) -> list[Event]:
+        """Number, chain and hash ``events`` (normalized already), moving the heads."""
+        self.prime({e.thread_id for e in events})
+        out = []
+        with self._lock:
+            for event in events:
+                tid = event.thread_id
+                seq, prev = self._head.get(tid, (0, None))
+                seq += 1
+                envelope = event.envelope()
+                envelope["seq"], envelope["prev"] = seq, prev
+                del envelope["hash"]
+                body = canonical_json(envelope)
+                digest = hashlib.sha256(body.encode()).hexdigest()
+                # the stored line is the hashed body with the hash in its sorted place
+                cut = body.index(',"kind":')
+                line = f'{body[:cut]},"hash":"{digest}"{body[cut:]}'
+                self._head[tid] = (seq, digest)
+                out.append(event.replace(seq=seq, prev=prev, hash=digest, line=line))
+        return out
 
     def __call__(self, event: Event) -> Event:
-        tid = event.thread_id
-        if tid not in self._last:
-            self.prime([tid])
-        seq, prev = self._last[tid]
-        seq += 1
-        # hash the form the ledger's jsonb gives back, so both copies verify
-        payload = json_safe(event.payload)
-        envelope = event.envelope()
-        envelope["seq"], envelope["prev"], envelope["payload"] = seq, prev, payload
-        del envelope["hash"]
-        body = canonical_json(envelope)
-        digest = hashlib.sha256(body.encode()).hexdigest()
-        # the stored line is the hashed body with the hash in its sorted place (before "kind")
-        cut = body.index(',"kind":')
-        line = f'{body[:cut]},"hash":"{digest}"{body[cut:]}'
-        self._last[tid] = (seq, digest)
-        return event.replace(seq=seq, prev=prev, payload=payload, hash=digest, line=line)
+        """Seal one event (see :meth:`seal`)."""
+        return self.seal([event])[0]

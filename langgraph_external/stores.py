@@ -8,9 +8,9 @@ from the running graph's config; ``_no_thread`` outside a graph).
 Example:
     >>> from langgraph.store.memory import InMemoryStore
     >>> from langgraph_external.pipeline import Pipeline
-    >>> from langgraph_external.sinks.memory import InMemorySink
-    >>> sink = InMemorySink()
-    >>> store = AuditedStore(InMemoryStore(), Pipeline([sink]))
+    >>> from langgraph_external.sinks.memory import InMemoryLedger
+    >>> sink = InMemoryLedger()
+    >>> store = AuditedStore(InMemoryStore(), Pipeline(sink))
     >>> store.put(("users", "u1"), "lang", {"value": "fr"})
     >>> [i.key for i in store.search(("users",))]
     ['lang']

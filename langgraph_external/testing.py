@@ -4,9 +4,9 @@ In the spirit of ``structlog.testing.capture_logs``:
 
 Example:
     >>> from langgraph_external.pipeline import Pipeline
-    >>> from langgraph_external.sinks.memory import InMemorySink
+    >>> from langgraph_external.sinks.memory import InMemoryLedger
     >>> from langgraph_external.events import Event
-    >>> pipeline = Pipeline([InMemorySink()])
+    >>> pipeline = Pipeline(InMemoryLedger())
     >>> with capture_events(pipeline) as events:
     ...     pipeline.emit(Event.new("tool_end", "t", name="search"))
     >>> [(e.kind, e.name, e.seq) for e in events]

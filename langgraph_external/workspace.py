@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -164,7 +163,7 @@ class Workspace:
         Raises:
             WorkspaceError: the location is not writable.
         """
-        probe = self.path(f".lgx-probe-{uuid.uuid4().hex}")
+        probe = self.path(f".lgx-probe-{os.urandom(8).hex()}")
         try:
             self.fs.makedirs(self.path("threads"), exist_ok=True)
             with self.fs.open(probe, "wb") as f:
@@ -181,7 +180,7 @@ class Workspace:
             self.fs.makedirs(parent, exist_ok=True)
             self.fs.pipe_file(path, data)  # object stores replace whole objects
             return
-        tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
+        tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
         self._write_local(tmp, data)
         os.replace(tmp, path)
 
@@ -242,6 +241,56 @@ class Workspace:
             return
         old = self.fs.cat_file(path) if self.fs.exists(path) else b""
         self.fs.pipe_file(path, old + data)
+
+    def repair_tail(self, path: str) -> int:
+        """Cut a torn last line of an append-only JSONL file; return its last line's ``seq``.
+
+        A crash (or a full disk) in the middle of an append leaves a line without its
+        newline; the next append would glue onto it. Returns 0 for a missing or empty file.
+        """
+        if not self.exists(path):
+            return 0
+        size = self.fs.size(path)
+        if size == 0:
+            return 0
+        chunk = 65536
+        while True:
+            start = max(0, size - chunk)
+            with self.fs.open(path, "rb") as f:
+                f.seek(start)
+                tail = f.read()
+            if not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n")
+                if cut < 0 and start > 0:
+                    chunk *= 4
+                    continue
+                keep = start + cut + 1 if cut >= 0 else 0
+                self._truncate(path, keep)
+                tail = tail[: cut + 1] if cut >= 0 else b""
+                size = keep
+            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
+            if not lines:
+                if start == 0 or size == 0:
+                    return 0
+                chunk *= 4
+                continue
+            if start > 0 and len(lines) == 1 and not tail.startswith(b"\n"):
+                chunk *= 4
+                continue
+            try:
+                return int(json.loads(lines[-1]).get("seq") or 0)
+            except (ValueError, AttributeError):
+                return 0
+
+    def _truncate(self, path: str, size: int) -> None:
+        if self.is_local:
+            with open(path, "r+b") as f:
+                f.truncate(size)
+                if self.fsync:
+                    os.fsync(f.fileno())
+            return
+        data = self.fs.cat_file(path)[:size]
+        self.fs.pipe_file(path, data)
 
     def write_json(self, path: str, obj: Any) -> None:
         """Atomically write ``obj`` as indented UTF-8 JSON."""

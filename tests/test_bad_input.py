@@ -18,7 +18,6 @@ from langgraph_external import (
     InvalidThreadIdError,
     LedgerUnavailableError,
     SerializationError,
-    SinkError,
     WorkspaceError,
     verify_chain,
 )
@@ -129,45 +128,72 @@ def test_a_non_serializable_value_fails_cleanly_and_leaves_the_thread_intact(
         assert app.get_state(cfg).values["n"] == 5  # the thread still works
 
 
-def test_a_ledger_outage_is_spooled_and_replayed(
+def test_the_record_is_exactly_as_durable_as_the_checkpoint(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
+    """With the ledger gone, a checkpoint is not stored either: never one without the other."""
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"n": 1}, ext.config("t-outage"))
         ext.flush()
+        sql = "select count(*) from checkpoints where thread_id = 't-outage'"
+        stored = _count(dsn, sql)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("alter table langgraph_external.events rename to events_away")
-        # the app keeps running while the ledger is down
-        assert app.invoke({"n": 10}, ext.config("t-outage")) == {"n": 11}
-        ext.flush()
-        health = ext.health()
-        assert any(name.startswith("ledger-") for name in health["failing"])
-        assert any(n > 0 for n in health["spooled"].values())
+        with pytest.raises(psycopg.Error, match="events"):
+            app.invoke({"n": 10}, ext.config("t-outage"))
+        assert _count(dsn, sql) == stored  # the failed commit left nothing in the saver
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("alter table langgraph_external.events_away rename to events")
+        assert app.invoke({"n": 10}, ext.config("t-outage")) == {"n": 11}
         ext.flush()
-        assert ext.health()["failing"] == []
         from_sql = ext.events("t-outage")
-        from_files = list(ext.workspace.iter_events("t-outage"))
-        assert from_sql == from_files
+        assert list(ext.workspace.iter_events("t-outage")) == from_sql
         assert [e["seq"] for e in from_sql] == list(range(1, len(from_sql) + 1))
+        verify_chain(from_sql)
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute(
+                "select checkpoint_id from checkpoints where thread_id = 't-outage'"
+            ).fetchall()
+        recorded = {e["checkpoint_id"] for e in from_sql if e["kind"] == "checkpoint"}
+        assert recorded == {r[0] for r in rows}
+
+
+def test_a_workspace_outage_delays_the_mirror_and_loses_nothing(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    ws_root = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws_root, spool_dir=spool_dir) as ext:
+        app = _graph(ext.checkpointer)
+        app.invoke({"n": 1}, ext.config("t-ws"))
+        ext.flush()
+        log = ws_root / "threads" / "t-ws" / "events.jsonl"
+        log.rename(log.with_suffix(".away"))
+        log.mkdir()  # appends now fail with IsADirectoryError, as on a broken disk
+        try:
+            assert app.invoke({"n": 5}, ext.config("t-ws")) == {"n": 6}
+            assert not ext.flush(timeout=1.5)  # the mirror cannot catch up yet
+            assert ext.health()["failures"]
+        finally:
+            log.rmdir()
+            log.with_suffix(".away").rename(log)
+        assert ext.flush(timeout=10)
+        from_sql = ext.events("t-ws")
+        assert list(ext.workspace.iter_events("t-ws")) == from_sql
         verify_chain(from_sql)
 
 
-def test_strict_mode_raises_into_the_app_and_keeps_the_events(
+def test_strict_mode_records_every_event_before_the_call_returns(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=True) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"n": 1}, ext.config("t-strict"))
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("alter table langgraph_external.events rename to events_away")
-        with pytest.raises(SinkError, match="ledger"):
-            app.invoke({"n": 1}, ext.config("t-strict"))
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("alter table langgraph_external.events_away rename to events")
-        ext.flush()
-        from_sql = ext.events("t-strict")
-        assert from_sql == list(ext.workspace.iter_events("t-strict"))
-        verify_chain(from_sql)
+        with psycopg.connect(dsn) as conn:  # no flush: already in the ledger
+            rows = conn.execute(
+                "select kind from langgraph_external.events "
+                "where thread_id = 't-strict' order by seq"
+            ).fetchall()
+        kinds = [r[0] for r in rows]
+        assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+        assert kinds.count("checkpoint") == 3

@@ -18,7 +18,7 @@ from typing_extensions import TypedDict
 
 from langgraph_external import Event, External, Pipeline, verify_chain
 from langgraph_external.callbacks import AuditCallbackHandler, prompt_context_hash
-from langgraph_external.sinks.memory import InMemorySink
+from langgraph_external.sinks.memory import InMemoryLedger
 from langgraph_external.testing import capture_events, node_path, of_kind
 
 
@@ -266,20 +266,20 @@ def test_fail_soft_never_raises_into_the_graph_and_strict_does(
 ) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    broken = Pipeline([InMemorySink()], spool_dir=spool_dir)
+    broken = Pipeline(InMemoryLedger(), spool_dir=spool_dir)
     broken.close()  # every emit now fails
     handler = AuditCallbackHandler(broken)
     app = _linear(InMemorySaver())
     out = app.invoke({"n": 0}, {"configurable": {"thread_id": "t"}, "callbacks": [handler]})
     assert out == {"n": 3}
 
-    class Down(InMemorySink):
+    class Down(InMemoryLedger):
         name = "down"
 
-        def write(self, events: Any) -> None:
+        def append(self, events: Any) -> None:
             raise ConnectionError("ledger down")
 
-    strict = Pipeline([Down()], spool_dir=spool_dir, strict=True)
+    strict = Pipeline(Down(), spool_dir=spool_dir, strict=True)
     with pytest.raises(Exception, match="ledger down"):
         app.invoke(
             {"n": 0},

@@ -14,9 +14,8 @@ from typing import Any
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
 
-from langgraph_external import ExternalCheckpointer, Pipeline, Workspace, ledger
-from langgraph_external.sinks.postgres import LedgerSink
-from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external import ExternalCheckpointer, Pipeline
+from langgraph_external.assembly import assemble
 
 
 def _failures(report: CapabilityReport) -> dict[str, Any]:
@@ -30,15 +29,8 @@ def _counts(report: CapabilityReport) -> dict[str, tuple[bool, int, int]]:
     }
 
 
-def _pipeline(tmp_path: Path, dsn: str | None, spool: Path) -> Pipeline:
-    sinks: list[Any] = [WorkspaceSink(Workspace(tmp_path / "ws"))]
-    if dsn is not None:
-        import psycopg
-
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            ledger.setup(conn)
-        sinks.append(LedgerSink(dsn))
-    return Pipeline(sinks, spool_dir=spool)
+def _pipeline(tmp_path: Path, dsn: str, spool: Path) -> Pipeline:
+    return assemble(workspace=tmp_path / "ws", dsn=dsn, spool_dir=spool).pipeline
 
 
 async def test_async_postgres_saver_passes_all_81(
@@ -69,11 +61,11 @@ async def test_async_postgres_saver_passes_all_81(
 
 
 async def test_in_memory_saver_passes_base_and_claims_nothing_false(
-    tmp_path: Path, spool_dir: Path
+    tmp_path: Path, spool_dir: Path, dsn: str
 ) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    pipeline = _pipeline(tmp_path, None, spool_dir)
+    pipeline = _pipeline(tmp_path, dsn, spool_dir)
 
     @checkpointer_test(name="External(InMemorySaver)")
     async def factory() -> AsyncIterator[ExternalCheckpointer]:
@@ -87,11 +79,11 @@ async def test_in_memory_saver_passes_base_and_claims_nothing_false(
 
 
 async def test_sqlite_saver_passes_base_and_claims_nothing_false(
-    tmp_path: Path, spool_dir: Path
+    tmp_path: Path, spool_dir: Path, dsn: str
 ) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    pipeline = _pipeline(tmp_path, None, spool_dir)
+    pipeline = _pipeline(tmp_path, dsn, spool_dir)
 
     @checkpointer_test(name="External(AsyncSqliteSaver)")
     async def factory() -> AsyncIterator[ExternalCheckpointer]:
@@ -105,11 +97,11 @@ async def test_sqlite_saver_passes_base_and_claims_nothing_false(
     assert sum(p for _, p, _ in _counts(report).values()) >= 58
 
 
-def test_capabilities_follow_the_wrapped_saver(tmp_path: Path, spool_dir: Path) -> None:
+def test_capabilities_follow_the_wrapped_saver(tmp_path: Path, spool_dir: Path, dsn: str) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    pipeline = _pipeline(tmp_path, None, spool_dir)
+    pipeline = _pipeline(tmp_path, dsn, spool_dir)
     mem = ExternalCheckpointer(InMemorySaver(), pipeline=pipeline)
     assert mem.capabilities == frozenset()
     assert not hasattr(type(mem), "acopy_thread") or type(mem).acopy_thread is (

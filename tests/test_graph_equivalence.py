@@ -53,10 +53,9 @@ from langgraph_external import (
     ledger,
     verify_chain,
 )
+from langgraph_external.assembly import assemble
 from langgraph_external.render import to_readable
 from langgraph_external.restore import CheckpointLog
-from langgraph_external.sinks.postgres import LedgerSink
-from langgraph_external.sinks.workspace import WorkspaceSink
 from langgraph_external.workspace import encode_ns
 
 # -- normalising what a user sees ---------------------------------------------------------
@@ -210,14 +209,13 @@ class Recorder:
 
 @pytest.fixture
 def recorder(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[Recorder]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        ledger.setup(conn)
     root = tmp_path / "ws"
-    pipeline = Pipeline([WorkspaceSink(Workspace(root)), LedgerSink(dsn)], spool_dir=spool_dir)
+    recording = assemble(workspace=root, dsn=dsn, spool_dir=spool_dir, redaction="off")
+    pipeline = recording.pipeline
     try:
         yield Recorder(dsn, root, pipeline)
     finally:
-        pipeline.close()
+        recording.close()
     assert pipeline.health()["failures"] == []
 
 

@@ -154,7 +154,7 @@ def test_the_checkpoint_index_says_which_node_wrote_what(recorded: External) -> 
                where thread_id = 'fan/1' and checkpoint_ns = '' and step = 2"""
         ).fetchone()  # type: ignore[misc]
         (tasks,) = conn.execute(
-            """select cardinality(task_ids) from langgraph_external.checkpoints
+            """select count(distinct task_id) from langgraph_external.checkpoint_tasks
                where thread_id = 'fan/1' and checkpoint_ns = '' and step = 2"""
         ).fetchone()  # type: ignore[misc]
     assert fan_nodes == ["work"] and tasks == 3  # three Send tasks, one node

@@ -1,155 +1,228 @@
-"""The event pipeline: ordering, numbering, hash chain, offload, failure handling."""
+"""The event pipeline: numbering, hash chain, riding commits, outages, the write-ahead log,
+quarantine, projections."""
 
 from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from langgraph_external import Event, Pipeline, SinkError, Workspace, verify_chain
-from langgraph_external.sinks.memory import InMemorySink
-from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external import Event, Pipeline, Workspace, verify_chain
+from langgraph_external.errors import LedgerUnavailableError, RecordingError
+from langgraph_external.sinks.memory import InMemoryLedger
+from langgraph_external.sinks.workspace import WorkspaceProjection
 from langgraph_external.workspace import sha256_hex
 
 
-class FlakySink(InMemorySink):
-    """Fails while ``down`` is set, like a database that went away."""
-
-    name = "flaky"
+class FlakyLedger(InMemoryLedger):
+    """Refuses writes while ``down`` is set, like a database that went away."""
 
     def __init__(self) -> None:
         super().__init__()
         self.down = False
         self.calls = 0
 
-    def write(self, events: Sequence[Event]) -> None:
+    def append(self, events: Sequence[Event]) -> None:
         self.calls += 1
         if self.down:
-            raise ConnectionError("server closed the connection unexpectedly")
-        super().write(events)
+            raise LedgerUnavailableError("server closed the connection unexpectedly")
+        super().append(events)
 
 
-class SlowSink(InMemorySink):
-    name = "slow"
+class DataError(Exception):
+    """Stands for psycopg's DataError: the server refuses a value (SQLSTATE class 22)."""
 
-    def write(self, events: Sequence[Event]) -> None:
-        time.sleep(0.01)
-        super().write(events)
+    sqlstate = "22021"
 
 
-def _envs(sink: InMemorySink, tid: str) -> list[dict]:
-    return [e.envelope() for e in sink.events if e.thread_id == tid]
+class PickyLedger(InMemoryLedger):
+    """Refuses any batch holding an event of the ``poison`` thread."""
+
+    def append(self, events: Sequence[Event]) -> None:
+        if any(e.thread_id == "poison" for e in events):
+            raise DataError("invalid byte sequence for encoding UTF8")
+        super().append(events)
+
+
+def _envs(ledger: InMemoryLedger, tid: str) -> list[dict]:
+    return [e.envelope() for e in ledger.events if e.thread_id == tid]
 
 
 def test_events_are_numbered_per_thread_without_gaps_and_chained(spool_dir: Path) -> None:
-    sink = InMemorySink()
-    with Pipeline([sink], spool_dir=spool_dir) as p:
+    ledger = InMemoryLedger()
+    with Pipeline(ledger, spool_dir=spool_dir) as p:
         for i in range(300):
             p.emit(Event.new("node_start", f"t{i % 3}", payload={"i": i}))
     for tid in ("t0", "t1", "t2"):
-        envs = _envs(sink, tid)
+        envs = _envs(ledger, tid)
         assert [e["seq"] for e in envs] == list(range(1, 101))
         assert [e["payload"]["i"] for e in envs] == list(range(int(tid[1]), 300, 3))
         verify_chain(envs)
 
 
 def test_tampering_breaks_the_chain(spool_dir: Path) -> None:
-    sink = InMemorySink()
-    with Pipeline([sink], spool_dir=spool_dir) as p:
+    ledger = InMemoryLedger()
+    with Pipeline(ledger, spool_dir=spool_dir) as p:
         for i in range(5):
             p.emit(Event.new("tool_end", "t", payload={"result": i}))
-    envs = _envs(sink, "t")
+    envs = _envs(ledger, "t")
     envs[2]["payload"] = {"result": 999}
     with pytest.raises(ValueError, match="seq 3"):
         verify_chain(envs)
-    envs = _envs(sink, "t")
+    envs = _envs(ledger, "t")
     del envs[1]
     with pytest.raises(ValueError, match="gap"):
         verify_chain(envs)
 
 
-def test_numbering_continues_after_a_restart(tmp_path: Path, spool_dir: Path) -> None:
-    ws = Workspace(tmp_path / "ws")
+def test_numbering_continues_after_a_restart(spool_dir: Path) -> None:
+    ledger = InMemoryLedger()
     for _ in range(2):
-        with Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir) as p:
+        with Pipeline(ledger, spool_dir=spool_dir) as p:
             for _ in range(3):
                 p.emit(Event.new("run_start", "t"))
-    envs = list(ws.iter_events("t"))
+    envs = _envs(ledger, "t")
     assert [e["seq"] for e in envs] == [1, 2, 3, 4, 5, 6]
     verify_chain(envs)
 
 
-def test_a_failing_sink_is_spooled_and_replayed_in_order(spool_dir: Path) -> None:
-    good, flaky = InMemorySink(), FlakySink()
-    p = Pipeline([good, flaky], spool_dir=spool_dir, retry_interval=0.0)
+def test_two_writers_on_one_thread_never_interleave_or_leave_gaps(spool_dir: Path) -> None:
+    """Two pipelines (two processes) recording the same thread id at once."""
+    ledger = InMemoryLedger()
+    a = Pipeline(ledger, spool_dir=spool_dir / "a", linger=0.0)
+    b = Pipeline(ledger, spool_dir=spool_dir / "b", linger=0.0)
+
+    def produce(p: Pipeline, who: str) -> None:
+        for i in range(200):
+            p.emit(Event.new("node_end", "shared", payload={"who": who, "i": i}))
+
+    threads = [threading.Thread(target=produce, args=(p, w)) for p, w in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a.close()
+    b.close()
+    envs = _envs(ledger, "shared")
+    assert [e["seq"] for e in envs] == list(range(1, 401))
+    verify_chain(envs)
+    for who in "ab":  # each writer's own order is kept
+        assert [e["payload"]["i"] for e in envs if e["payload"]["who"] == who] == list(range(200))
+
+
+def test_a_ledger_outage_keeps_events_buffered_and_loses_nothing(spool_dir: Path) -> None:
+    ledger = FlakyLedger()
+    p = Pipeline(ledger, spool_dir=spool_dir, retry_interval=0.05)
     p.emit(Event.new("run_start", "t"))
-    p.flush()
-    flaky.down = True
+    assert p.flush()
+    ledger.down = True
     for i in range(20):
         p.emit(Event.new("node_end", "t", payload={"i": i}))
-    p.flush()
-    assert len(flaky.events) == 1  # the outage: nothing more reached it
-    assert len(good.events) == 21  # other sinks are unaffected
+    assert not p.flush(timeout=0.5)  # cannot finish while the ledger is down
     health = p.health()
-    assert health["failing"] == ["flaky"] and health["spooled"]["flaky"] >= 1
+    assert health["failing"] == ["ledger"] and health["buffered"] == 20
     assert p.failures and "server closed" in p.failures[0].error
-    flaky.down = False
+    ledger.down = False
     p.emit(Event.new("run_end", "t"))
+    assert p.flush()
     p.close()
-    assert [e.seq for e in flaky.events] == list(range(1, 23))
-    verify_chain(_envs(flaky, "t"))
-    assert list((spool_dir / "flaky").glob("*.jsonl")) == []
+    assert [e.seq for e in ledger.events] == list(range(1, 23))
+    assert [e.payload.get("i") for e in ledger.events[1:21]] == list(range(20))
+    verify_chain(_envs(ledger, "t"))
 
 
-def test_spooled_batches_survive_a_restart(spool_dir: Path) -> None:
-    flaky = FlakySink()
-    flaky.down = True
-    p = Pipeline([flaky], spool_dir=spool_dir)
-    for _ in range(5):
-        p.emit(Event.new("node_end", "t"))
-    p.close()
-    assert flaky.events == []
-    assert list((spool_dir / "flaky").glob("*.jsonl"))
-    recovered = FlakySink()
-    with Pipeline([recovered], spool_dir=spool_dir) as p2:
-        p2.emit(Event.new("node_end", "t"))
-    assert [e.seq for e in recovered.events] == [1, 2, 3, 4, 5, 6]
-    verify_chain(_envs(recovered, "t"))
+def test_events_that_outlive_a_close_are_replayed_by_the_next_start(spool_dir: Path) -> None:
+    ledger = FlakyLedger()
+    ledger.down = True
+    p = Pipeline(ledger, spool_dir=spool_dir, retry_interval=0.05)
+    for i in range(5):
+        p.emit(Event.new("node_end", "t", payload={"i": i}))
+    p.close(timeout=0.5)
+    assert ledger.events == []
+    assert list((spool_dir / "wal").rglob("*.wal"))  # on disk, fsynced
+    ledger.down = False
+    with Pipeline(ledger, spool_dir=spool_dir) as p2:
+        p2.emit(Event.new("node_end", "t", payload={"i": 5}))
+    assert [e.payload["i"] for e in ledger.events] == [0, 1, 2, 3, 4, 5]
+    assert [e.seq for e in ledger.events] == [1, 2, 3, 4, 5, 6]
+    assert not list((spool_dir / "wal").rglob("*.wal"))
 
 
-def test_strict_mode_raises_but_keeps_the_events(spool_dir: Path) -> None:
-    flaky = FlakySink()
-    flaky.down = True
-    p = Pipeline([flaky], spool_dir=spool_dir, strict=True)
-    with pytest.raises(SinkError, match="flaky"):
+def test_replaying_the_log_after_the_commit_records_nothing_twice(spool_dir: Path) -> None:
+    """A crash between the ledger commit and the log's deletion: replay must skip."""
+    ledger = InMemoryLedger()
+    with Pipeline(ledger, spool_dir=spool_dir) as p:
+        p.emit(Event.new("checkpoint", "t", payload={"n": 1}), durable=True)
+        p.flush()
+        # what a crash right now would leave: the log file still holding the event
+        kept = [f.read_bytes() for f in (spool_dir / "wal").rglob("*.wal")]
+    assert kept and all(kept)
+    orphan = spool_dir / "wal" / "memory" / "00000000000000000001-1-dead.wal"
+    orphan.write_bytes(kept[0])
+    with Pipeline(ledger, spool_dir=spool_dir) as p2:
+        p2.flush()
+    assert [e.seq for e in ledger.events] == [1]
+    assert not orphan.exists()
+
+
+def test_strict_mode_records_before_returning_and_raises_when_it_cannot(spool_dir: Path) -> None:
+    ledger = FlakyLedger()
+    p = Pipeline(ledger, spool_dir=spool_dir, strict=True, retry_interval=0.05)
+    p.emit(Event.new("tool_end", "t"))
+    assert [e.seq for e in ledger.events] == [1]  # no flush needed
+    ledger.down = True
+    with pytest.raises(RecordingError, match="server closed"):
         p.emit(Event.new("tool_error", "t"))
-    flaky.down = False
+    ledger.down = False
     p.emit(Event.new("tool_end", "t"))
     p.close()
-    assert [e.seq for e in flaky.events] == [1, 2]
+    assert [e.kind for e in ledger.events] == ["tool_end", "tool_error", "tool_end"]
+    assert [e.seq for e in ledger.events] == [1, 2, 3]
 
 
-def test_a_full_queue_applies_back_pressure_and_drops_nothing(spool_dir: Path) -> None:
-    slow = SlowSink()
-    p = Pipeline([slow], spool_dir=spool_dir, queue_size=4, batch_size=2)
-    producers = [
-        threading.Thread(
-            target=lambda k=k: [p.emit(Event.new("node_end", f"t{k}")) for _ in range(25)]
-        )
-        for k in range(4)
-    ]
-    for t in producers:
-        t.start()
-    for t in producers:
-        t.join()
+def test_a_full_buffer_applies_back_pressure_and_drops_nothing(spool_dir: Path) -> None:
+    ledger = FlakyLedger()
+    ledger.down = True
+    p = Pipeline(ledger, spool_dir=spool_dir, max_buffered=10, retry_interval=0.05)
+    done = threading.Event()
+
+    def produce() -> None:
+        for _ in range(30):
+            p.emit(Event.new("node_end", "t"))
+        done.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    assert not done.wait(0.5)  # blocked: the buffer is full and the ledger down
+    assert p.health()["buffered"] == 10
+    ledger.down = False
+    producer.join(timeout=10)
     p.close()
-    assert len(slow.events) == 100
-    for k in range(4):
-        assert [e.seq for e in slow.events if e.thread_id == f"t{k}"] == list(range(1, 26))
+    assert [e.seq for e in ledger.events] == list(range(1, 31))
+
+
+def test_a_value_the_ledger_refuses_is_set_aside_and_other_threads_go_on(
+    spool_dir: Path,
+) -> None:
+    ledger = PickyLedger()
+    with Pipeline(ledger, spool_dir=spool_dir) as p:
+        for i in range(8):
+            p.emit(Event.new("node_end", f"ok-{i}", payload={"i": i}))
+        p.emit(Event.new("node_end", "poison", payload={"bad": "value"}))
+        for i in range(8):
+            p.emit(Event.new("node_end", f"ok-{i}", payload={"i": i}))
+        assert p.flush()
+        health = p.health()
+    assert "ledger:poison" in health["quarantined"]
+    for i in range(8):
+        assert [e.seq for e in ledger.events if e.thread_id == f"ok-{i}"] == [1, 2]
+    (kept,) = (spool_dir / "quarantine").rglob("*.jsonl")
+    lines = kept.read_text().splitlines()
+    assert "invalid byte sequence" in json.loads(lines[0])["reason"]
+    assert json.loads(lines[1])["payload"] == {"bad": "value"}
 
 
 def test_large_payloads_become_artifacts_and_nothing_is_truncated(
@@ -158,7 +231,10 @@ def test_large_payloads_become_artifacts_and_nothing_is_truncated(
     ws = Workspace(tmp_path / "ws")
     big = {"text": "x" * 5000}
     raw = b"\x00raw tool response" * 500
-    with Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir, offload_threshold=1024) as p:
+    ledger = InMemoryLedger()
+    with Pipeline(
+        ledger, projections=[WorkspaceProjection(ws)], spool_dir=spool_dir, offload_threshold=1024
+    ) as p:
         p.emit(Event.new("tool_end", "t", payload=big, raw=raw))
         p.emit(Event.new("tool_end", "t", payload={"small": 1}, raw=b"ok"))
     first, second = list(ws.iter_events("t"))
@@ -169,6 +245,7 @@ def test_large_payloads_become_artifacts_and_nothing_is_truncated(
     assert ws.read_bytes(ws.artifact_path("t", first["artifact"])) == raw
     assert second["payload"] == {"small": 1} and second["artifact"] is None
     verify_chain([first, second])
+    assert [e.envelope() for e in ledger.events] == [first, second]
 
 
 def test_redactor_runs_before_anything_is_written(tmp_path: Path, spool_dir: Path) -> None:
@@ -178,45 +255,53 @@ def test_redactor_runs_before_anything_is_written(tmp_path: Path, spool_dir: Pat
         return json.loads(text.replace("sk-secret", "[REDACTED]")), n
 
     ws = Workspace(tmp_path / "ws")
-    with Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir, redactor=redactor) as p:
+    ledger = InMemoryLedger()
+    with Pipeline(
+        ledger, projections=[WorkspaceProjection(ws)], spool_dir=spool_dir, redactor=redactor
+    ) as p:
         p.emit(Event.new("llm_start", "t", payload={"key": "sk-secret", "k2": ["sk-secret"]}))
     (env,) = ws.iter_events("t")
     assert env["redactions"] == 2
     assert "sk-secret" not in (tmp_path / "ws" / "threads" / "t" / "events.jsonl").read_text()
+    assert "sk-secret" not in json.dumps(ledger.events[0].envelope())
+
+
+def test_values_are_snapshotted_when_emitted_not_later(spool_dir: Path) -> None:
+    ledger = InMemoryLedger()
+    with Pipeline(ledger, spool_dir=spool_dir, linger=0.2) as p:
+        live = {"messages": ["hello"]}
+        p.emit(Event.new("node_end", "t", payload={"update": live}))
+        live["messages"].append("mutated after the callback")
+    assert ledger.events[0].payload == {"update": {"messages": ["hello"]}}
 
 
 def test_emit_after_close_is_an_error(spool_dir: Path) -> None:
-    p = Pipeline([InMemorySink()], spool_dir=spool_dir)
+    p = Pipeline(InMemoryLedger(), spool_dir=spool_dir)
     p.close()
-    with pytest.raises(SinkError):
+    with pytest.raises(RecordingError):
         p.emit(Event.new("run_start", "t"))
 
 
-class _PositionsOnly(InMemorySink):
-    name = "positions"
-
-    def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        return {t: (41, "h" * 64) for t in thread_ids}
-
-
-def test_numbering_continues_from_the_furthest_sink(spool_dir: Path) -> None:
-    sink = InMemorySink()
-    with Pipeline([sink, _PositionsOnly()], spool_dir=spool_dir) as p:
-        p.emit(Event.new("run_start", "t"))
-    assert sink.events[0].seq == 42 and sink.events[0].prev == "h" * 64
-
-
-def test_nul_characters_in_payloads_are_kept_visible_not_lost(spool_dir: Path) -> None:
-    sink = InMemorySink()
-    with Pipeline([sink], spool_dir=spool_dir) as p:
-        p.emit(Event.new("tool_end", "t", payload={"out": "a\x00b", "k\x00": ["\x00"]}))
-    (e,) = sink.events
-    assert e.payload == {"out": "a\\u0000b", "k\\u0000": ["\\u0000"]}
+def test_nul_and_lone_surrogates_are_kept_visible_not_lost(spool_dir: Path) -> None:
+    ledger = InMemoryLedger()
+    with Pipeline(ledger, spool_dir=spool_dir) as p:
+        p.emit(
+            Event.new(
+                "tool_end",
+                "t",
+                node="n\x00ode",
+                payload={"out": "a\x00b", "k\x00": ["\x00"], "path": "caf\udce9"},
+            )
+        )
+    (e,) = ledger.events
+    assert e.payload == {"out": "a\\u0000b", "k\\u0000": ["\\u0000"], "path": "caf\\udce9"}
+    assert e.node == "n\\u0000ode"
+    json.dumps(e.envelope()).encode("utf-8")  # storable as UTF-8
     verify_chain([e.envelope()])
 
 
-def test_an_app_that_never_closes_still_gets_everything_written_at_exit(
-    tmp_path: Path, spool_dir: Path
+def test_an_app_that_never_closes_still_gets_everything_recorded_at_exit(
+    tmp_path: Path, spool_dir: Path, dsn: str
 ) -> None:
     import subprocess
     import sys
@@ -224,13 +309,13 @@ def test_an_app_that_never_closes_still_gets_everything_written_at_exit(
 
     script = textwrap.dedent(
         f"""
-        from langgraph_external import Event, Pipeline, Workspace
-        from langgraph_external.sinks.workspace import WorkspaceSink
-        p = Pipeline([WorkspaceSink(Workspace({str(tmp_path / "ws")!r}))],
-                     spool_dir={str(spool_dir)!r}, linger=0.5)
+        from langgraph_external import Event
+        from langgraph_external.assembly import assemble
+        rec = assemble(workspace={str(tmp_path / "ws")!r}, dsn={dsn!r},
+                       spool_dir={str(spool_dir)!r}, linger=0.5)
         for i in range(200):
-            p.emit(Event.new("node_end", "t", payload={{"i": i}}))
-        # no flush, no close: the interpreter exits with events still queued
+            rec.pipeline.emit(Event.new("node_end", "t", payload={{"i": i}}))
+        # no flush, no close: the interpreter exits with events still buffered
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)

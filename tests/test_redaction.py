@@ -26,8 +26,8 @@ from langgraph_external.redaction import (
     luhn_valid,
     redact_text,
 )
-from langgraph_external.sinks.memory import InMemorySink
-from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external.sinks.memory import InMemoryLedger
+from langgraph_external.sinks.workspace import WorkspaceProjection
 
 RNG = random.Random(20240501)
 ALNUM = string.ascii_letters + string.digits
@@ -491,8 +491,8 @@ def test_every_trigger_maps_to_a_detector() -> None:
 
 # -- the pipeline ----------------------------------------------------------------------
 def test_pipeline_counts_redactions_per_event(tmp_path: Path) -> None:
-    sink = InMemorySink()
-    with Pipeline([sink], redactor=Redactor(), spool_dir=tmp_path / "spool") as p:
+    sink = InMemoryLedger()
+    with Pipeline(sink, redactor=Redactor(), spool_dir=tmp_path / "spool") as p:
         p.emit(Event.new("tool_end", "t", payload={"password": "x", "ok": "fine"}))
         p.emit(Event.new("tool_end", "t", payload={"ok": "fine"}))
         p.flush()
@@ -501,8 +501,10 @@ def test_pipeline_counts_redactions_per_event(tmp_path: Path) -> None:
 
 def test_workspace_holds_no_secrets(tmp_path: Path) -> None:
     value, secrets, expected = corpus()
-    sink = WorkspaceSink(Workspace(tmp_path / "ws"), redactor=Redactor())
-    pipeline = Pipeline([sink], redactor=Redactor(), spool_dir=tmp_path / "spool")
+    sink = WorkspaceProjection(Workspace(tmp_path / "ws"), redactor=Redactor())
+    pipeline = Pipeline(
+        InMemoryLedger(), projections=[sink], redactor=Redactor(), spool_dir=tmp_path / "spool"
+    )
     pipeline.emit(Event.new("tool_end", "thread-secret", payload=value, name="http_request"))
     pipeline.close()
 

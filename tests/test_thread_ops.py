@@ -119,9 +119,7 @@ def test_delete_for_runs_removes_one_run_everywhere(ext: External) -> None:
     assert remaining and not (remaining & run1)
     mirrored = {cid for _, cid in iter_checkpoint_ids(ext.workspace, "runs")}
     assert mirrored == remaining
-    indexed = {
-        r[0] for r in _rows(dsn, "select checkpoint_id from langgraph_external.checkpoints")
-    }
+    indexed = {r[0] for r in _rows(dsn, "select checkpoint_id from langgraph_external.checkpoints")}
     assert indexed == remaining
     (note,) = [e for e in ext.events("runs") if e["kind"] == "runs_deleted"]
     assert sorted(note["payload"]["removed"][""]) == sorted(run1)

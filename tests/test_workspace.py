@@ -19,7 +19,8 @@ from langgraph_external import (
     decode_thread_id,
     encode_thread_id,
 )
-from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external.sinks.memory import InMemoryLedger
+from langgraph_external.sinks.workspace import WorkspaceProjection
 
 HOSTILE = [
     "../x",
@@ -86,7 +87,9 @@ def _graph(saver: ExternalCheckpointer):  # type: ignore[no-untyped-def]
 def test_hostile_ids_run_and_stay_under_the_root(tmp_path: Path, spool_dir: Path) -> None:
     root = tmp_path / "ws"
     ws = Workspace(root)
-    pipeline = Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir)
+    pipeline = Pipeline(
+        InMemoryLedger(), projections=[WorkspaceProjection(ws)], spool_dir=spool_dir
+    )
     saver = ExternalCheckpointer(InMemorySaver(), pipeline=pipeline, reject_nul=False)
     app = _graph(saver)
     for tid in HOSTILE:
@@ -109,7 +112,9 @@ def test_hostile_ids_run_and_stay_under_the_root(tmp_path: Path, spool_dir: Path
 
 def test_state_json_is_replaced_atomically_and_readable(tmp_path: Path, spool_dir: Path) -> None:
     ws = Workspace(tmp_path / "ws")
-    pipeline = Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir)
+    pipeline = Pipeline(
+        InMemoryLedger(), projections=[WorkspaceProjection(ws)], spool_dir=spool_dir
+    )
     app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
     app.invoke({"n": 1}, {"configurable": {"thread_id": "t"}})
     app.invoke({"n": 10}, {"configurable": {"thread_id": "t"}})
@@ -136,7 +141,9 @@ def test_read_only_workspace_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_fsspec_memory_workspace_works(spool_dir: Path) -> None:
     ws = Workspace("memory://lgx-test-ws")
-    pipeline = Pipeline([WorkspaceSink(ws)], spool_dir=spool_dir)
+    pipeline = Pipeline(
+        InMemoryLedger(), projections=[WorkspaceProjection(ws)], spool_dir=spool_dir
+    )
     app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
     app.invoke({"n": 1}, {"configurable": {"thread_id": "a/b"}})
     pipeline.close()

@@ -13,8 +13,8 @@ pipeline's writer. It never raises into the graph unless the pipeline is strict.
 
 Example:
     >>> from langgraph_external.pipeline import Pipeline
-    >>> from langgraph_external.sinks.memory import InMemorySink
-    >>> handler = AuditCallbackHandler(Pipeline([InMemorySink()]))
+    >>> from langgraph_external.sinks.memory import InMemoryLedger
+    >>> handler = AuditCallbackHandler(Pipeline(InMemoryLedger()))
     >>> handler.run_inline
     True
 """

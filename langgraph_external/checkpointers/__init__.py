@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import contextvars
 import inspect
 import os
@@ -47,24 +48,27 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_external import _compat
 from langgraph_external.checkpointers import _postgres_ops as pg
 from langgraph_external.errors import (
     ConfigurationError,
     InvalidThreadIdError,
+    PositionMovedError,
+    RecordingError,
     SerializationError,
 )
 from langgraph_external.events import Event, EventKind
-from langgraph_external.ledger import DEFAULT_SCHEMA
+from langgraph_external.ledger import DEFAULT_SCHEMA, POSITION_MOVED
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import to_readable
 from langgraph_external.workspace import Workspace, encode_ns, encode_thread_id, sha256_hex
 
 __all__ = ["ExternalCheckpointer"]
 
-_TASKS = "__pregel_tasks"
-_PULL = "~__pregel_pull"
-_PUSH = "~__pregel_push"
+_PULL = _compat.TASK_PATH_PULL
+_PUSH = _compat.TASK_PATH_PUSH
 _LRU = 2048
+_COMMIT_ATTEMPTS = 50
 
 
 class _Capture:
@@ -201,17 +205,32 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         spool_dir: str | os.PathLike[str] | None = None,
         reject_nul: bool = True,
         digest: Callable[[bytes], str] | None = None,
+        redaction: str = "standard",
+        outbox: bool | None = None,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
         # no super().__init__: serde is the inner saver's (see the property below)
         if not isinstance(inner.serde, _TapSerde):
             inner.serde = _TapSerde(inner.serde)
-        self._owns_pipeline = pipeline is None
+        self._recording = None
         if pipeline is None:
             if workspace is None:
                 raise ConfigurationError("pass pipeline=... or workspace=... (and dsn=...)")
-            pipeline = _own_pipeline(inner, workspace, dsn, schema, strict, spool_dir)
+            from langgraph_external.assembly import assemble
+
+            self._recording = assemble(
+                workspace=workspace,
+                dsn=dsn,
+                schema=schema,
+                redaction=redaction,
+                strict=strict,
+                spool_dir=spool_dir,
+                serde=_untapped(inner.serde),
+            )
+            pipeline = self._recording.pipeline
+            if outbox is None:
+                outbox = _same_database(inner, self._recording.dsn)
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
@@ -221,20 +240,46 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             m: _overrides(inner, m)
             for m in ("aget_tuple", "alist", "aput", "aput_writes", "adelete_thread")
         }
-        self._mirrored: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> True
-        self._writers: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> [writer dicts]
+        # None: decided on first write (the async saver can only be asked asynchronously)
+        self.outbox: bool | None = outbox
+        if outbox is not None:
+            self.outbox = self._use_outbox(outbox)
+        self._seen: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> versions_seen
         self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> Send target per push index
-        self._parents: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> parent id
-        self._children: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> child id
         # Send-task writes seen before their step's checkpoint (durability="async")
         self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
         pipeline.add_flush_hook(self._drain_unresolved)
         self._book = threading.Lock()  # puts and writes may arrive from several threads
 
+    def _use_outbox(self, wanted: bool) -> bool:
+        in_tx = hasattr(self.pipeline.ledger, "execute_in")
+        return wanted and in_tx and _compat.install_outbox(self.inner)
+
+    def _decide_outbox(self) -> bool:
+        if self.outbox is None:
+            dsn = getattr(self.pipeline.ledger, "dsn", None)
+            self.outbox = self._use_outbox(dsn is not None and _same_database(self.inner, dsn))
+        return self.outbox
+
+    async def _adecide_outbox(self) -> bool:
+        if self.outbox is None:
+            dsn = getattr(self.pipeline.ledger, "dsn", None)
+            same = False
+            if dsn is not None and _compat.is_async_postgres_saver(self.inner):
+                try:
+                    mine = await _compat.asaver_database_identity(self.inner)
+                    same = mine == await asyncio.to_thread(_database_identity, dsn)
+                except Exception:
+                    same = False
+            elif dsn is not None:
+                same = await asyncio.to_thread(_same_database, self.inner, dsn)
+            self.outbox = self._use_outbox(same)
+        return self.outbox
+
     def close(self) -> None:
         """Flush what is recorded; close the pipeline if this checkpointer built it."""
-        if self._owns_pipeline:
-            self.pipeline.close()
+        if self._recording is not None:
+            self._recording.close()
         else:
             self.pipeline.flush()
 
@@ -274,13 +319,17 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         if inner is self.inner:
             return self
         return ExternalCheckpointer(
-            inner, pipeline=self.pipeline, reject_nul=self.reject_nul, digest=self._digest
+            inner,
+            pipeline=self.pipeline,
+            reject_nul=self.reject_nul,
+            digest=self._digest,
+            outbox=self.outbox,
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (after checking the thread id)."""
-        self._thread_id(config["configurable"].get("thread_id"))
-        return self.inner.get_tuple(config)
+        tid = self._thread_id(config["configurable"].get("thread_id"))
+        return self._saw(tid, config, self.inner.get_tuple(config))
 
     def list(
         self,
@@ -295,10 +344,26 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
-        self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._thread_id(config["configurable"].get("thread_id"))
         if self._async_native["aget_tuple"]:
-            return await self.inner.aget_tuple(config)
-        return await asyncio.to_thread(self.inner.get_tuple, config)
+            return self._saw(tid, config, await self.inner.aget_tuple(config))
+        return self._saw(tid, config, await asyncio.to_thread(self.inner.get_tuple, config))
+
+    def _saw(
+        self, tid: str, config: RunnableConfig, tup: CheckpointTuple | None
+    ) -> CheckpointTuple | None:
+        """Remember what a read proves: the checkpoint's versions_seen and Sends."""
+        ns = config["configurable"].get("checkpoint_ns", "") or ""
+        if tup is None:
+            if ns == "" and not config["configurable"].get("checkpoint_id"):
+                self.pipeline.assume_new(tid)
+            return tup
+        cp = tup.checkpoint
+        key = (tid, tup.config["configurable"].get("checkpoint_ns", "") or "", cp["id"])
+        with self._book:
+            self._seen.put(key, {k: dict(v) for k, v in cp["versions_seen"].items()})
+            self._sends.put(key, _compat.send_targets(cp["channel_values"]))
+        return tup
 
     async def alist(
         self,
@@ -343,15 +408,35 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store through the wrapped saver, then record the checkpoint."""
+        """Store through the wrapped saver; the checkpoint's event commits with it.
+
+        On the official Postgres saver the event is written in the saver's own
+        transaction; on other savers it is in the write-ahead log before this returns.
+        """
         tid = self._thread_id(config["configurable"].get("thread_id"))
-        self._note_sends(tid, config, checkpoint)
-        with _capturing("checkpoint") as cap:
-            next_config = self.inner.put(config, checkpoint, metadata, new_versions)
-        self._record_put(
-            self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
-        )
-        return next_config
+        rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
+        if not self._decide_outbox():
+            with _capturing("checkpoint") as cap:
+                next_config = self.inner.put(config, checkpoint, metadata, new_versions)
+            self.pipeline.emit(rec.event(cap), durable=True)
+            return next_config
+        for _ in range(_COMMIT_ATTEMPTS):
+            commit = self.pipeline.open_commit(tid)
+            with _capturing("checkpoint") as cap:
+                box = _compat.Outbox(rec.run(commit, cap), rec.arun(commit, cap))
+                token = _compat.OUTBOX.set(box)
+                try:
+                    next_config = self.inner.put(config, checkpoint, metadata, new_versions)
+                except BaseException as exc:
+                    commit.failed()
+                    if _position_moved(exc):
+                        continue
+                    raise
+                finally:
+                    _compat.OUTBOX.reset(token)
+            self._settle(commit, box, rec, cap)
+            return next_config
+        raise RecordingError(f"thread {tid!r}: its ledger position kept moving; nothing stored")
 
     async def aput(
         self,
@@ -362,18 +447,42 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
-        self._note_sends(tid, config, checkpoint)
-        with _capturing("checkpoint") as cap:
-            if self._async_native["aput"]:
-                next_config = await self.inner.aput(config, checkpoint, metadata, new_versions)
-            else:
-                next_config = await asyncio.to_thread(
-                    self.inner.put, config, checkpoint, metadata, new_versions
-                )
-        self._record_put(
-            self._checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
-        )
-        return next_config
+        rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
+        args = (config, checkpoint, metadata, new_versions)
+        if not await self._adecide_outbox():
+            with _capturing("checkpoint") as cap:
+                next_config = await self._inner_aput(*args)
+            await asyncio.to_thread(self.pipeline.emit, rec.event(cap), durable=True)
+            return next_config
+        for _ in range(_COMMIT_ATTEMPTS):
+            commit = self.pipeline.open_commit(tid)
+            with _capturing("checkpoint") as cap:
+                box = _compat.Outbox(rec.run(commit, cap), rec.arun(commit, cap))
+                token = _compat.OUTBOX.set(box)
+                try:
+                    next_config = await self._inner_aput(*args)
+                except BaseException as exc:
+                    commit.failed()
+                    if _position_moved(exc):
+                        continue
+                    raise
+                finally:
+                    _compat.OUTBOX.reset(token)
+            self._settle(commit, box, rec, cap)
+            return next_config
+        raise RecordingError(f"thread {tid!r}: its ledger position kept moving; nothing stored")
+
+    async def _inner_aput(self, *args: Any) -> RunnableConfig:
+        if self._async_native["aput"]:
+            return await self.inner.aput(*args)
+        return await asyncio.to_thread(self.inner.put, *args)
+
+    def _settle(self, commit: Any, box: _compat.Outbox, rec: _PutRecord, cap: _Capture) -> None:
+        if box.ran:
+            commit.done()
+        else:  # the saver never opened a transaction of its own: record durably here
+            commit.failed()
+            self.pipeline.emit(rec.event(cap), durable=True)
 
     def put_writes(
         self,
@@ -386,9 +495,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         tid = self._thread_id(config["configurable"].get("thread_id"))
         with _capturing("write") as cap:
             self.inner.put_writes(*self._writes_args(config, writes, task_id, task_path))
-        self._record_writes(
-            self._writes_event(tid, config, writes, task_id, task_path, cap), writes
-        )
+        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap))
 
     async def aput_writes(
         self,
@@ -405,9 +512,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 await self.inner.aput_writes(*args)
             else:
                 await asyncio.to_thread(self.inner.put_writes, *args)
-        self._record_writes(
-            self._writes_event(tid, config, writes, task_id, task_path, cap), writes
-        )
+        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap))
 
     def _writes_args(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
@@ -461,52 +566,75 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         # the saver stored it without its serializer (inline primitives): encode it here
         return _untapped(self.serde).dumps_typed(value)
 
-    def _checkpoint_event(
+    def _prepare_put(
         self,
         tid: str,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-        cap: _Capture,
-    ) -> Event:
-        """A cheap event now; its payload is built later by the writer (``build``)."""
+    ) -> _PutRecord:
+        """What the checkpoint proves about who produced it, taken before the saver runs."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         parent = conf.get("checkpoint_id")
         # the metadata as savers store it: run metadata and configurable keys merged in
         metadata = get_serializable_checkpoint_metadata(config, metadata)
-        step = metadata.get("step")
-        # mirror only what changed unless the parent was never mirrored by us
-        full = parent is not None and (tid, ns, parent) not in self._mirrored
-        channels = checkpoint["channel_versions"] if full else new_versions
+        writers = self._producers(tid, ns, parent, checkpoint)
+        key = (tid, ns, checkpoint["id"])
+        with self._book:
+            self._seen.put(key, {k: dict(v) for k, v in checkpoint["versions_seen"].items()})
+            self._sends.put(key, _compat.send_targets(checkpoint["channel_values"]))
+            waiting = self._unresolved.pop(key, [])
+        for e in waiting:  # Send-task writes that arrived before this checkpoint
+            self.pipeline.emit(self._resolved(e))
+        return _PutRecord(self, tid, ns, parent, checkpoint, metadata, new_versions, writers)
 
-        def build(event: Event) -> Event:
-            return self._build_checkpoint(event, parent, checkpoint, metadata, channels, cap, full)
+    def _producers(
+        self, tid: str, ns: str, parent: str | None, checkpoint: Checkpoint
+    ) -> builtins.list[dict[str, Any]]:
+        """The nodes whose tasks produced ``checkpoint``, from the checkpoint alone.
 
-        return Event(
-            kind=EventKind.CHECKPOINT.value,
-            thread_id=tid,
-            checkpoint_ns=ns,
-            checkpoint_id=checkpoint["id"],
-            name=metadata.get("source"),
-            step=step if isinstance(step, int) else None,
-            run_id=_str_or_none(metadata.get("run_id")),
-            payload={"parent_checkpoint_id": parent},
-            build=build,
+        A pull task records the channel versions it saw in ``versions_seen[node]``: the
+        entries that differ from the parent's name exactly the nodes that ran. Push
+        (``Send``) tasks are the parent's Send packets, by index.
+        """
+        seen_now = checkpoint["versions_seen"]
+        before: dict[str, Any] | None = {}
+        sends: builtins.list[str | None] | None = []
+        if parent is not None:
+            with self._book:
+                before = self._seen.get((tid, ns, parent))
+                sends = self._sends.get((tid, ns, parent))
+            if before is None or sends is None:
+                tup = self.inner.get_tuple(
+                    {
+                        "configurable": {
+                            "thread_id": tid,
+                            "checkpoint_ns": ns,
+                            "checkpoint_id": parent,
+                        }
+                    }
+                )
+                before = dict(tup.checkpoint["versions_seen"]) if tup else {}
+                sends = _compat.send_targets(tup.checkpoint["channel_values"]) if tup else []
+        assert before is not None and sends is not None
+        writers: builtins.list[dict[str, Any]] = [
+            {"node": node, "via": "pull"}
+            for node in sorted(seen_now)
+            if dict(seen_now[node]) != dict(before.get(node) or {})
+            and not node.startswith("__input")
+        ]
+        writers.extend(
+            {"node": target, "via": "push", "index": i} for i, target in enumerate(sends)
         )
+        return writers
 
-    def _build_checkpoint(
-        self,
-        event: Event,
-        parent: str | None,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        channels: Mapping[str, Any],
-        cap: _Capture,
-        full: bool,
-    ) -> Event:
-        tid, ns, cid = event.thread_id, event.checkpoint_ns, checkpoint["id"]
+    def _build_checkpoint(self, rec: _PutRecord, cap: _Capture) -> Event:
+        tid, ns, checkpoint = rec.tid, rec.ns, rec.checkpoint
+        cid = checkpoint["id"]
+        full = rec.parent is not None and (tid, ns, rec.parent) not in self._seen
+        channels = checkpoint["channel_versions"] if full else rec.new_versions
         values = checkpoint["channel_values"]
         refs: dict[str, Any] = {}
         blobs = _Blobs(self._digest)
@@ -516,60 +644,41 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid)}
             else:
                 refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
-        payload = {
-            **event.payload,
-            "source": metadata.get("source"),
-            "metadata": to_readable(dict(metadata)),
-            "channels": refs,
-            "full": full,
-            "size": blobs.size,
-            "path": _checkpoint_relpath(tid, ns, cid),
-        }
-        detail = {
-            "checkpoint": {
-                "v": checkpoint.get("v"),
-                "id": cid,
-                "ts": checkpoint.get("ts"),
-                "channel_versions": dict(checkpoint["channel_versions"]),
-                "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
-                "updated_channels": sorted(checkpoint.get("updated_channels") or []),
+        step = rec.metadata.get("step")
+        nodes = sorted({w["node"] for w in rec.writers if w.get("node")})
+        return Event(
+            kind=EventKind.CHECKPOINT.value,
+            thread_id=tid,
+            checkpoint_ns=ns,
+            checkpoint_id=cid,
+            name=rec.metadata.get("source"),
+            node=nodes[0] if len(nodes) == 1 else None,
+            step=step if isinstance(step, int) else None,
+            run_id=_str_or_none(rec.metadata.get("run_id")),
+            payload={
+                "parent_checkpoint_id": rec.parent,
+                "source": rec.metadata.get("source"),
+                "metadata": to_readable(dict(rec.metadata)),
+                "writers": rec.writers,
+                "nodes": nodes,
+                "channels": refs,
+                "full": full,
+                "size": blobs.size,
+                "path": _checkpoint_relpath(tid, ns, cid),
             },
-            "inline": blobs.inline,
-        }
-        return event.replace(payload=payload, detail=detail, attachments=blobs.files, build=None)
-
-    def _note_sends(self, tid: str, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-        """Remember which node each Send of the checkpoint's step targets (push index)."""
-        packets = checkpoint["channel_values"].get(_TASKS)
-        if not packets:
-            return
-        ns = config["configurable"].get("checkpoint_ns", "") or ""
-        targets = [getattr(p, "node", None) for p in packets]
-        with self._book:
-            self._sends.put((tid, ns, checkpoint["id"]), targets)
-
-    def _record_put(self, event: Event) -> None:
-        tid, ns, cid = event.thread_id, event.checkpoint_ns, event.checkpoint_id
-        assert cid is not None
-        parent = event.payload["parent_checkpoint_id"]
-        with self._book:
-            writers = self._writers.pop((tid, ns, parent), []) if parent else []
-            for w in writers:
-                if w["node"] is None:
-                    w["node"] = self._node_of(tid, ns, parent, w["task_path"])
-            self._mirrored.put((tid, ns, cid), True)
-            if parent:
-                self._parents.put((tid, ns, cid), parent)
-                self._children.put((tid, ns, parent), cid)
-            waiting = self._unresolved.pop((tid, ns, cid), [])
-        payload = dict(event.payload)
-        payload["writers"] = writers
-        nodes = sorted({w["node"] for w in writers if w.get("node")})
-        self.pipeline.emit(
-            event.replace(payload=payload, node=nodes[0] if len(nodes) == 1 else None)
+            detail={
+                "checkpoint": {
+                    "v": checkpoint.get("v"),
+                    "id": cid,
+                    "ts": checkpoint.get("ts"),
+                    "channel_versions": dict(checkpoint["channel_versions"]),
+                    "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
+                    "updated_channels": sorted(checkpoint.get("updated_channels") or []),
+                },
+                "inline": blobs.inline,
+            },
+            attachments=blobs.files,
         )
-        for e in waiting:
-            self.pipeline.emit(self._resolved(e))
 
     def _resolved(self, event: Event) -> Event:
         with self._book:
@@ -598,28 +707,18 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str,
         cap: _Capture,
     ) -> Event:
-        """A cheap event now; the bytes are looked up later by the writer (``build``)."""
+        """The exact bytes the saver stored for one task's writes, and who wrote them."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         cid = conf.get("checkpoint_id")
         with self._book:
             node = self._node_of(tid, ns, cid, task_path)
-        pairs = list(writes)
-
-        def build(event: Event) -> Event:
-            blobs = _Blobs(self._digest)
-            refs = []
-            for idx, (channel, value) in enumerate(pairs):
-                typ, data = self._dump(value, cap)
-                ref = {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "type": typ}
-                refs.append({**ref, **blobs.add(data, None)})
-            return event.replace(
-                payload={**event.payload, "writes": refs},
-                detail={"inline": blobs.inline},
-                attachments=blobs.files,
-                build=None,
-            )
-
+        blobs = _Blobs(self._digest)
+        refs = []
+        for idx, (channel, value) in enumerate(writes):
+            typ, data = self._dump(value, cap)
+            ref = {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "type": typ}
+            refs.append({**ref, **blobs.add(data, None)})
         return Event(
             kind=EventKind.WRITES.value,
             thread_id=tid,
@@ -628,29 +727,19 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             task_id=str(task_id),
             node=node,
             name=node,
-            payload={"task_path": task_path},
-            build=build,
+            payload={"task_path": task_path, "writes": refs},
+            detail={"inline": blobs.inline},
+            attachments=blobs.files,
         )
 
-    def _record_writes(self, event: Event, writes: Sequence[tuple[str, Any]]) -> None:
+    def _record_writes(self, event: Event) -> None:
         key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
         task_path = event.payload["task_path"]
-        writer = {"task_id": event.task_id, "task_path": task_path, "node": event.node}
         with self._book:
-            # with durability="async" a step's writes may be stored after the next checkpoint
-            child = self._children.get(key)
-            if child is None:
-                known = self._writers.get(key)
-                if known is None:
-                    self._writers.put(key, [writer])
-                elif all(w["task_id"] != event.task_id for w in known):
-                    known.append(writer)
-            if event.node is None and task_path.startswith(_PUSH) and key not in self._mirrored:
+            if event.node is None and task_path.startswith(_PUSH) and key not in self._sends:
                 # the Send packets arrive with this step's checkpoint: wait for it
                 self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
                 return
-        if child is not None:
-            event = event.replace(payload={**event.payload, "late_for": child})
         self.pipeline.emit(event)
 
     def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:
@@ -669,43 +758,11 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     def _forget(self, tid: str) -> None:
         with self._book:
-            for cache in (
-                self._mirrored,
-                self._writers,
-                self._sends,
-                self._parents,
-                self._children,
-            ):
+            for cache in (self._seen, self._sends):
                 for key in [k for k in cache if k[0] == tid]:
                     del cache[key]
             for key in [k for k in self._unresolved if k[0] == tid]:
                 del self._unresolved[key]
-
-
-def _own_pipeline(
-    inner: BaseCheckpointSaver[Any],
-    workspace: str | os.PathLike[str] | Workspace,
-    dsn: str | None,
-    schema: str,
-    strict: bool,
-    spool_dir: str | os.PathLike[str] | None,
-) -> Pipeline:
-    from langgraph_external import ledger
-    from langgraph_external.sinks.postgres import LedgerSink
-    from langgraph_external.sinks.workspace import WorkspaceSink
-
-    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    sinks: list[Any] = []
-    if dsn is not None:
-        with ledger.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-            ws.check_writable()
-            ledger.setup(conn, schema)
-    else:
-        ws.check_writable()
-    sinks.append(WorkspaceSink(ws, serde=_untapped(inner.serde)))
-    if dsn is not None:
-        sinks.append(LedgerSink(dsn, schema))
-    return Pipeline(sinks, strict=strict, spool_dir=spool_dir)
 
 
 @contextmanager
@@ -735,6 +792,91 @@ def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
         f"cannot serialize a {what} value: {cap.failed}. The saver stored nothing "
         "and nothing was recorded."
     )
+
+
+class _PutRecord:
+    """One checkpoint's record in the making: built inside the saver's transaction."""
+
+    __slots__ = (
+        "checkpoint",
+        "metadata",
+        "new_versions",
+        "ns",
+        "owner",
+        "parent",
+        "tid",
+        "writers",
+    )
+
+    def __init__(
+        self,
+        owner: ExternalCheckpointer,
+        tid: str,
+        ns: str,
+        parent: str | None,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+        writers: list[dict[str, Any]],
+    ) -> None:
+        self.owner = owner
+        self.tid = tid
+        self.ns = ns
+        self.parent = parent
+        self.checkpoint = checkpoint
+        self.metadata = metadata
+        self.new_versions = new_versions
+        self.writers = writers
+
+    def event(self, cap: _Capture) -> Event:
+        return self.owner._build_checkpoint(self, cap)
+
+    def _sealed(self, commit: Any, cap: _Capture) -> list[Event]:
+        step = self.metadata.get("step")
+        return commit.take(
+            [self.event(cap)],
+            ns=self.ns,
+            step=step if isinstance(step, int) else None,
+            checkpoint_id=self.checkpoint["id"],
+        )
+
+    def run(self, commit: Any, cap: _Capture) -> Callable[[Any], None]:
+        ledger = self.owner.pipeline.ledger
+
+        def run(cur: Any) -> None:
+            ledger.execute_in(cur, self._sealed(commit, cap))  # type: ignore[attr-defined]
+
+        return run
+
+    def arun(self, commit: Any, cap: _Capture) -> Callable[[Any], Any]:
+        ledger = self.owner.pipeline.ledger
+
+        async def arun(cur: Any) -> None:
+            await ledger.aexecute_in(cur, self._sealed(commit, cap))  # type: ignore[attr-defined]
+
+        return arun
+
+
+def _position_moved(exc: BaseException) -> bool:
+    return getattr(exc, "sqlstate", None) == POSITION_MOVED or isinstance(exc, PositionMovedError)
+
+
+def _same_database(inner: BaseCheckpointSaver[Any], dsn: str) -> bool:
+    """Whether the official sync saver writes to the ledger's database (outbox possible)."""
+    try:
+        mine = _compat.saver_database_identity(inner)
+        return mine is not None and mine == _database_identity(dsn)
+    except Exception:
+        return False
+
+
+def _database_identity(dsn: str) -> tuple[str, str]:
+    from langgraph_external import ledger as _ledger
+
+    with _ledger.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        row = conn.execute(_compat.IDENTITY_SQL).fetchone()
+    assert row is not None
+    return (str(row[0]), str(row[1]))
 
 
 def _tombstone(tid: str) -> Event:
@@ -808,7 +950,7 @@ class _PruneMixin(ExternalCheckpointer):
         tid = str(thread_id)
         for ns, ids in removed.items():
             for cid in ids:
-                self._mirrored.pop((tid, ns, cid), None)
+                self._seen.pop((tid, ns, cid), None)
         self.pipeline.emit(
             Event(
                 kind=kind.value,
@@ -899,7 +1041,7 @@ class _DeleteForRunsMixin(ExternalCheckpointer):
         for tid, by_ns in removed.items():
             for ns, ids in by_ns.items():
                 for cid in ids:
-                    self._mirrored.pop((tid, ns, cid), None)
+                    self._seen.pop((tid, ns, cid), None)
             self.pipeline.emit(
                 Event(
                     kind=EventKind.RUNS_DELETED.value,

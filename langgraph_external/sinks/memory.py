@@ -1,44 +1,83 @@
-"""An in-memory sink: keeps every event in a list (tests and ``langgraph_external.testing``)."""
+"""An in-memory ledger: the same contract as Postgres, in a list (tests, doctests)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Sequence
 
+from langgraph_external.errors import PositionMovedError
 from langgraph_external.events import Event
 
 
-class InMemorySink:
-    """Collects events in :attr:`events`, in the order the pipeline delivered them.
+class InMemoryLedger:
+    """Holds every stored event in :attr:`events`, in commit order.
 
     Example:
-        >>> sink = InMemorySink()
-        >>> sink.write([Event.new("error", "t").replace(seq=1, hash="h")])
-        >>> [e.seq for e in sink.events]
-        [1]
+        >>> ledger = InMemoryLedger()
+        >>> ledger.append([Event.new("error", "t").replace(seq=1, hash="h")])
+        >>> [e.seq for e in ledger.events], ledger.positions(["t"])
+        ([1], {'t': (1, 'h')})
     """
 
     name = "memory"
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self._by_thread: dict[str, list[Event]] = {}
+        self._cursors: dict[tuple[str, str], tuple[int, str | None]] = {}
         self._lock = threading.Lock()
 
-    def write(self, events: Sequence[Event]) -> None:
-        """Append ``events``; an event already held (same thread and seq) is skipped."""
-        with self._lock:
-            held = {(e.thread_id, e.seq) for e in self.events[-len(events) * 2 :]}
-            self.events.extend(e for e in events if (e.thread_id, e.seq) not in held)
-
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        """Last sequence position per thread."""
-        wanted = set(thread_ids)
-        out: dict[str, tuple[int, str]] = {}
+        """Last ``(seq, hash)`` per thread."""
         with self._lock:
-            for e in self.events:
-                if e.thread_id in wanted and e.seq is not None and e.hash is not None:
-                    out[e.thread_id] = (e.seq, e.hash)
-        return out
+            out = {}
+            for t in thread_ids:
+                evs = self._by_thread.get(t)
+                if evs:
+                    out[t] = (evs[-1].seq or 0, evs[-1].hash or "")
+            return out
+
+    def append(self, events: Sequence[Event]) -> None:
+        """Store ``events`` all or nothing; a group not at its thread's head is refused."""
+        with self._lock:
+            heads: dict[str, int] = {}
+            for e in events:
+                held = self._by_thread.get(e.thread_id, [])
+                head = heads.get(e.thread_id, held[-1].seq if held else 0) or 0
+                if e.seq != head + 1:
+                    raise PositionMovedError(
+                        f"thread {e.thread_id!r} is at seq {head}, not {(e.seq or 1) - 1}"
+                    )
+                heads[e.thread_id] = e.seq
+            for e in events:
+                if e.kind == "thread_deleted":
+                    self._by_thread[e.thread_id] = []
+                self._by_thread.setdefault(e.thread_id, []).append(e)
+                self.events.append(e)
+
+    def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
+        """Events with ``seq > after``."""
+        with self._lock:
+            return [e for e in self._by_thread.get(thread_id, []) if (e.seq or 0) > after][:limit]
+
+    def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
+        """Threads ``projection`` is behind on."""
+        with self._lock:
+            out = []
+            for t, evs in self._by_thread.items():
+                seq, err = self._cursors.get((projection, t), (0, None))
+                if evs and (evs[-1].seq or 0) > seq and err is None:
+                    out.append((t, evs[-1].seq or 0, seq))
+            return out[:limit]
+
+    def set_cursor(self, projection: str, thread_id: str, seq: int, error: str | None) -> None:
+        """Remember a projection's position."""
+        with self._lock:
+            self._cursors[(projection, thread_id)] = (seq, error)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+# v0.1 name, still used by tests written against it
+InMemorySink = InMemoryLedger

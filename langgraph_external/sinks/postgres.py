@@ -1,179 +1,280 @@
-"""The Postgres ledger sink: batched, pipelined inserts in one transaction per batch."""
+"""The Postgres ledger: the system of record.
+
+Sequenced events are stored with one rule: a thread's position advances only from the
+position the writer saw (``advance_thread`` in the v4 migration raises ``LX001``
+otherwise), in the same transaction as the events. So a thread's events have no gaps,
+two writers never interleave, and commit order is ``seq`` order. The statements run
+either inside the official saver's transaction (the checkpointer's outbox: the record
+commits with the checkpoint it describes) or in a transaction of their own.
+
+Projections (the workspace, exporters) read the record back with :meth:`read` and keep
+their cursor here (:meth:`lagging`, :meth:`set_cursor`).
+"""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from collections.abc import Collection, Sequence
+import threading
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
+import ormsgpack
 import psycopg
+from psycopg.types.json import Jsonb
 
 from langgraph_external import ledger
-from langgraph_external.errors import ChainConflictError
+from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.events import Event
 from langgraph_external.workspace import encode_thread_id
 
 logger = logging.getLogger("langgraph_external")
 
+Statement = tuple[Any, Any]
 
-class LedgerSink:
-    """Writes events, thread positions and the checkpoint index to the ledger schema.
+_CONNECT_OPTIONS = (
+    "-c timezone=UTC -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000"
+)
 
-    One dedicated connection, opened lazily and reopened after a failure. Each batch
-    is one transaction: events (``executemany`` in pipeline mode), thread positions and
-    checkpoint-index rows commit together or not at all.
+
+def _identity_text(s: str) -> str:
+    return s
+
+
+class PostgresLedger:
+    """Stores sequenced events in the ledger schema and serves them to projections.
 
     Args:
         dsn: libpq connection string.
         schema: ledger schema (validated).
+        connect_timeout: seconds to wait for a connection (every network call is bounded:
+            statements time out after 30 s, idle transactions after 60 s).
+
+    Example:
+        >>> PostgresLedger("postgresql:///nowhere").name
+        'ledger'
     """
 
-    def __init__(self, dsn: str, schema: str = ledger.DEFAULT_SCHEMA) -> None:
+    name = "ledger"
+
+    def __init__(
+        self, dsn: str, schema: str = ledger.DEFAULT_SCHEMA, *, connect_timeout: int = 10
+    ) -> None:
         self.dsn = dsn
         self.schema = ledger.validate_schema(schema)
-        digest = hashlib.sha256(f"{dsn}|{schema}".encode()).hexdigest()[:12]
-        self.name = f"ledger-{digest}"
-        self._conn: psycopg.Connection[Any] | None = None
+        self.connect_timeout = connect_timeout
+        # one connection per thread: the flusher and the projector work at the same time
+        self._local = threading.local()
+        self._all: list[psycopg.Connection[Any]] = []
+        self._all_lock = threading.Lock()
         self._sql = {
             key: ledger.q(text, self.schema)
             for key, text in {
+                "advance": ledger.ADVANCE_THREAD,
                 "event": ledger.INSERT_EVENT,
-                "thread": ledger.UPSERT_THREAD,
                 "checkpoint": ledger.UPSERT_CHECKPOINT,
                 "positions": ledger.SELECT_POSITIONS,
-                "hashes": ledger.SELECT_HASHES,
+                "after": ledger.SELECT_EVENTS_AFTER,
+                "lagging": ledger.SELECT_LAGGING,
+                "quarantined": ledger.SELECT_QUARANTINED,
+                "cursor": ledger.UPSERT_CURSOR,
+                "clear": ledger.CLEAR_QUARANTINE,
                 "del_cp": ledger.DELETE_CHECKPOINT_ROWS,
                 "mark_deleted": ledger.MARK_THREAD_DELETED,
                 "copy_cp": ledger.COPY_CHECKPOINT_ROWS,
-                "copy_events": ledger.COPY_EVENTS,
-                "copy_checkpoints": ledger.COPY_CHECKPOINTS,
-                "late": ledger.ADD_LATE_WRITER,
             }.items()
         }
         self._del_thread = [ledger.q(t, self.schema) for t in ledger.DELETE_THREAD_ROWS]
 
+    # -- connection ------------------------------------------------------------------------
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = ledger.connect(self.dsn, options="-c timezone=UTC")
-        return self._conn
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = ledger.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=self.connect_timeout,
+                options=_CONNECT_OPTIONS,
+            )
+            self._local.conn = conn
+            with self._all_lock:
+                self._all = [c for c in self._all if not c.closed]
+                self._all.append(conn)
+        return conn
 
-    def write(self, events: Sequence[Event]) -> None:
-        """Insert ``events``; replays of rows already stored are verified, not duplicated."""
-        conn = self._connection()
+    def _reset(self) -> None:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is not None and (conn.broken or conn.closed):
+            self._local.conn = None
+
+    def identity(self) -> str:
+        """A name for this ledger that equivalent DSNs share (server, database, schema).
+
+        Local state kept for a ledger (the write-ahead log) is keyed by it, so writing
+        the DSN differently never orphans it.
+        """
+        from langgraph_external._compat import IDENTITY_SQL
+
         try:
-            with conn.transaction():
-                self._write(conn, events)
-        except psycopg.Error:
-            if conn.broken:
-                self._conn = None
-            raise
+            row = self._connection().execute(IDENTITY_SQL).fetchone()
+        except psycopg.Error as exc:
+            self._reset()
+            raise translate(exc) from exc
+        assert row is not None
+        raw = f"{row[0]}|{row[1]}|{self.schema}"
+        return "ledger-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
 
-    def _write(self, conn: psycopg.Connection[Any], events: Sequence[Event]) -> None:
-        rows: list[tuple[Any, ...]] = []
-        threads: dict[str, tuple[Any, Any, int, str]] = {}
-        checkpoints: list[tuple[Any, ...]] = []
-        late: list[dict[str, Any]] = []
-        with conn.cursor() as cur:
-            for e in events:
-                if e.kind == "thread_deleted":
-                    self._flush_rows(cur, rows, threads, checkpoints)
-                    rows, threads, checkpoints = [], {}, []
-                    cur.execute(self._del_thread[0], (e.thread_id, e.seq))
-                    cur.execute(self._del_thread[1], (e.thread_id,))
-                    cur.execute(self._sql["mark_deleted"], (e.ts, e.thread_id))
-                elif e.kind in ("thread_pruned", "runs_deleted"):
-                    for ns, ids in (e.payload.get("removed") or {}).items():
-                        checkpoints_removed = list(ids)
-                        if checkpoints_removed:
-                            cur.execute(self._sql["del_cp"], (e.thread_id, ns, checkpoints_removed))
-                elif e.kind == "thread_copied":
-                    src = e.payload["source_thread_id"]
-                    cur.execute(
-                        self._sql["copy_cp"],
-                        {
-                            "src": src,
-                            "dst": e.thread_id,
-                            "src_dir": f"threads/{encode_thread_id(src)}/",
-                            "dst_dir": f"threads/{encode_thread_id(e.thread_id)}/",
-                        },
-                    )
-                rows.append(_event_row(e))
-                if e.kind == "writes" and e.payload.get("late_for"):
-                    late.append(
-                        {
-                            "task_id": e.task_id,
-                            "node": e.node,
-                            "thread_id": e.thread_id,
-                            "ns": e.checkpoint_ns,
-                            "child": e.payload["late_for"],
-                        }
-                    )
-                first = threads.get(e.thread_id)
-                threads[e.thread_id] = (first[0] if first else e.ts, e.ts, e.seq or 0, e.hash or "")
-                if e.kind == "checkpoint":
-                    checkpoints.append(_checkpoint_row(e))
-            self._flush_rows(cur, rows, threads, checkpoints)
-            if late:
-                cur.executemany(self._sql["late"], late)
+    # -- writing ---------------------------------------------------------------------------
+    def statements(self, events: Sequence[Event]) -> list[Statement]:
+        """The statements that store ``events`` (sequenced, grouped by thread in order).
 
-    def _flush_rows(
-        self,
-        cur: psycopg.Cursor[Any],
-        rows: list[tuple[Any, ...]],
-        threads: dict[str, tuple[Any, Any, int, str]],
-        checkpoints: list[tuple[Any, ...]],
-    ) -> None:
-        if not rows:
+        The first statement of each thread advances its position from
+        ``events[0].seq - 1``; it fails with ``LX001`` if another writer got there first.
+        """
+        out: list[Statement] = []
+        i = 0
+        while i < len(events):
+            tid = events[i].thread_id
+            j = i
+            while j < len(events) and events[j].thread_id == tid:
+                j += 1
+            group = events[i:j]
+            first, last = group[0], group[-1]
+            assert first.seq is not None and last.seq is not None
+            out.append((self._sql["advance"], (tid, first.seq - 1, last.seq, last.hash, last.ts)))
+            for e in group:
+                out.append((self._sql["event"], _event_row(e)))
+                out.extend(self._side_effects(e))
+            i = j
+        return out
+
+    def _side_effects(self, e: Event) -> Iterator[Statement]:
+        if e.kind == "checkpoint":
+            yield (self._sql["checkpoint"], _checkpoint_row(e))
+        elif e.kind == "thread_deleted":
+            yield (self._del_thread[0], (e.thread_id, e.seq))
+            yield (self._del_thread[1], (e.thread_id,))
+            yield (self._sql["mark_deleted"], (e.ts, e.thread_id))
+        elif e.kind in ("thread_pruned", "runs_deleted"):
+            for ns, ids in (e.payload.get("removed") or {}).items():
+                if ids:
+                    yield (self._sql["del_cp"], (e.thread_id, ns, list(ids)))
+        elif e.kind == "thread_copied":
+            src = e.payload["source_thread_id"]
+            yield (
+                self._sql["copy_cp"],
+                {
+                    "src": src,
+                    "dst": e.thread_id,
+                    "src_dir": f"threads/{encode_thread_id(src)}/",
+                    "dst_dir": f"threads/{encode_thread_id(e.thread_id)}/",
+                },
+            )
+
+    def execute_in(self, cur: Any, events: Sequence[Event]) -> None:
+        """Queue the statements on a cursor of someone else's transaction (the saver's)."""
+        for query, params in self.statements(events):
+            cur.execute(query, params)
+
+    async def aexecute_in(self, cur: Any, events: Sequence[Event]) -> None:
+        """Async twin of :meth:`execute_in`."""
+        for query, params in self.statements(events):
+            await cur.execute(query, params)
+
+    def append(self, events: Sequence[Event]) -> None:
+        """Store ``events`` in one transaction of the ledger's own connection.
+
+        Raises:
+            PositionMovedError: a thread's position moved since ``events`` were sequenced.
+            LedgerUnavailableError: the server cannot be reached.
+        """
+        if not events:
             return
-        if not self._copy(cur, "copy_events", rows):
-            # a replay of rows already stored: insert what is missing, verify the rest
-            cur.executemany(self._sql["event"], rows, returning=False)
-            if cur.rowcount != len(rows):
-                self._verify_existing(cur, rows)
-        cur.executemany(
-            self._sql["thread"],
-            [(tid, a, b, seq, h) for tid, (a, b, seq, h) in threads.items()],
-        )
-        if checkpoints and not self._copy(cur, "copy_checkpoints", checkpoints):
-            cur.executemany(self._sql["checkpoint"], checkpoints)
-
-    def _copy(self, cur: psycopg.Cursor[Any], which: str, rows: list[tuple[Any, ...]]) -> bool:
-        """COPY ``rows`` (the fast path); ``False`` if some already exist (nothing copied)."""
-        try:
-            with cur.connection.transaction(), cur.copy(self._sql[which]) as copy:
-                for row in rows:
-                    copy.write_row(row)
-        except psycopg.errors.UniqueViolation:
-            return False
-        return True
-
-    def _verify_existing(self, cur: psycopg.Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
-        by_thread: dict[str, dict[int, str]] = {}
-        for r in rows:
-            by_thread.setdefault(r[0], {})[r[1]] = r[-1]
-        for tid, wanted in by_thread.items():
-            cur.execute(self._sql["hashes"], (tid, list(wanted)))
-            for _, seq, stored in cur.fetchall():
-                if wanted.get(seq) not in (None, stored):
-                    raise ChainConflictError(
-                        f"thread {tid!r} seq {seq}: the ledger holds a different event "
-                        "(another writer recorded this thread concurrently)"
-                    )
-
-    def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        """Last ``(seq, hash)`` per thread from the ``threads`` table."""
         conn = self._connection()
-        with conn.transaction():
-            rows = conn.execute(self._sql["positions"], (list(thread_ids),)).fetchall()
-        return {r[0]: (int(r[1]), r[2]) for r in rows}
+        try:
+            with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                self.execute_in(cur, events)
+        except psycopg.Error as exc:
+            self._reset()
+            raise translate(exc) from exc
+
+    # -- reading ---------------------------------------------------------------------------
+    def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
+        """Last ``(seq, hash)`` per thread that has events."""
+        if not thread_ids:
+            return {}
+        try:
+            rows = self._connection().execute(self._sql["positions"], (list(thread_ids),))
+            return {r[0]: (int(r[1]), r[2]) for r in rows.fetchall()}
+        except psycopg.Error as exc:
+            self._reset()
+            raise translate(exc) from exc
+
+    def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
+        """Events of ``thread_id`` with ``seq > after``, in order, with their detail."""
+        try:
+            rows = self._connection().execute(self._sql["after"], (thread_id, after, limit))
+            return [_row_to_event(r) for r in rows.fetchall()]
+        except psycopg.Error as exc:
+            self._reset()
+            raise translate(exc) from exc
+
+    def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
+        """``(thread_id, ledger seq, projected seq)`` of threads a projection is behind on."""
+        try:
+            rows = self._connection().execute(self._sql["lagging"], (projection, limit))
+            return [(r[0], int(r[1]), int(r[2])) for r in rows.fetchall()]
+        except psycopg.Error as exc:
+            self._reset()
+            raise translate(exc) from exc
+
+    def set_cursor(self, projection: str, thread_id: str, seq: int, error: str | None) -> None:
+        """Record how far ``projection`` got on ``thread_id`` (``error``: quarantined)."""
+        try:
+            self._connection().execute(self._sql["cursor"], (projection, thread_id, seq, error))
+        except psycopg.Error as exc:
+            self._reset()
+            raise translate(exc) from exc
+
+    def quarantined(self, projection: str) -> list[dict[str, Any]]:
+        """Threads a projection set aside because one of their events could not be applied."""
+        rows = self._connection().execute(self._sql["quarantined"], (projection,)).fetchall()
+        return [{"thread_id": r[0], "seq": r[1], "error": r[2], "at": r[3]} for r in rows]
+
+    def clear_quarantine(self, projection: str) -> None:
+        """Let a projection try its quarantined threads again (``lgx repair``)."""
+        self._connection().execute(self._sql["clear"], (projection,))
 
     def close(self) -> None:
-        """Close the connection."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Close every connection this ledger opened."""
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+
+
+def translate(exc: psycopg.Error) -> Exception:
+    """A typed error for the failures callers act on; other errors unchanged."""
+    if getattr(exc, "sqlstate", None) == ledger.POSITION_MOVED:
+        return PositionMovedError(str(exc).strip())
+    if isinstance(exc, psycopg.OperationalError):
+        return LedgerUnavailableError(f"the ledger database is unavailable: {exc}")
+    return exc
+
+
+def pack_detail(e: Event) -> bytes | None:
+    """What a projection needs beyond the envelope: exact bytes, skeletons, artifacts."""
+    if not e.detail and not e.attachments:
+        return None
+    return ormsgpack.packb({"detail": e.detail or {}, "files": dict(e.attachments)})
+
+
+def unpack_detail(data: bytes | None) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+    """Inverse of :func:`pack_detail`."""
+    if not data:
+        return None, {}
+    obj = ormsgpack.unpackb(bytes(data))
+    return (obj.get("detail") or None), dict(obj.get("files") or {})
 
 
 def _event_row(e: Event) -> tuple[Any, ...]:
@@ -195,17 +296,19 @@ def _event_row(e: Event) -> tuple[Any, ...]:
         e.step,
         e.task_id,
         e.duration_ms,
-        json.dumps(e.payload, ensure_ascii=False, default=str),
+        Jsonb(e.payload_json(), dumps=_identity_text),
         e.raw,
         e.artifact,
         e.redactions,
         e.prev,
         e.hash,
+        pack_detail(e),
     )
 
 
 def _checkpoint_row(e: Event) -> tuple[Any, ...]:
     p = e.payload
+    writers = p.get("writers") or []
     return (
         e.thread_id,
         e.checkpoint_ns,
@@ -214,11 +317,20 @@ def _checkpoint_row(e: Event) -> tuple[Any, ...]:
         e.step,
         p.get("source"),
         e.run_id,
-        [w.get("task_id") for w in p.get("writers", [])],
-        sorted({w["node"] for w in p.get("writers", []) if w.get("node")}),
+        [w.get("task_id") for w in writers if w.get("task_id")],
+        sorted({w["node"] for w in writers if w.get("node")}),
         sorted(p.get("channels", {})),
         e.ts,
         int(p.get("size", 0)),
         p.get("path"),
         e.seq,
     )
+
+
+def _row_to_event(row: Sequence[Any]) -> Event:
+    env = ledger.row_to_envelope(row[:-1])
+    detail, files = unpack_detail(row[-1])
+    return Event.from_envelope(env).replace(detail=detail, attachments=files)
+
+
+__all__ = ["PostgresLedger", "pack_detail", "translate", "unpack_detail"]

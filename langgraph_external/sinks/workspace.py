@@ -1,4 +1,9 @@
-"""The workspace sink: mirrors sequenced events into the file workspace.
+"""The workspace projection: the ledger mirrored into the file workspace.
+
+It tails the ledger (the pipeline feeds it each thread's events after its position) and
+is idempotent: every line it appends carries the ``seq`` of its event, a torn last line
+(a crash mid-append) is cut before the next append, and a line whose ``seq`` a file
+already holds is not written again. A deleted workspace is rebuilt from the ledger.
 
 Per batch and thread it appends the envelopes to ``events.jsonl`` in one write, appends
 one line per checkpoint and per pending write to the namespace's checkpoint log
@@ -16,7 +21,7 @@ import hashlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,7 +29,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import ALGORITHM, WorkspaceCipher
-from langgraph_external.events import SCHEMA_VERSION, Event
+from langgraph_external.events import SCHEMA_VERSION, Event, canonical_line
 from langgraph_external.processors import Redactor
 from langgraph_external.render import to_readable
 from langgraph_external.workspace import Workspace, encode_thread_id
@@ -35,7 +40,7 @@ _CACHE = 4096
 _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
 
 
-class WorkspaceSink:
+class WorkspaceProjection:
     """Writes events and checkpoint mirrors under a :class:`Workspace`.
 
     Args:
@@ -62,30 +67,33 @@ class WorkspaceSink:
         digest = hashlib.sha256(workspace.location.encode()).hexdigest()[:12]
         self.name = f"workspace-{digest}"
         self._last_seq: OrderedDict[str, int] = OrderedDict()  # thread -> last seq written
+        self._file_seq: OrderedDict[str, int] = OrderedDict()  # log path -> last seq held
         # (thread, ns, checkpoint_id) -> full channel map {ch: {version, type, sha256, ...}}
         self._channel_maps: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self._readable: OrderedDict[str, Any] = OrderedDict()  # sha -> readable value
         self._bytes: OrderedDict[str, bytes] = OrderedDict()  # sha -> bytes (this batch+)
         self._described: set[str] = set()  # threads whose thread.json exists
 
-    # -- Sink --------------------------------------------------------------------------
+    # -- Projection ----------------------------------------------------------------------
+    def position(self, thread_id: str) -> int:
+        """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first)."""
+        if thread_id in self._last_seq:
+            return self._last_seq[thread_id]
+        seq = self.ws.repair_tail(f"{self.ws.thread_dir(thread_id)}/events.jsonl")
+        self._remember_seq(thread_id, seq)
+        return seq
+
+    def apply(self, thread_id: str, events: Sequence[Event]) -> None:
+        """Mirror ``events`` of one thread; events it already holds are skipped."""
+        self._write_thread(thread_id, list(events))
+
     def write(self, events: Sequence[Event]) -> None:
-        """Mirror ``events``; rewriting an already-written batch is harmless."""
+        """Mirror events of any threads (grouped per thread, in order)."""
         by_thread: dict[str, list[Event]] = {}
         for e in events:
             by_thread.setdefault(e.thread_id, []).append(e)
         for tid, evs in by_thread.items():
             self._write_thread(tid, evs)
-
-    def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        """Last ``(seq, hash)`` per thread from the tail of each ``events.jsonl``."""
-        out: dict[str, tuple[int, str]] = {}
-        for tid in thread_ids:
-            last = self.ws.last_event(tid)
-            if last and last.get("seq") is not None and last.get("hash"):
-                out[tid] = (int(last["seq"]), str(last["hash"]))
-            self._remember_seq(tid, out[tid][0] if tid in out else 0)
-        return out
 
     def _remember_seq(self, tid: str, seq: int) -> None:
         self._last_seq[tid] = seq
@@ -93,19 +101,34 @@ class WorkspaceSink:
         while len(self._last_seq) > _CACHE:
             self._last_seq.popitem(last=False)
 
+    def _append(self, path: str, lines: list[tuple[int, str]]) -> None:
+        """Append ``(seq, line)`` pairs whose seq the file does not hold yet."""
+        held = self._file_seq.get(path)
+        if held is None:
+            held = self.ws.repair_tail(path)
+        fresh = [line for seq, line in lines if seq > held]
+        if fresh:
+            self.ws.append_lines(path, fresh)
+            held = max(seq for seq, _ in lines)
+        self._file_seq[path] = held
+        self._file_seq.move_to_end(path)
+        while len(self._file_seq) > _CACHE:
+            self._file_seq.popitem(last=False)
+
     def close(self) -> None:
         """Nothing to release."""
 
     # -- per thread --------------------------------------------------------------------
     def _write_thread(self, tid: str, events: list[Event]) -> None:
         ws = self.ws
+        last = self.position(tid)
         for i, e in enumerate(events):
-            if e.kind == "thread_deleted":
+            if e.kind == "thread_deleted" and (e.seq or 0) > last:
                 ws.remove_thread(tid)
                 self._forget(tid)
-                self._last_seq[tid] = (e.seq or 1) - 1
+                last = (e.seq or 1) - 1
+                self._last_seq[tid] = last
                 events = events[i:]
-        last = self._known_last_seq(tid)
         fresh = [e for e in events if (e.seq or 0) > last]
         if not fresh:
             return
@@ -124,27 +147,18 @@ class WorkspaceSink:
                 if self.cipher is not None and rel.startswith("checkpoints/blobs/"):
                     data = self.cipher.encrypt(data, name.encode())
                 ws.write_if_absent(f"{tdir}/{rel}", data)
-        logs: dict[str, list[dict[str, Any]]] = {}  # ns -> lines for its checkpoint log
+        logs: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # ns -> (seq, line)
         latest_root: Event | None = None
         for e in fresh:
             if e.kind == "checkpoint" and e.checkpoint_id is not None:
-                logs.setdefault(e.checkpoint_ns, []).append(self._checkpoint_doc(tid, e))
+                logs.setdefault(e.checkpoint_ns, []).append(
+                    (e.seq or 0, self._checkpoint_doc(tid, e))
+                )
                 if e.checkpoint_ns == "":
                     latest_root = e
             elif e.kind == "writes" and e.checkpoint_id is not None:
                 lines = logs.setdefault(e.checkpoint_ns, [])
-                lines.extend(self._writes_lines(tid, e))
-                if e.payload.get("late_for"):
-                    lines.append(
-                        {
-                            "record": "writer",
-                            "checkpoint_id": e.payload["late_for"],
-                            "task_id": e.task_id,
-                            "task_path": e.payload.get("task_path"),
-                            "node": e.node,
-                            "seq": e.seq,
-                        }
-                    )
+                lines.extend((e.seq or 0, x) for x in self._writes_lines(tid, e))
             elif e.kind in ("thread_pruned", "runs_deleted"):
                 self._flush_logs(tid, logs)
                 self._remove_checkpoints(tid, e)
@@ -152,31 +166,25 @@ class WorkspaceSink:
                 self._flush_logs(tid, logs)
                 self._copy_checkpoints(e.payload["source_thread_id"], tid)
         self._flush_logs(tid, logs)
-        ws.append_lines(
-            f"{tdir}/events.jsonl",
-            (e.line or json.dumps(e.envelope(), ensure_ascii=False, default=str) for e in fresh),
+        self._append(
+            f"{tdir}/events.jsonl", [(e.seq or 0, e.line or canonical_line(e)) for e in fresh]
         )
         self._remember_seq(tid, fresh[-1].seq or last)
         if latest_root is not None:
             self._write_state(tid, latest_root)
 
-    def _flush_logs(self, tid: str, logs: dict[str, list[dict[str, Any]]]) -> None:
+    def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
         for ns, lines in logs.items():
             if lines:
-                self.ws.append_lines(
-                    self.ws.checkpoint_log_path(tid, ns), (_dumps_line(x) for x in lines)
+                self._append(
+                    self.ws.checkpoint_log_path(tid, ns),
+                    [(seq, _dumps_line(x)) for seq, x in lines],
                 )
         logs.clear()
 
-    def _known_last_seq(self, tid: str) -> int:
-        if tid in self._last_seq:
-            return self._last_seq[tid]
-        last = self.ws.last_event(tid)
-        return int(last.get("seq") or 0) if last else 0
-
     def _write_thread_json(self, tid: str, first: Event, *, known_new: bool) -> None:
         path = f"{self.ws.thread_dir(tid)}/thread.json"
-        if not known_new and self.ws.exists(path):
+        if self.ws.exists(path):
             return
         self.ws.write_json(
             path,
@@ -391,8 +399,15 @@ class WorkspaceSink:
             del self._channel_maps[key]
         self._last_seq.pop(tid, None)
         self._described.discard(tid)
+        prefix = self.ws.thread_dir(tid) + "/"
+        for path in [p for p in self._file_seq if p.startswith(prefix)]:
+            del self._file_seq[path]
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:
     # compact on purpose: json's C encoder only runs without indent
     return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+# v0.1 name
+WorkspaceSink = WorkspaceProjection

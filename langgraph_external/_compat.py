@@ -1,0 +1,186 @@
+"""Every use of an upstream internal, in one place.
+
+LangGraph, its official Postgres saver and Mem0 expose no public hook for what the record
+needs: running the ledger's statements inside the saver's own transaction, reading the
+Send packets a checkpoint carries, or swapping the saver's per-instance lock. Each such
+use lives here, with the version it was checked against; ``tests/test_compat.py`` fails
+loudly when one of them moves, so an upgrade is one file to read.
+
+Checked against (``CHECKED_AGAINST``): langgraph 1.2.24, langgraph-checkpoint 4.3.2,
+langgraph-checkpoint-postgres 3.2.0.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+CHECKED_AGAINST = {
+    "langgraph": "1.2.24",
+    "langgraph-checkpoint": "4.3.2",
+    "langgraph-checkpoint-postgres": "3.2.0",
+}
+
+# -- LangGraph's reserved channel and task-path names (langgraph._internal._constants) ----
+try:  # the names are stable strings; importing them proves they still exist
+    from langgraph._internal._constants import PULL, PUSH, TASKS
+except ImportError:  # pragma: no cover - moved upstream: the values are still known
+    TASKS, PULL, PUSH = "__pregel_tasks", "__pregel_pull", "__pregel_push"
+
+TASK_PATH_PULL = "~" + PULL
+"""First element of a task path for a node triggered by its channels."""
+TASK_PATH_PUSH = "~" + PUSH
+"""First element of a task path for a ``Send`` (push) task; the second is its index."""
+
+
+def send_targets(channel_values: dict[str, Any]) -> list[str | None]:
+    """Target node of each ``Send`` packet a checkpoint carries, by push index.
+
+    LangGraph keeps the Sends a step issued in the ``__pregel_tasks`` channel of the
+    checkpoint that step produced; the next step runs them as push tasks.
+
+    Example:
+        >>> from langgraph.types import Send
+        >>> send_targets({TASKS: [Send("a", 1), Send("b", 2)]})
+        ['a', 'b']
+    """
+    packets = channel_values.get(TASKS) or ()
+    return [getattr(p, "node", None) for p in packets]
+
+
+# -- the official Postgres saver -------------------------------------------------------
+def is_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``saver`` stores in the official Postgres tables (sync or async saver)."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:  # pragma: no cover - the package is a dependency
+        return False
+    return isinstance(saver, (PostgresSaver, AsyncPostgresSaver))
+
+
+def is_async_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``saver`` is the official async Postgres saver."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    return isinstance(saver, AsyncPostgresSaver)
+
+
+def replace_lock(saver: BaseCheckpointSaver[Any], lock: Any) -> None:
+    """Swap the official saver's per-instance lock (it serializes a whole pool)."""
+    saver.lock = lock  # type: ignore[attr-defined]
+
+
+class Outbox:
+    """Statements to run inside the next transactional cursor the saver opens.
+
+    The checkpointer sets one around ``inner.put``; the saver's ``_cursor(pipeline=True)``
+    runs its own statements, then ours, before the pipeline's Sync (or the transaction's
+    commit): both commit together or not at all.
+    """
+
+    __slots__ = ("arun", "ran", "run")
+
+    def __init__(
+        self,
+        run: Callable[[Any], None],
+        arun: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        self.run = run
+        self.arun = arun
+        self.ran = False
+
+
+OUTBOX: contextvars.ContextVar[Outbox | None] = contextvars.ContextVar("lgx_outbox", default=None)
+
+ABORT_SQL = (
+    "do $$ begin raise exception using errcode = 'LX002', message = "
+    "'langgraph-external could not record this write; nothing was stored'; end $$"
+)
+"""Fails the saver's implicit transaction when building the record failed in Python."""
+
+
+def install_outbox(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Make the official saver run the current :data:`OUTBOX` inside its transactions.
+
+    Wraps the instance's ``_cursor`` (checked: ``put`` opens ``_cursor(pipeline=True)``
+    and runs its statements there; on an autocommit connection everything before the
+    pipeline's Sync is one implicit transaction). Returns ``False`` for other savers.
+    """
+    if not is_postgres_saver(saver):
+        return False
+    if getattr(saver, "_lgx_outbox", False):
+        return True
+    original = saver._cursor  # type: ignore[attr-defined]
+    if is_async_postgres_saver(saver):
+
+        @asynccontextmanager
+        async def acursor(*, pipeline: bool = False) -> AsyncIterator[Any]:
+            async with original(pipeline=pipeline) as cur:
+                yield cur
+                box = OUTBOX.get()
+                if pipeline and box is not None and not box.ran:
+                    box.ran = True
+                    try:
+                        await box.arun(cur)
+                    except BaseException:
+                        await cur.execute(ABORT_SQL)
+                        raise
+
+        saver._cursor = acursor  # type: ignore[attr-defined]
+    else:
+
+        @contextmanager
+        def cursor(*, pipeline: bool = False) -> Iterator[Any]:
+            with original(pipeline=pipeline) as cur:
+                yield cur
+                box = OUTBOX.get()
+                if pipeline and box is not None and not box.ran:
+                    box.ran = True
+                    try:
+                        box.run(cur)
+                    except BaseException:
+                        cur.execute(ABORT_SQL)
+                        raise
+
+        saver._cursor = cursor  # type: ignore[attr-defined]
+    saver._lgx_outbox = True  # type: ignore[attr-defined]
+    return True
+
+
+def saver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str, str] | None:
+    """``(system identifier, database)`` the sync official saver writes to, else ``None``."""
+    if not is_postgres_saver(saver) or is_async_postgres_saver(saver):
+        return None
+    from langgraph.checkpoint.postgres import _internal
+
+    # under the saver's lock: a saver on one connection serializes every use of it
+    with saver.lock, _internal.get_connection(saver.conn) as conn:  # type: ignore[attr-defined]
+        return _identity(conn.execute(IDENTITY_SQL).fetchone())
+
+
+async def asaver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str, str] | None:
+    """Async twin of :func:`saver_database_identity` for the official async saver."""
+    if not is_async_postgres_saver(saver):
+        return None
+    from langgraph.checkpoint.postgres import _ainternal
+
+    async with saver.lock, _ainternal.get_connection(saver.conn) as conn:  # type: ignore[attr-defined]
+        cur = await conn.execute(IDENTITY_SQL)
+        return _identity(await cur.fetchone())
+
+
+IDENTITY_SQL = (
+    "select (select system_identifier::text from pg_control_system()) as sysid, "
+    "current_database() as db"
+)
+
+
+def _identity(row: Any) -> tuple[str, str]:
+    if isinstance(row, dict):
+        return (str(row["sysid"]), str(row["db"]))
+    return (str(row[0]), str(row[1]))
