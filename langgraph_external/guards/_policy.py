@@ -533,8 +533,9 @@ def _check_size(size: int, limits: PolicyLimits, source: str | None, what: str) 
 
 
 def _parse_yaml(text: str, source: str | None, limits: PolicyLimits) -> Any:
-    loader = _PolicyLoader(text, limits)
+    loader: _PolicyLoader | None = None
     try:
+        loader = _PolicyLoader(text, limits)  # the reader refuses control characters here
         data = loader.get_single_data()
     except _LimitExceeded as exc:
         raise PolicyLimitError([(_where(exc.mark), exc.message)], source=source) from None
@@ -547,7 +548,8 @@ def _parse_yaml(text: str, source: str | None, limits: PolicyLimits) -> Any:
         # a scalar that matched a YAML type but cannot be built (``2024-13-45``)
         raise PolicyError(f"invalid value: {_one_line(exc)}", source=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     _check_top_level(data, source)
     return data
 
