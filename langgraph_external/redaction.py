@@ -10,9 +10,10 @@ low-entropy value such as a card number or a password can be brute-forced).
 Levels:
 
 * ``"off"``: nothing built in runs (user ``callables`` and ``extra_patterns`` still do).
-* ``"standard"`` (default): API keys and tokens (OpenAI, Anthropic, AWS, GitHub, Slack,
-  Google, Stripe), ``Bearer``/``Basic`` credentials, private-key PEM blocks, JWTs,
-  passwords in URLs, payment card numbers (Luhn- and brand-checked), labelled secrets in
+* ``"standard"`` (default): API keys and tokens (OpenAI, Anthropic, AWS, GitHub, GitLab,
+  Slack, Google, Stripe, Hugging Face, npm, SendGrid, PyPI), ``Bearer``/``Basic``
+  credentials, private-key PEM blocks, JWTs, passwords in URLs (``redis://:PASSWORD@host``
+  too), payment card numbers (Luhn- and brand-checked), labelled secrets in
   text (``password=...``, ``"api_key": "..."``, ``Authorization: ...``) and the values of
   sensitive keys in dicts (``password``, ``api_key``, ``accessToken``, ``Set-Cookie``...).
 * ``"strict"``: standard plus emails, phone numbers, IPv4 addresses and runs of nine or
