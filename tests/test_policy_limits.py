@@ -127,7 +127,7 @@ def test_a_100_mb_file_is_refused_before_it_is_read(
     err = refused(f)
     assert type(err) is PolicyLimitError
     assert str(err) == (
-        f"invalid policy {f}: the file is {size} bytes, more than the limit of 262144 "
+        f"invalid policy {f}: the file is {size} bytes, more than the limit of 262144 bytes "
         "(PolicyLimits.max_bytes)"
     )
 
@@ -234,6 +234,13 @@ def test_every_bad_shape_is_a_policy_error(
 ) -> None:
     err = refused(write(tmp_path, text, name))
     assert problem in str(err)
+
+
+@pytest.mark.parametrize("name", ["p.yaml", "p.json"])
+def test_a_byte_order_mark_is_accepted(tmp_path: Path, name: str) -> None:
+    text = json.dumps({"states": ["a"], "transitions": {"START": ["a"]}})
+    f = write(tmp_path, "\ufeff" + text, name)
+    assert TransitionPolicy.from_file(f).states == ["__start__", "a", "__end__"]
 
 
 def test_a_directory_is_a_policy_error(tmp_path: Path) -> None:
