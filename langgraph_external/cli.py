@@ -754,16 +754,43 @@ policy_app = typer.Typer(
 app.add_typer(policy_app, name="policy")
 
 
-def _load_policy_and_graph(policy_file: Path, graph_ref: str | None) -> tuple[Any, Any]:
-    """The policy, and the graph named ``module:attr`` (a builder or compiled graph)."""
+_MaxBytes = Annotated[
+    int | None,
+    typer.Option(
+        "--max-bytes",
+        envvar="LGX_POLICY_MAX_BYTES",
+        min=1,
+        show_default=False,
+        help="Largest policy file accepted, in bytes (default 262144, 256 KiB); "
+        "a larger one is refused unread.",
+    ),
+]
+
+
+def _load_policy_and_graph(
+    policy_file: Path, graph_ref: str | None, max_bytes: int | None = None
+) -> tuple[Any, Any]:
+    """The policy, and the graph named ``module:attr`` (a builder or compiled graph).
+
+    Any bad policy file is a :class:`PolicyError` (exit 1, one message, no traceback);
+    a graph that cannot be loaded exits 2.
+    """
+    import dataclasses
     import importlib
 
-    from langgraph_external.guards import PolicyError, TransitionPolicy
+    from langgraph_external.guards import DEFAULT_LIMITS, PolicyError, TransitionPolicy
 
+    limits = DEFAULT_LIMITS
+    if max_bytes is not None:
+        limits = dataclasses.replace(limits, max_bytes=max_bytes)
     try:
-        policy = TransitionPolicy.from_file(policy_file)
+        policy = TransitionPolicy.from_file(policy_file, limits=limits)
     except PolicyError as exc:
         raise CliError(str(exc), EXIT_PROBLEM) from exc
+    except Exception as exc:  # a loader bug must still not print a traceback
+        raise CliError(
+            f"cannot load the policy {policy_file}: {type(exc).__name__}: {_one_line(exc)[:200]}"
+        ) from exc
     if graph_ref is None:
         return policy, None
     module_name, _, attr = graph_ref.partition(":")
@@ -775,10 +802,12 @@ def _load_policy_and_graph(policy_file: Path, graph_ref: str | None) -> tuple[An
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise CliError(f"cannot load the graph {graph_ref!r}: {_one_line(exc)}") from exc
-    if callable(obj) and not hasattr(obj, "get_graph") and not hasattr(obj, "branches"):
-        obj = obj()  # a factory such as build_graph()
+        if callable(obj) and not hasattr(obj, "get_graph") and not hasattr(obj, "branches"):
+            obj = obj()  # a factory such as build_graph()
+    except Exception as exc:  # the user's module may raise anything on import
+        raise CliError(
+            f"cannot load the graph {graph_ref!r}: {type(exc).__name__}: {_one_line(exc)}"
+        ) from exc
     return policy, obj
 
 
@@ -798,10 +827,11 @@ def policy_check(
         False
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    max_bytes: _MaxBytes = None,
 ) -> None:
     """Validate a policy file and compare it with a graph; exit 1 when the check fails."""
     with _command(ctx):
-        policy, obj = _load_policy_and_graph(policy_file, graph)
+        policy, obj = _load_policy_and_graph(policy_file, graph, max_bytes)
         if obj is None:
             if as_json:
                 typer.echo(json.dumps({"policy": policy.name, "policy_hash": policy.hash}))
@@ -828,10 +858,11 @@ def policy_mermaid(
         str | None,
         typer.Option("--graph", help="Overlay this graph (module:attribute)."),
     ] = None,
+    max_bytes: _MaxBytes = None,
 ) -> None:
     """Print a Mermaid flowchart of the policy (vs the graph when --graph is given)."""
     with _command(ctx):
-        policy, obj = _load_policy_and_graph(policy_file, graph)
+        policy, obj = _load_policy_and_graph(policy_file, graph, max_bytes)
         typer.echo(policy.mermaid(obj))
 
 

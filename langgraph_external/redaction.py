@@ -10,9 +10,10 @@ low-entropy value such as a card number or a password can be brute-forced).
 Levels:
 
 * ``"off"``: nothing built in runs (user ``callables`` and ``extra_patterns`` still do).
-* ``"standard"`` (default): API keys and tokens (OpenAI, Anthropic, AWS, GitHub, Slack,
-  Google, Stripe), ``Bearer``/``Basic`` credentials, private-key PEM blocks, JWTs,
-  passwords in URLs, payment card numbers (Luhn- and brand-checked), labelled secrets in
+* ``"standard"`` (default): API keys and tokens (OpenAI, Anthropic, AWS, GitHub, GitLab,
+  Slack, Google, Stripe, Hugging Face, npm, SendGrid, PyPI), ``Bearer``/``Basic``
+  credentials, private-key PEM blocks, JWTs, passwords in URLs (``redis://:PASSWORD@host``
+  too), payment card numbers (Luhn- and brand-checked), labelled secrets in
   text (``password=...``, ``"api_key": "..."``, ``Authorization: ...``) and the values of
   sensitive keys in dicts (``password``, ``api_key``, ``accessToken``, ``Set-Cookie``...).
 * ``"strict"``: standard plus emails, phone numbers, IPv4 addresses and runs of nine or
@@ -59,6 +60,7 @@ TextRedactor = Callable[[str], tuple[str, int]]
 """A user detector: ``(text) -> (redacted_text, number_of_redactions)``."""
 
 MARKER_PREFIX = "[REDACTED"
+_MARKER = re.compile(r"\[REDACTED(?::[^\]]*)?\]")
 
 DEFAULT_SENSITIVE_KEYS: frozenset[str] = frozenset(
     {
@@ -81,6 +83,8 @@ DEFAULT_SENSITIVE_KEYS: frozenset[str] = frozenset(
         "cookies",
         "credential",
         "credentials",
+        "access_key",
+        "account_key",
     }
 )
 """Key names whose values are replaced whole (see :meth:`Redactor.is_sensitive_key`).
@@ -188,6 +192,12 @@ def _label_value(m: re.Match[str]) -> bool:
     return len(unquoted) >= 3
 
 
+def _mixed_case(m: re.Match[str]) -> bool:
+    # a Hugging Face token mixes cases; ``hf_`` + one long lower-case word is a name
+    tail = m.group(0)[3:]
+    return not (tail.islower() or tail.isupper())
+
+
 def _phone(m: re.Match[str]) -> bool:
     n = sum(c.isdigit() for c in m.group(0))
     return 8 <= n <= 15
@@ -272,6 +282,16 @@ _PROVIDERS = (
     ),
     _Detector("google_api_key", _word("AIza", r"[0-9A-Za-z_\-]{35}"), ("za",)),
     _Detector(
+        "huggingface_token",
+        _word("hf_", r"[A-Za-z]{34}(?![A-Za-z0-9_])"),
+        ("hf",),
+        check=_mixed_case,
+    ),
+    _Detector("gitlab_token", _word("glpat-", r"[A-Za-z0-9_\-]{20,}"), ("gl",)),
+    _Detector("npm_token", _word("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("np",)),
+    _Detector("sendgrid_key", _word("SG.", r"[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"), ("SG",)),
+    _Detector("pypi_token", _word("pypi-AgE", r"[A-Za-z0-9_\-]{50,}"), ("py",)),
+    _Detector(
         "jwt",
         _word("eyJ", rf"{_B64URL}{{8,}}\.{_B64URL}{{2,}}\.{_B64URL}*(?:\.{_B64URL}+){{0,2}}"),
         ("yJ",),
@@ -292,7 +312,9 @@ _PROVIDERS = (
     ),
     _Detector(
         "password",
-        re.compile(r"://[^\s:/@\"'<>]+:([^\s/@\"'<>]+)@", _A),
+        # ``redis://:PASSWORD@host`` has an empty user; an unencoded "@" in a password
+        # ends at the last "@" before the path, as URL parsers read it
+        re.compile(r"://[^\s:/@\"'<>]*:([^\s/\"'<>]+)@", _A),
         (":/",),
         group=1,
     ),
@@ -345,6 +367,7 @@ _STRICT = (
 # stops seldom. A branch that starts with a character class would disable that scan.
 _TRIGGERS_STANDARD = (
     r"k-|k_live_|k_test_|whsec_|KIA|SIA|gh[pousr]_|github_pat_|xox|za|yJ|"
+    r"hf_|glpat-|npm_|SG\.|pypi-AgE|"
     r"Bearer|bearer|BEARER|Basic|basic|BASIC|PRIVATE|://|"
     # a card's first 8 digits, not inside a longer number, a word or a UUID
     + "|".join(rf"{d}(?<!{_NOT_BEFORE_CARD}{d})\d{{3}}[ \-]?\d{{4}}" for d in "23456")
@@ -537,7 +560,7 @@ class Redactor:
         d = depth + 1
         for i, (k, v) in enumerate(value.items()):
             nk, kc = self.text(k) if type(k) is str else (k, 0)
-            kind = self.is_sensitive_key(k) if type(k) is str else None
+            kind = self._key_kind(nk) if type(k) is str else None
             if kind is not None and _worth_hiding(v):
                 nv: Any = f"{MARKER_PREFIX}:{kind}]"
                 vc = 1
@@ -700,6 +723,16 @@ class Redactor:
             cache.clear()
         cache[key] = found
         return found
+
+    def _key_kind(self, redacted_key: str) -> str | None:
+        """Sensitivity of a key, judged on its redacted text without the markers.
+
+        A second pass then sees the same words as the first (redaction is idempotent),
+        and a marker's kind (``[REDACTED:github_token]``) never makes a key sensitive.
+        """
+        if MARKER_PREFIX in redacted_key:
+            redacted_key = _MARKER.sub(" ", redacted_key)
+        return self.is_sensitive_key(redacted_key)
 
     def _label_kind(self, key: str) -> str:
         return self.is_sensitive_key(key) or "secret"

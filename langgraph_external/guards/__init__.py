@@ -31,24 +31,29 @@ Example:
 """
 
 from langgraph_external.guards._check import CheckReport, Issue, Topology, check
-from langgraph_external.guards._errors import PolicyError, TransitionViolation
+from langgraph_external.guards._errors import PolicyError, PolicyLimitError, TransitionViolation
 from langgraph_external.guards._guard import guard, guarded
 from langgraph_external.guards._mermaid import mermaid
 from langgraph_external.guards._policy import (
+    DEFAULT_LIMITS,
     TIERS,
     NodeRule,
     OnViolation,
+    PolicyLimits,
     Tier,
     TransitionPolicy,
 )
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "TIERS",
     "CheckReport",
     "Issue",
     "NodeRule",
     "OnViolation",
     "PolicyError",
+    "PolicyLimitError",
+    "PolicyLimits",
     "Tier",
     "Topology",
     "TransitionPolicy",

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from langgraph_external.errors import ExternalError
+
+MAX_PROBLEMS_SHOWN = 20
+"""Problems listed in a :class:`PolicyError` message; the rest are counted."""
+
+MAX_PROBLEM_CHARS = 200
+"""Longest path or message kept for one problem (a policy may hold huge names)."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _clean(text: str, limit: int | None = MAX_PROBLEM_CHARS) -> str:
+    """``text`` made safe to print: control characters escaped, at most ``limit`` chars.
+
+    The input of a policy is untrusted: a name may hold a terminal escape sequence or a
+    megabyte of text, and neither belongs in an error message.
+    """
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class PolicyError(ExternalError, ValueError):
@@ -13,6 +33,9 @@ class PolicyError(ExternalError, ValueError):
 
     ``problems`` lists ``(path, message)`` pairs, where ``path`` points inside the policy
     (``transitions.validate_order[1]``); ``source`` names the file when there is one.
+    Paths and messages are cut to :data:`MAX_PROBLEM_CHARS` characters with control
+    characters escaped, and the message lists the first :data:`MAX_PROBLEMS_SHOWN`
+    problems, so it stays short whatever the policy holds.
 
     Example:
         >>> err = PolicyError([("states[2]", "duplicate state 'a'")], source="p.yaml")
@@ -26,17 +49,34 @@ class PolicyError(ExternalError, ValueError):
         *,
         source: str | None = None,
     ) -> None:
-        self.problems: list[tuple[str, str]] = (
-            [("", problems)] if isinstance(problems, str) else list(problems)
-        )
+        raw = [("", problems)] if isinstance(problems, str) else list(problems)
+        self.problems: list[tuple[str, str]] = [(_clean(p), _clean(m)) for p, m in raw]
         self.source = source
-        where = f" {source}" if source else ""
+        where = f" {_clean(source, None)}" if source else ""
         lines = [f"{path}: {msg}" if path else msg for path, msg in self.problems]
         if len(lines) == 1:
             text = f"invalid policy{where}: {lines[0]}"
         else:
-            text = f"invalid policy{where}:\n" + "\n".join(f"  - {line}" for line in lines)
+            shown = lines[:MAX_PROBLEMS_SHOWN]
+            if len(lines) > len(shown):
+                shown.append(f"… and {len(lines) - len(shown)} more problems")
+            text = f"invalid policy{where}:\n" + "\n".join(f"  - {line}" for line in shown)
         super().__init__(text)
+
+
+class PolicyLimitError(PolicyError):
+    """A policy input is refused before it is parsed or expanded: it exceeds a limit.
+
+    Raised for a file larger than ``max_bytes``, nesting deeper than ``max_depth``,
+    more YAML aliases than ``max_aliases`` (or aliases expanding to more than
+    ``max_alias_values`` values, or an alias inside its own anchor) and numbers longer
+    than 100 characters (see :class:`~langgraph_external.guards.PolicyLimits`). A policy
+    never needs any of these; a file that does is a mistake or an attack.
+
+    Example:
+        >>> str(PolicyLimitError("the file is 3000000 bytes", source="p.yaml"))
+        'invalid policy p.yaml: the file is 3000000 bytes'
+    """
 
 
 class TransitionViolation(ExternalError):
