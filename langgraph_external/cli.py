@@ -763,7 +763,8 @@ def _load_policy_and_graph(policy_file: Path, graph_ref: str | None) -> tuple[An
     try:
         policy = TransitionPolicy.from_file(policy_file)
     except PolicyError as exc:
-        raise CliError(str(exc), EXIT_PROBLEM) from exc
+        # a file that cannot be read means the check could not run; an invalid one failed it
+        raise CliError(str(exc), EXIT_ERROR if exc.unreadable else EXIT_PROBLEM) from exc
     if graph_ref is None:
         return policy, None
     module_name, _, attr = graph_ref.partition(":")
