@@ -10,6 +10,7 @@ x sync/async. The model asks for an allowed ``lookup_order`` and a forbidden
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -103,7 +104,9 @@ def test_route_answers_the_refused_call_keeps_allowed_results_and_ends_at_fallba
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("tool_node", TOOL_NODES)
-def test_interrupt_shows_the_pending_violation_then_reject_routes(tool_node: str, mode: str) -> None:
+def test_interrupt_shows_the_pending_violation_then_reject_routes(
+    tool_node: str, mode: str
+) -> None:
     ran: list[str] = []
     outcomes: list[Any] = []
     graph = agent(tool_node, {"action": "interrupt", "fallback": "escalate"}, ran, outcomes)
@@ -118,7 +121,10 @@ def test_interrupt_shows_the_pending_violation_then_reject_routes(tool_node: str
     assert isinstance(value["where"]["step"], int)
     assert value["policy_rule"]["path"] == "default_tier"
     assert value["policy_rule"]["value"] == "read_only"
-    assert value["policy_rule"]["tool_tier"] == {"path": "tools.remote_write", "value": "remote_write"}
+    assert value["policy_rule"]["tool_tier"] == {
+        "path": "tools.remote_write",
+        "value": "remote_write",
+    }
     assert ran == ["agent"]  # nothing ran while the human decides
     out = run(graph, Command(resume=False), config, mode)
     assert "remote_write" not in ran and ran[-1] == "escalate"
@@ -247,14 +253,26 @@ def test_one_warning_record_per_violation_and_nothing_from_langchain(
 ) -> None:
     graph = agent("toolnode_handle_errors", action, [], [])
     caplog.set_level(logging.DEBUG)
-    try:
+    with contextlib.suppress(TransitionViolation):
         graph.invoke(QUESTION, cfg())
-    except TransitionViolation:
-        pass
     records = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [(r.name, r.levelname) for r in records] == [
-        ("langgraph_external.guards", "WARNING")
-    ]
+    assert [(r.name, r.levelname) for r in records] == [("langgraph_external.guards", "WARNING")]
     payload = records[0].lgx_policy_violation  # type: ignore[attr-defined]
     assert payload["rule"] == "tool_tier" and payload["to"] == "remote_write"
     assert not [r for r in caplog.records if "callback" in r.getMessage()]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_route_gives_the_same_state_on_every_repeat(mode: str) -> None:
+    """ToolNode runs tool calls on worker threads (sync) or as concurrent tasks (async)."""
+    seen = set()
+    for _ in range(25):
+        ran: list[str] = []
+        out = run(agent("toolnode_handle_errors", ROUTE, ran, []), QUESTION, cfg(), mode)
+        seen.add(
+            (
+                tuple(ran),
+                tuple((type(m).__name__, str(m.content)) for m in out["messages"]),
+            )
+        )
+    assert len(seen) == 1
