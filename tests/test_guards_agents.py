@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -181,6 +182,41 @@ def test_route_from_an_undeclared_node_answers_every_call_and_ends_at_fallback(
     # the node was stopped midway, so its update (the lookup result) is not kept
     assert "discarded" in str(tool_answer(messages, "call_lookup").content)
     assert outcomes == [("tool_tier", "remote_write", "routed")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_interrupt_from_an_undeclared_node_then_reject_routes(mode: str) -> None:
+    ran: list[str] = []
+    outcomes: list[Any] = []
+    graph = agent(
+        "hand_written_swallowing", {"action": "interrupt", "fallback": "escalate"}, ran, outcomes
+    )
+    config = cfg()
+    (pending,) = run(graph, QUESTION, config, mode)["__interrupt__"]
+    assert pending.value["where"]["tool_call_id"] == "call_write"
+    out = run(graph, Command(resume=False), config, mode)
+    assert "remote_write" not in ran and ran[-1] == "escalate"
+    assert unanswered_tool_calls(out["messages"]) == []
+    assert [o[2] for o in outcomes] == ["interrupted", "rejected"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_other_callback_handlers_never_see_a_refused_tool_start(mode: str) -> None:
+    """The audit handler must not record a tool call that never ran."""
+
+    class ToolStarts(BaseCallbackHandler):
+        run_inline = True
+
+        def __init__(self) -> None:
+            self.started: list[str] = []
+
+        def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kw: Any) -> None:
+            self.started.append(serialized["name"])
+
+    starts = ToolStarts()
+    config: dict[str, Any] = {**cfg(), "callbacks": [starts]}
+    run(agent("hand_written_swallowing", ROUTE, [], []), QUESTION, config, mode)
+    assert starts.started == ["lookup_order"]
 
 
 # -- LangChain's create_agent: one tool task per call (Send) -----------------------------
