@@ -546,7 +546,8 @@ class _NodeCall:
         self.messages_key = messages_key
         self.handler: _ToolTierCheck | None = None
         self.approved: set[str] = set()
-        # created here, in the node's first step, so a resumed invocation is noticed
+        # the invocation's first tasks create it in its first step, the one step in which
+        # LangGraph tells whether the invocation resumes a paused run
         self.run = _run_state(config) if guard.counts_visits else None
 
     def needs_history(self) -> bool:
@@ -643,7 +644,7 @@ class _NodeCall:
         the step was stopped.
         """
         if stop.error is not None:
-            raise stop.error
+            raise stop.error from None
         assert stop.fallback is not None
         answers = []
         for call in unanswered_calls(value, self.messages_key):
