@@ -76,3 +76,25 @@ def test_a_run_with_the_audit_handler_records_violations_without_pipeline(
         assert "remote_write" not in tools
     assert "lookup_order" in {e["name"] for e in events["routed"] if e["kind"] == "tool_end"}
     assert "remote_write" not in ran
+
+
+def test_pipeline_argument_records_runs_without_the_audit_handler() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_external.pipeline import Pipeline
+    from langgraph_external.sinks.memory import InMemorySink
+    from langgraph_external.testing import capture_events
+    from tests.guard_agents import POLICY, QUESTION, react_agent
+
+    policy = TransitionPolicy.from_dict(
+        {**POLICY, "on_violation": {"action": "route", "fallback": "escalate"}}
+    )
+    with Pipeline([InMemorySink()]) as pipeline:
+        graph = guard(react_agent([]), policy, pipeline=pipeline).compile(
+            checkpointer=InMemorySaver()
+        )
+        with capture_events(pipeline, kinds={"policy_violation"}) as events:
+            graph.invoke(QUESTION, {"configurable": {"thread_id": "plain"}})
+    assert [(e.thread_id, e.name, e.status, e.node) for e in events] == [
+        ("plain", "tool_tier", "routed", "tools")
+    ]
