@@ -786,7 +786,8 @@ def _load_policy_and_graph(
     try:
         policy = TransitionPolicy.from_file(policy_file, limits=limits)
     except PolicyError as exc:
-        raise CliError(str(exc), EXIT_PROBLEM) from exc
+        # a file that cannot be read means the check could not run; an invalid one failed it
+        raise CliError(str(exc), EXIT_ERROR if exc.unreadable else EXIT_PROBLEM) from exc
     except Exception as exc:  # a loader bug must still not print a traceback
         raise CliError(
             f"cannot load the policy {policy_file}: {type(exc).__name__}: {_one_line(exc)[:200]}"

@@ -222,3 +222,31 @@ def test_cli_policy_check_fails_on_a_malformed_file(tmp_path: Path) -> None:
 def test_cli_policy_mermaid(tmp_path: Path) -> None:
     res = runner.invoke(app, ["policy", "mermaid", str(write(tmp_path, GOOD))])
     assert res.exit_code == 0 and res.output.startswith("flowchart TD")
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    text = GOOD.replace("a: [b, END]", "a: [b, c]") + (
+        "nodes: {a: {max_visits: 0, tools: [pay]}, ghost: {}}\n"
+        "on_violation: {action: route, fallback: zz}\n"
+    )
+    f = write(tmp_path, text)
+    with pytest.raises(PolicyError) as info:
+        TransitionPolicy.from_file(f)
+    assert info.value.source == str(f)
+    assert [path for path, _ in info.value.problems] == [
+        "transitions.a[1]",  # a reference error ...
+        "nodes.a.max_visits",  # ... a schema error, in file order
+        "nodes.a.tools[0]",
+        "nodes.ghost",
+        "on_violation.fallback",
+    ]
+    message = str(info.value)
+    assert f"invalid policy {f}:" in message
+    assert "transitions.a[1]: 'c' is not a declared state" in message
+    assert "nodes.a.max_visits: Input should be greater than 0 (got 0)" in message
+
+
+def test_cli_policy_check_exits_2_when_the_file_cannot_be_read(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["policy", "check", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2
+    assert "cannot read the file" in res.output

@@ -41,3 +41,60 @@ def test_violations_are_recorded_in_ledger_and_workspace(
     assert payload["policy_hash"] == policy.hash and payload["policy_name"] == "recorded"
     assert all(isinstance(e["step"], int) for e in ledger)
     assert [e["hash"] for e in files] == [e["hash"] for e in ledger]
+
+
+def test_a_run_with_the_audit_handler_records_violations_without_pipeline(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.guards import TransitionViolation
+    from tests.guard_agents import POLICY, QUESTION, react_agent
+
+    ran: list[str] = []
+    routed = TransitionPolicy.from_dict(
+        {**POLICY, "on_violation": {"action": "route", "fallback": "escalate"}}
+    )
+    raising = TransitionPolicy.from_dict({**POLICY, "on_violation": {"action": "raise"}})
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        for thread, policy in (("routed", routed), ("raised", raising)):
+            graph = guard(react_agent(ran), policy).compile(checkpointer=ext.checkpointer)
+            try:
+                graph.invoke(QUESTION, ext.config(thread))
+            except TransitionViolation:
+                assert thread == "raised"
+        ext.flush()
+        events = {t: ext.events(t) for t in ("routed", "raised")}
+    for thread, policy in (("routed", routed), ("raised", raising)):
+        violations = [e for e in events[thread] if e["kind"] == "policy_violation"]
+        assert [(e["name"], e["status"], e["node"]) for e in violations] == [
+            ("tool_tier", thread, "tools")
+        ]
+        payload = violations[0]["payload"]
+        assert payload["to"] == "remote_write" and payload["policy_hash"] == policy.hash
+        assert payload["where"]["tool_call_id"] == "call_write"
+        # the refused tool never started, so nothing records it as a tool call
+        tools = {e["name"] for e in events[thread] if e["kind"].startswith("tool_")}
+        assert "remote_write" not in tools
+    assert "lookup_order" in {e["name"] for e in events["routed"] if e["kind"] == "tool_end"}
+    assert "remote_write" not in ran
+
+
+def test_pipeline_argument_records_runs_without_the_audit_handler() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_external.pipeline import Pipeline
+    from langgraph_external.sinks.memory import InMemoryLedger
+    from langgraph_external.testing import capture_events
+    from tests.guard_agents import POLICY, QUESTION, react_agent
+
+    policy = TransitionPolicy.from_dict(
+        {**POLICY, "on_violation": {"action": "route", "fallback": "escalate"}}
+    )
+    with Pipeline(InMemoryLedger()) as pipeline:
+        graph = guard(react_agent([]), policy, pipeline=pipeline).compile(
+            checkpointer=InMemorySaver()
+        )
+        with capture_events(pipeline, kinds={"policy_violation"}) as events:
+            graph.invoke(QUESTION, {"configurable": {"thread_id": "plain"}})
+    assert [(e.thread_id, e.name, e.status, e.node) for e in events] == [
+        ("plain", "tool_tier", "routed", "tools")
+    ]

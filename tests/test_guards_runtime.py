@@ -252,3 +252,26 @@ def test_violation_carries_from_to_and_would_be_payload() -> None:
     v = info.value
     assert (v.source, v.target, v.node) == ("a", "secret", "a")
     assert v.would_be == {"log": ["a"], "n": 1, "secret": "leaked"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "log"),
+    [
+        # the decision is the router's or an edge's, made after the node's update was
+        # written: the update stays, only the target is replaced
+        ("illegal_edge", ["a", "fallback"]),
+        ("unmapped_router", ["a", "fallback"]),
+        ("send", ["a", "fallback"]),
+        # the decision is part of the node's own output: the whole output is discarded
+        ("unknown_goto", ["fallback"]),
+        ("state_write", ["fallback"]),
+        # the node was stopped while running: nothing it would have returned is kept
+        ("tool_tier", ["fallback"]),
+    ],
+)
+def test_route_keeps_the_update_only_when_the_decision_came_after_it(
+    kind: str, log: list[str]
+) -> None:
+    ran: list[str] = []
+    graph = compiled(kind, {"action": "route", "fallback": "fallback"}, ran, [])
+    assert graph.invoke(START_STATE, cfg())["log"] == log

@@ -35,7 +35,8 @@ from langgraph_external import (
     encode_thread_id,
 )
 from langgraph_external.guards import PolicyError, TransitionPolicy
-from langgraph_external.sinks.workspace import WorkspaceSink
+from langgraph_external.sinks.memory import InMemoryLedger
+from langgraph_external.sinks.workspace import WorkspaceProjection
 
 FAST = settings(
     max_examples=60,
@@ -236,7 +237,11 @@ any_thread_id = st.one_of(
 
 @pytest.fixture
 def recording_saver(tmp_path: Path) -> Any:
-    pipeline = Pipeline([WorkspaceSink(Workspace(tmp_path / "ws"))], spool_dir=tmp_path / "spool")
+    pipeline = Pipeline(
+        InMemoryLedger(),
+        projections=[WorkspaceProjection(Workspace(tmp_path / "ws"))],
+        spool_dir=tmp_path / "spool",
+    )
     yield ExternalCheckpointer(InMemorySaver(), pipeline=pipeline)
     pipeline.close()
     assert pipeline.failures == []
@@ -273,11 +278,6 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ExternalCheckpointer accepts any str()-able id, so a list reaches the wrapped "
-    "saver and fails there with TypeError (checkpointers/ is being redesigned; reported)",
-)
 def test_a_container_thread_id_is_refused(recording_saver: ExternalCheckpointer) -> None:
     with pytest.raises(InvalidThreadIdError):
         recording_saver.get_tuple({"configurable": {"thread_id": ["a"], "checkpoint_ns": ""}})

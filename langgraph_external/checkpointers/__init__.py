@@ -30,6 +30,7 @@ import contextvars
 import inspect
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -543,8 +544,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     # -- event building ------------------------------------------------------------------
     def _thread_id(self, value: Any) -> str:
-        if isinstance(value, bytes) or value is None:
-            raise InvalidThreadIdError(f"thread id must be a str (or str()-able), got {value!r}")
+        if not isinstance(value, (str, int, uuid.UUID)) or isinstance(value, bool):
+            raise InvalidThreadIdError(
+                f"thread id must be a str (or an int or UUID), got {type(value).__name__}"
+            )
         tid = str(value)
         if tid == "":
             raise InvalidThreadIdError("thread id must not be empty")

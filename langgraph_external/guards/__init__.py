@@ -4,8 +4,11 @@ LangGraph lets a node go anywhere its code says. A :class:`TransitionPolicy` dec
 where it may go — states, allowed transitions, visit limits, tool permission tiers,
 state-write allow-lists and the action on violation — and :func:`guard` enforces it:
 every decision (static edge, router choice, ``Command(goto=...)``, ``Send``) is checked
-before its target is scheduled, so a forbidden node's body never runs. Each blocked or
-rerouted decision becomes a ``policy_violation`` event when a pipeline is given.
+before its target is scheduled, so a forbidden node's body never runs; a refused tool
+call never starts, and inside a tool-calling agent ``route`` answers it with a
+``ToolMessage``. Each blocked, rerouted or questioned decision becomes a
+``policy_violation`` event when the run's config carries the audit handler
+(``External.config``) or a pipeline is given, and one WARNING log record.
 
 Example:
     >>> from typing import TypedDict

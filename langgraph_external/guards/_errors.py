@@ -32,10 +32,12 @@ class PolicyError(ExternalError, ValueError):
     """A policy cannot be used: malformed file, bad values, or a graph it cannot guard.
 
     ``problems`` lists ``(path, message)`` pairs, where ``path`` points inside the policy
-    (``transitions.validate_order[1]``); ``source`` names the file when there is one.
-    Paths and messages are cut to :data:`MAX_PROBLEM_CHARS` characters with control
-    characters escaped, and the message lists the first :data:`MAX_PROBLEMS_SHOWN`
-    problems, so it stays short whatever the policy holds.
+    (``transitions.validate_order[1]``); ``source`` names the file when there is one;
+    ``unreadable`` is true when the file itself could not be read (missing, no permission),
+    as opposed to read and found invalid. Paths and messages are cut to
+    :data:`MAX_PROBLEM_CHARS` characters with control characters escaped, and the message
+    lists the first :data:`MAX_PROBLEMS_SHOWN` problems, so it stays short whatever the
+    policy holds.
 
     Example:
         >>> err = PolicyError([("states[2]", "duplicate state 'a'")], source="p.yaml")
@@ -48,7 +50,9 @@ class PolicyError(ExternalError, ValueError):
         problems: Sequence[tuple[str, str]] | str,
         *,
         source: str | None = None,
+        unreadable: bool = False,
     ) -> None:
+        self.unreadable = unreadable
         raw = [("", problems)] if isinstance(problems, str) else list(problems)
         self.problems: list[tuple[str, str]] = [(_clean(p), _clean(m)) for p, m in raw]
         self.source = source
@@ -90,6 +94,10 @@ class TransitionViolation(ExternalError):
         node: the node in which the violation was detected.
         would_be: a readable rendering of what was blocked (update, route, tool input).
         policy_hash: content hash of the policy that blocked it.
+        policy_rule: the clause of the policy that forbids it, as ``{"path": ..., "value":
+            ...}`` (``{"path": "nodes.work.max_visits", "value": 3}``).
+        where: where it happened: ``node``, ``step``, ``task`` (checkpoint namespace),
+            ``tool_call_id`` for a refused tool call.
 
     Example:
         >>> v = TransitionViolation("illegal_transition", "a", "c", "a -> c is not allowed")
@@ -107,6 +115,8 @@ class TransitionViolation(ExternalError):
         node: str | None = None,
         would_be: Any = None,
         policy_hash: str | None = None,
+        policy_rule: dict[str, Any] | None = None,
+        where: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.rule = rule
@@ -115,6 +125,8 @@ class TransitionViolation(ExternalError):
         self.node = node if node is not None else source
         self.would_be = would_be
         self.policy_hash = policy_hash
+        self.policy_rule = policy_rule
+        self.where = where if where is not None else {"node": self.node}
         self.message = message
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -5,15 +5,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
 from typing import Any, Literal, TypeVar
 
-from langchain_core.runnables import Runnable
-from langgraph._internal._runnable import coerce_to_runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import START, StateGraph
-from langgraph.graph._branch import BranchSpec
 
 from langgraph_external.guards._check import CheckReport, Topology, check
+from langgraph_external.guards._compat import (
+    BranchSpec,
+    coerce_to_runnable,
+    is_tool_node,
+    messages_key_of,
+)
 from langgraph_external.guards._errors import PolicyError
 from langgraph_external.guards._policy import TransitionPolicy
 from langgraph_external.guards._runtime import (
@@ -25,6 +29,7 @@ from langgraph_external.guards._runtime import (
     guard_router,
     static_edges,
 )
+from langgraph_external.guards._tools import DEFAULT_REFUSAL
 from langgraph_external.pipeline import Pipeline
 
 B = TypeVar("B", bound=StateGraph)
@@ -44,6 +49,8 @@ def guard(
     pipeline: Pipeline | None = None,
     on_violation: ViolationHook | None = None,
     check_graph: Literal["raise", "warn", "ignore"] = "raise",
+    tool_nodes: Iterable[str] = (),
+    refusal: str = DEFAULT_REFUSAL,
 ) -> B:
     """Enforce ``policy`` on every node and router of ``builder`` (before ``compile``).
 
@@ -53,13 +60,24 @@ def guard(
     declare, a state the graph lacks) is refused with :class:`PolicyError`; ``"warn"``
     turns that into a warning and enforces at run time only.
 
+    The graph compiled from the builder also checks a ``Command(goto=...)`` given as the
+    input of a run, as a decision of ``START``.
+
     Args:
         builder: the ``StateGraph`` to guard (not yet compiled).
         policy: a :class:`TransitionPolicy` or the path of a YAML/JSON policy file.
-        pipeline: where ``policy_violation`` events go (``External(...).pipeline``).
+        pipeline: where ``policy_violation`` events go. Not needed when the run's config
+            carries the audit handler (``External.config(...)``): the guard records
+            through that handler's pipeline.
         on_violation: called with each violation and its outcome (``raised``,
             ``routed``, ``interrupted``, ``approved``, ``rejected``).
         check_graph: what to do when the static check finds errors.
+        tool_nodes: nodes that execute the pending tool calls of the latest
+            ``AIMessage`` like LangGraph's ``ToolNode`` (which is recognized by itself).
+            Their refused calls are decided before they run and answered with a
+            ``ToolMessage``, so ``route`` keeps the allowed calls' results.
+        refusal: text of that ``ToolMessage``; fields ``{tool}``, ``{node}``, ``{tier}``,
+            ``{rule}``, ``{message}``, ``{policy}``.
 
     Returns:
         The same builder.
@@ -88,7 +106,11 @@ def guard(
         raise PolicyError("this StateGraph is already guarded")
     topology = Topology.of(builder)
     _static_check(check(policy, builder), check_graph)
-    g = _Guard(policy, frozenset(builder.nodes), pipeline, on_violation)
+    g = _Guard(policy, frozenset(builder.nodes), pipeline, on_violation, refusal)
+    declared_tool_nodes = set(tool_nodes)
+    unknown = sorted(declared_tool_nodes - set(builder.nodes))
+    if unknown:
+        raise PolicyError(f"tool_nodes: {', '.join(map(repr, unknown))} not in the graph")
 
     reroutable = {n for n in builder.nodes if policy.action_for(n).fallback is not None}
     static: dict[str, list[str]] = {}
@@ -125,11 +147,71 @@ def guard(
         inner = spec.runnable
         if not isinstance(inner, Runnable):  # add_node stores a runnable; be safe
             inner = coerce_to_runnable(inner, name=name, trace=False)  # type: ignore[arg-type]
-        wrapped = guard_node(g, name, inner, name in has_successors)
+        wrapped = guard_node(
+            g,
+            name,
+            inner,
+            name in has_successors,
+            tool_node=name in declared_tool_nodes or is_tool_node(inner),
+            messages_key=messages_key_of(inner),
+        )
         builder.nodes[name] = dataclasses.replace(spec, runnable=wrapped)
     builder._lgx_topology = topology  # type: ignore[attr-defined]
     builder._lgx_policy = policy  # type: ignore[attr-defined]
+    builder._lgx_guard = g  # type: ignore[attr-defined]
+    _check_inputs_after_compile(builder)
     return builder
+
+
+def _check_inputs_after_compile(builder: StateGraph[Any]) -> None:
+    """Make ``builder.compile()`` return a graph that checks ``Command`` inputs."""
+    compile_graph = builder.compile
+
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        graph = compile_graph(*args, **kwargs)
+        # rebuilt the way Pregel.copy() rebuilds a graph, as the input-checking subclass
+        attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+        return _input_checking(type(graph))(**attrs)
+
+    compile.__doc__ = compile_graph.__doc__
+    builder.compile = compile  # type: ignore[method-assign]
+
+
+_CHECKING: dict[type, type] = {}
+
+
+def _input_checking(cls: type) -> type:
+    """A subclass of the compiled graph's class whose runs check their input first.
+
+    A subclass (not patched methods) so that ``with_config``/``copy`` keep it.
+    """
+    if getattr(cls, "_lgx_checks_input", False):
+        return cls
+    sub = _CHECKING.get(cls)
+    if sub is None:
+        attrs = {"__module__": cls.__module__}
+        sub = _CHECKING[cls] = type(cls.__name__, (_InputCheck, cls), attrs)
+    return sub
+
+
+class _InputCheck:
+    """Mixin: ``stream``/``astream`` (hence ``invoke``/``ainvoke``) check a ``Command`` input."""
+
+    __slots__ = ()
+    _lgx_checks_input = True
+    builder: Any
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        checked = self.builder._lgx_guard.check_input(input, config)
+        return super().stream(checked, config, **kwargs)  # type: ignore[misc]
+
+    def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        checked = self.builder._lgx_guard.check_input(input, config)
+        return super().astream(checked, config, **kwargs)  # type: ignore[misc]
 
 
 def _static_check(report: CheckReport, mode: str) -> None:
@@ -150,6 +232,8 @@ def guarded(
     *,
     pipeline: Pipeline | None = None,
     on_violation: ViolationHook | None = None,
+    tool_node: bool = False,
+    refusal: str = DEFAULT_REFUSAL,
 ) -> Callable[[Callable[..., Any] | Runnable[Any, Any]], Runnable[Any, Any]]:
     """Decorator: guard one node without guarding the whole graph.
 
@@ -174,8 +258,16 @@ def guarded(
         node = name or getattr(fn, "__name__", None) or getattr(fn, "name", None)
         if not node:
             raise PolicyError("guarded(): pass the node name")
-        g = _Guard(pol, frozenset(s for s in pol.states if s != START), pipeline, on_violation)
+        states = frozenset(s for s in pol.states if s != START)
+        g = _Guard(pol, states, pipeline, on_violation, refusal)
         inner = coerce_to_runnable(fn, name=node, trace=False)
-        return guard_node(g, node, inner, reroutable=False)
+        return guard_node(
+            g,
+            node,
+            inner,
+            reroutable=False,
+            tool_node=tool_node or is_tool_node(fn),
+            messages_key=messages_key_of(fn),
+        )
 
     return decorate

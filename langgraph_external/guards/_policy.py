@@ -229,7 +229,20 @@ class TransitionPolicy(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise PolicyError(_problems(exc), source=source) from None
+            problems = _problems(exc)
+            if isinstance(data, Mapping):
+                # schema errors stop pydantic before the cross-reference check: run it on
+                # the raw data too, so that every problem is reported at once
+                refs = _references(
+                    data.get("states"),
+                    data.get("transitions"),
+                    data.get("nodes"),
+                    data.get("tools"),
+                    data.get("on_violation"),
+                )[0]
+                problems += [p for p in refs if p not in problems]
+                problems = _in_file_order(problems, list(data))
+            raise PolicyError(problems, source=source) from None
 
     @classmethod
     def from_yaml(
@@ -286,7 +299,8 @@ class TransitionPolicy(BaseModel):
 
         Raises:
             PolicyLimitError: the file exceeds one of ``limits``.
-            PolicyError: the file is missing, unreadable or invalid (message names it).
+            PolicyError: the file is missing, unreadable (``unreadable`` is true) or
+                invalid (message names it, with every problem found).
         """
         p = Path(path)
         source = str(p)
@@ -296,7 +310,9 @@ class TransitionPolicy(BaseModel):
                 # bounded even when the size lied (a pipe, /dev/zero, a growing file)
                 raw = f.read(limits.max_bytes + 1)
         except OSError as exc:
-            raise PolicyError(f"cannot read the file: {_one_line(exc)}", source=source) from None
+            raise PolicyError(
+                f"cannot read the file: {_one_line(exc)}", source=source, unreadable=True
+            ) from None
         _check_size(len(raw), limits, source, "file")
         try:
             text = raw.decode("utf-8-sig")  # editors on Windows may start with a BOM
@@ -392,10 +408,33 @@ _EMPTY_RULE = NodeRule()
 
 def _normalize(policy: TransitionPolicy) -> list[tuple[str, str]]:
     """Spell START/END canonically and check every cross-reference; returns problems."""
+    problems, states, transitions = _references(
+        policy.states,
+        policy.transitions,
+        {name: rule.model_dump() for name, rule in policy.nodes.items()},
+        policy.tools,
+        policy.on_violation.model_dump(),
+    )
+    object.__setattr__(policy, "states", states)
+    object.__setattr__(policy, "transitions", transitions)
+    return problems
+
+
+def _references(
+    raw_states: Any, raw_transitions: Any, raw_nodes: Any, raw_tools: Any, raw_action: Any
+) -> tuple[list[tuple[str, str]], list[str], dict[str, list[str]]]:
+    """Check the cross-references of a policy given as plain data.
+
+    Works on data that failed schema validation too (ill-typed parts are skipped: the
+    schema errors already name them), so that one load reports every problem at once.
+    Returns the problems, the normalized states and the normalized transitions.
+    """
     problems: list[tuple[str, str]] = []
     states: list[str] = []
     first: dict[str, int] = {}
-    for i, raw in enumerate(policy.states):
+    for i, raw in enumerate(raw_states if isinstance(raw_states, list) else []):
+        if not isinstance(raw, str):
+            continue
         name = normalize_state(raw)
         if not name:
             problems.append((f"states[{i}]", "empty state name"))
@@ -414,7 +453,7 @@ def _normalize(policy: TransitionPolicy) -> list[tuple[str, str]]:
     declared = set(states)
 
     transitions: dict[str, list[str]] = {}
-    for raw_src, raw_dsts in policy.transitions.items():
+    for raw_src, raw_dsts in _items(raw_transitions):
         src = normalize_state(raw_src)
         here = f"transitions.{raw_src}"
         if src not in declared:
@@ -424,7 +463,9 @@ def _normalize(policy: TransitionPolicy) -> list[tuple[str, str]]:
         if src in transitions:
             problems.append((here, f"duplicate source {raw_src!r} (START/END written twice?)"))
         dsts: list[str] = []
-        for j, raw_dst in enumerate(raw_dsts):
+        for j, raw_dst in enumerate(raw_dsts if isinstance(raw_dsts, list) else []):
+            if not isinstance(raw_dst, str):
+                continue
             dst = normalize_state(raw_dst)
             if dst not in declared:
                 problems.append((f"{here}[{j}]", f"{raw_dst!r} is not a declared state"))
@@ -436,29 +477,36 @@ def _normalize(policy: TransitionPolicy) -> list[tuple[str, str]]:
                 dsts.append(dst)
         transitions[src] = dsts
 
-    for node, rule in policy.nodes.items():
+    tools = {t for t, _ in _items(raw_tools)}
+    for node, rule in _items(raw_nodes):
         here = f"nodes.{node}"
         if normalize_state(node) in (START, END) or node not in declared:
             problems.append((here, f"{node!r} is not a declared node"))
-        for j, tool in enumerate(rule.tools):
-            if tool not in policy.tools:
+        if not isinstance(rule, Mapping):
+            continue
+        names = rule.get("tools")
+        for j, tool in enumerate(names if isinstance(names, list) else []):
+            if isinstance(tool, str) and tool not in tools:
                 problems.append((f"{here}.tools[{j}]", f"tool {tool!r} is not listed under tools"))
-        if rule.on_violation is not None:
-            problems += _fallback_problems(rule.on_violation, f"{here}.on_violation", declared)
-    problems += _fallback_problems(policy.on_violation, "on_violation", declared)
-
-    object.__setattr__(policy, "states", states)
-    object.__setattr__(policy, "transitions", transitions)
-    return problems
+        problems += _fallback_problems(rule.get("on_violation"), f"{here}.on_violation", declared)
+    problems += _fallback_problems(raw_action, "on_violation", declared)
+    return problems, states, transitions
 
 
-def _fallback_problems(
-    action: OnViolation, here: str, declared: Iterable[str]
-) -> list[tuple[str, str]]:
-    if action.fallback is None:
+def _items(value: Any) -> list[tuple[str, Any]]:
+    """The string-keyed items of a mapping (nothing for anything else)."""
+    if not isinstance(value, Mapping):
         return []
-    if action.fallback == START or action.fallback not in set(declared):
-        return [(f"{here}.fallback", f"{action.fallback!r} is not a declared node")]
+    return [(k, v) for k, v in value.items() if isinstance(k, str)]
+
+
+def _fallback_problems(action: Any, here: str, declared: Iterable[str]) -> list[tuple[str, str]]:
+    fallback = action.get("fallback") if isinstance(action, Mapping) else None
+    if not isinstance(fallback, str):
+        return []
+    fallback = normalize_state(fallback)
+    if fallback == START or fallback not in set(declared):
+        return [(f"{here}.fallback", f"{fallback!r} is not a declared node")]
     return []
 
 
@@ -483,6 +531,17 @@ def _problems(exc: ValidationError) -> list[tuple[str, str]]:
             path = f"{path}.{sub}"
         out.append((path, msg))
     return out
+
+
+def _in_file_order(problems: list[tuple[str, str]], keys: list[Any]) -> list[tuple[str, str]]:
+    """Problems sorted by where their top-level key appears in the file."""
+    order = {str(k): i for i, k in enumerate(keys)}
+
+    def position(problem: tuple[str, str]) -> int:
+        head = problem[0].split(".", 1)[0].split("[", 1)[0]
+        return order.get(head, len(order))
+
+    return sorted(problems, key=position)
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:
