@@ -288,15 +288,14 @@ def start_detached(datadir: str | os.PathLike[str]) -> ServerStatus:
         LedgerUnavailableError: the server could not be started.
     """
     path = _resolve(datadir)
-    path.mkdir(parents=True, exist_ok=True)
-    _mark_keep_running(path)
     handle = EmbeddedPostgres(path, stop_on_close=False)
+    handle.start()
     try:
-        handle.start()
-    except BaseException:
-        _unmark_keep_running(path)
-        raise
-    handle.stop()
+        # marked while this process holds a handle, so no other process's release can
+        # stop the server in between (and initdb wants an empty directory before)
+        _mark_keep_running(path)
+    finally:
+        handle.stop()
     return server_status(path)
 
 
