@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 import warnings
@@ -686,7 +687,7 @@ def events(
         for e in found:
             table.add_row(
                 str(e["seq"]),
-                e["ts"].replace("T", " ")[:23],
+                _ts(datetime.fromisoformat(e["ts"]), precise=True),
                 Text(e["kind"]),
                 Text(e["node"] or ""),
                 "" if e["step"] is None else str(e["step"]),
@@ -775,7 +776,12 @@ def _sql_cell(value: Any) -> str:
 
 def _sql_json_value(value: Any) -> Any:
     if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
         return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no NaN or Infinity: PostgreSQL's spelling, as for numeric
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "\\x" + bytes(value).hex()
     if isinstance(value, (datetime, date, time)):
@@ -818,8 +824,12 @@ def _run_sql(conn: psycopg.Connection[Any], query: str, *, as_json: bool) -> Non
                 typer.echo(json.dumps(record, ensure_ascii=False, default=_json_default))
             continue
         table = Table(caption=f"({_n(len(res.rows), 'row')})", caption_justify="left")
-        for c in res.columns:
-            table.add_column(Text(c), no_wrap=True)
+        for i, c in enumerate(res.columns):
+            numbers = [r[i] for r in res.rows if r[i] is not None]
+            numeric = bool(numbers) and all(
+                isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in numbers
+            )
+            table.add_column(Text(c), no_wrap=True, justify="right" if numeric else "left")
         for row in res.rows:
             table.add_row(*(Text(_sql_cell(v)) for v in row))
         _print_data(table)

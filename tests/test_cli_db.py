@@ -260,3 +260,16 @@ def test_prune_keeps_live_pids_and_repairs_a_garbled_list(ws: Path, holder: Hold
     handles.write_text("[1, 2")  # torn write
     assert prune_stale_handles(pgdata(ws)) == []
     assert json.loads(handles.read_text()) == []
+
+
+def test_handles_of_one_process_share_the_server(ws: Path) -> None:
+    first, second = EmbeddedPostgres(pgdata(ws)), EmbeddedPostgres(pgdata(ws))
+    uri = first.start()
+    assert second.start() == uri
+    assert json.loads((pgdata(ws) / HANDLES_FILE).read_text()) == [os.getpid()]
+    first.stop()
+    with psycopg.connect(uri) as conn:  # the other handle still has its server
+        assert conn.execute("select 1").fetchone() == (1,)
+    second.stop()
+    assert not server_status(pgdata(ws)).running
+    assert json.loads((pgdata(ws) / HANDLES_FILE).read_text()) == []

@@ -400,3 +400,17 @@ def test_state_of_a_missing_thread_or_checkpoint(runner: CliRunner, recorded: Re
     assert_clean_failure(
         lgx(runner, recorded, "state", "thread-1", "-c", common), 2, "matches", "more characters"
     )
+
+
+def test_sql_json_values_are_valid_json(runner: CliRunner, recorded: Recorded) -> None:
+    result = lgx(
+        runner,
+        recorded,
+        "sql",
+        "--json",
+        "select 'NaN'::float8 as f, 1.50::numeric as d, 2::numeric as i, "
+        "'\\x0102'::bytea as b, null as z, '2026-01-31 12:00+00'::timestamptz as t",
+    )
+    assert json_lines(result) == [
+        {"f": "NaN", "d": 1.5, "i": 2, "b": "\\x0102", "z": None, "t": "2026-01-31T12:00:00+00:00"}
+    ]
