@@ -943,8 +943,9 @@ def sql_command(
 ) -> None:
     """Run SQL against the ledger and print the rows (or print example queries).
 
-    The ledger schema comes first on the search path (`select * from events` works) and
-    the session is read-only unless --write. Exit code 1 when the server rejects the query.
+    Read-only unless --write; the ledger schema comes first on the search path.
+
+    Exit code 1 when the server rejects the query, 2 when the ledger cannot be reached.
     """
     s: _Settings = ctx.obj
     if examples or thread_id is not None or node is not None:
