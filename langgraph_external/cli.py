@@ -1,21 +1,29 @@
 """``lgx``: inspect and verify what langgraph-external recorded.
 
 The commands read the Postgres ledger (the system of record) and the file workspace (its
-mirror); none of them changes a recorded event.
+mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given).
+The queries, filters and readers live in :mod:`langgraph_external.inspection` and the
+embedded server's management in :mod:`langgraph_external.embedded`; this module parses
+options and prints.
 
 Example (shell)::
 
     lgx --dsn postgresql://localhost/app setup
     lgx threads
     lgx show thread-42 --limit 50
+    lgx events thread-42 --kind checkpoint --since 2026-12-01
+    lgx state thread-42 --checkpoint 1f1edcd4
+    lgx sql "select kind, count(*) from events group by kind"
     lgx verify --all
+    lgx db start
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
 (``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
-:class:`~langgraph_external.External` does.
+:class:`~langgraph_external.External` does, and released afterwards.
 
-Exit codes: ``0`` success; ``1`` a verification problem or a missing thread; ``2`` the
-command could not run (bad option, ledger unreachable or not set up, workspace unreadable).
+Exit codes: ``0`` success; ``1`` a check failed (a verification problem, a missing thread
+or checkpoint, a rejected query, the embedded server not running); ``2`` the command could
+not run (bad option, ledger unreachable or not set up, workspace unreadable).
 """
 
 from __future__ import annotations
@@ -114,7 +122,7 @@ class _Settings:
         hint = "pass --dsn postgresql://... or set LGX_DSN"
         if not ws.is_local:
             raise CliError(f"no DSN given and the workspace {ws.location!r} is not local: {hint}")
-        datadir = Path(ws.root) / ".lgx" / "pgdata"
+        datadir = self.datadir()
         if not create and not datadir.is_dir():
             raise CliError(
                 f"no DSN given and no embedded database at {datadir} (wrong --workspace?): {hint}"
