@@ -69,10 +69,20 @@ EXIT_ERROR = 2
 DEFAULT_WORKSPACE = "./agent_workspace"
 _CONNECT_TIMEOUT = 10
 
-out = Console(highlight=False)
+
+class _Stdout(Console):
+    """Standard output; a reader that stops early (``| head``) ends the command with 0."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _silence_stdout()
+        raise SystemExit(EXIT_OK)
+
+
+out = _Stdout(highlight=False)
 err = Console(stderr=True, highlight=False)
 _PIPE_WIDTH = 100_000
-_piped = Console(highlight=False, width=_PIPE_WIDTH)
+_piped = _Stdout(highlight=False, width=_PIPE_WIDTH)
 """Prints tables when stdout is not a terminal: as wide as their content, never wrapped."""
 
 app = typer.Typer(
@@ -734,9 +744,13 @@ def state(
             view = inspection.read_state(s.ws(), thread_id, checkpoint, checkpoint_ns=ns)
         except inspection.NotFoundError as exc:
             raise CliError(str(exc), EXIT_PROBLEM) from exc
-    if as_json:
-        typer.echo(json.dumps(view.to_dict(), ensure_ascii=False, default=str))
-        return
+        if as_json:
+            typer.echo(json.dumps(view.to_dict(), ensure_ascii=False, default=str))
+        else:
+            _print_state(view)
+
+
+def _print_state(view: inspection.StateView) -> None:
     latest = " (latest)" if view.latest else ""
     out.print(f"[bold]thread[/] {escape(view.thread_id)}", soft_wrap=True)
     out.print(
@@ -907,6 +921,8 @@ def _repl(conn: psycopg.Connection[Any], s: _Settings, *, as_json: bool, write: 
                 _run_sql(conn, query, as_json=as_json)
             except _QueryFailed as exc:
                 err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            except KeyboardInterrupt:  # psycopg has cancelled the query; the session goes on
+                err.print("[yellow]cancelled[/]")
 
 
 @app.command(name="sql")

@@ -414,3 +414,34 @@ def test_sql_json_values_are_valid_json(runner: CliRunner, recorded: Recorded) -
     assert json_lines(result) == [
         {"f": "NaN", "d": 1.5, "i": 2, "b": "\\x0102", "z": None, "t": "2026-01-31T12:00:00+00:00"}
     ]
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+def test_a_reader_that_stops_early_is_not_an_error(recorded: Recorded, fmt: list[str]) -> None:
+    import subprocess
+    import sys
+
+    query = "select g as n, repeat('x', 50) as pad from generate_series(1, 20000) g"  # > 1 MB
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "langgraph_external.cli", "--dsn", recorded.dsn, "sql", *fmt, query],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # like `| head -1`
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    assert "Traceback" not in proc.stderr.read()
+
+
+def test_the_dsn_and_workspace_come_from_the_environment_too(
+    runner: CliRunner, recorded: Recorded
+) -> None:
+    env = {"LGX_DSN": recorded.dsn}
+    events = runner.invoke(app, ["events", "thread-2", "--json", "-n", "1"], env=env)
+    assert json_lines(events)[0]["thread_id"] == "thread-2"
+    rows = runner.invoke(app, ["sql", "--json", "select count(*) as n from threads"], env=env)
+    assert json_lines(rows) == [{"n": 2}]
+    state = runner.invoke(app, ["-w", str(recorded.ws), "state", "thread-2", "--json"], env=env)
+    assert json_lines(state)[0]["values"]["n"] == 60
