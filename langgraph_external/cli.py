@@ -1,40 +1,50 @@
 """``lgx``: inspect and verify what langgraph-external recorded.
 
 The commands read the Postgres ledger (the system of record) and the file workspace (its
-mirror); none of them changes a recorded event.
+mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given).
+The queries, filters and readers live in :mod:`langgraph_external.inspection` and the
+embedded server's management in :mod:`langgraph_external.embedded`; this module parses
+options and prints.
 
 Example (shell)::
 
     lgx --dsn postgresql://localhost/app setup
     lgx threads
     lgx show thread-42 --limit 50
+    lgx events thread-42 --kind checkpoint --since 2026-12-01
+    lgx state thread-42 --checkpoint 1f1edcd4
+    lgx sql "select kind, count(*) from events group by kind"
     lgx verify --all
+    lgx db start
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
 (``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
-:class:`~langgraph_external.External` does.
+:class:`~langgraph_external.External` does, and released afterwards.
 
-Exit codes: ``0`` success; ``1`` a verification problem or a missing thread; ``2`` the
-command could not run (bad option, ledger unreachable or not set up, workspace unreadable).
+Exit codes: ``0`` success; ``1`` a check failed (a verification problem, a missing thread
+or checkpoint, a rejected query, the embedded server not running); ``2`` the command could
+not run (bad option, ledger unreachable or not set up, workspace unreadable).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import math
 import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import psycopg
 import typer
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from rich.console import Console
@@ -44,7 +54,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from langgraph_external import ledger
+from langgraph_external import embedded, inspection, ledger
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ExternalError
 from langgraph_external.events import verify_chain
@@ -59,8 +69,21 @@ EXIT_ERROR = 2
 DEFAULT_WORKSPACE = "./agent_workspace"
 _CONNECT_TIMEOUT = 10
 
-out = Console(highlight=False)
+
+class _Stdout(Console):
+    """Standard output; a reader that stops early (``| head``) ends the command with 0."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _silence_stdout()
+        raise SystemExit(EXIT_OK)
+
+
+out = _Stdout(highlight=False)
 err = Console(stderr=True, highlight=False)
+_PIPE_WIDTH = 100_000
+_piped = _Stdout(highlight=False, width=_PIPE_WIDTH)
+"""Prints tables when stdout is not a terminal: as wide as their content, never wrapped."""
 
 app = typer.Typer(
     name="lgx",
@@ -92,6 +115,13 @@ class _Settings:
             self._ws = Workspace(self.workspace)
         return self._ws
 
+    def datadir(self) -> Path:
+        """The workspace's embedded server directory (the workspace must be local)."""
+        ws = self.ws()
+        if not ws.is_local:
+            raise CliError(f"the workspace {ws.location!r} is not local: it has no embedded server")
+        return Path(ws.root) / ".lgx" / "pgdata"
+
     def resolve_dsn(self, *, create: bool) -> str:
         """The DSN to use; starts the workspace's embedded server when none was given."""
         if self.dsn:
@@ -102,7 +132,7 @@ class _Settings:
         hint = "pass --dsn postgresql://... or set LGX_DSN"
         if not ws.is_local:
             raise CliError(f"no DSN given and the workspace {ws.location!r} is not local: {hint}")
-        datadir = Path(ws.root) / ".lgx" / "pgdata"
+        datadir = self.datadir()
         if not create and not datadir.is_dir():
             raise CliError(
                 f"no DSN given and no embedded database at {datadir} (wrong --workspace?): {hint}"
@@ -125,6 +155,17 @@ def _one_line(exc: BaseException) -> str:
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _print_data(renderable: Any) -> None:
+    """Print a table or JSON: wrapped to the terminal, or unwrapped when piped.
+
+    ``COLUMNS`` in the environment sets the width in both cases.
+    """
+    if out.is_terminal or os.environ.get("COLUMNS"):
+        out.print(renderable)
+    else:
+        _piped.print(renderable)
 
 
 def _silence_stdout() -> None:
@@ -237,19 +278,10 @@ def threads(
     with _command(ctx) as s, _connect(s) as conn:
         cur = conn.cursor(row_factory=dict_row)
         rows = cur.execute(
-            ledger.q(
-                """select thread_id, created_at, updated_at, events as last_seq,
-                       checkpoints, deleted_at
-                from {schema}.thread_summary
-                order by updated_at desc, thread_id
-                limit %s""",
-                s.schema,
-            ),
+            ledger.q(inspection.SELECT_THREADS, s.schema),
             (limit or None,),
         ).fetchall()
-        total = cur.execute(
-            ledger.q("select count(*) as n from {schema}.threads", s.schema)
-        ).fetchone()
+        total = cur.execute(ledger.q(inspection.COUNT_THREADS, s.schema)).fetchone()
         n_total = int(total["n"]) if total else len(rows)
     if as_json:
         for r in rows:
@@ -281,7 +313,7 @@ def threads(
         if deleted:
             cells.append(_ts(r["deleted_at"]))
         table.add_row(*cells)
-    out.print(table)
+    _print_data(table)
 
 
 # -- show --------------------------------------------------------------------------------
@@ -303,15 +335,7 @@ def show(
         thread = (
             conn.cursor(row_factory=dict_row)
             .execute(
-                ledger.q(
-                    """select t.created_at, t.updated_at, t.last_seq, t.deleted_at,
-                        (select count(*) from {schema}.events e
-                         where e.thread_id = t.thread_id) as events,
-                        (select count(*) from {schema}.checkpoints c
-                         where c.thread_id = t.thread_id) as checkpoints
-                    from {schema}.threads t where t.thread_id = %s""",
-                    s.schema,
-                ),
+                ledger.q(inspection.SELECT_THREAD, s.schema),
                 (thread_id,),
             )
             .fetchone()
@@ -335,21 +359,13 @@ def show(
         events = (
             conn.cursor(row_factory=dict_row)
             .execute(
-                ledger.q(
-                    """select seq, ts, kind, node, step, name from {schema}.events
-                    where thread_id = %s order by seq desc limit %s""",
-                    s.schema,
-                ),
+                ledger.q(inspection.SELECT_LAST_EVENTS, s.schema),
                 (thread_id, limit or None),
             )
             .fetchall()
         )
         kinds = conn.execute(
-            ledger.q(
-                """select kind, count(*) from {schema}.events where thread_id = %s
-                group by kind order by min(seq)""",
-                s.schema,
-            ),
+            ledger.q(inspection.SELECT_KIND_COUNTS, s.schema),
             (thread_id,),
         ).fetchall()
         state, state_problem = _read_state(ws, f"{tdir}/state.json")
@@ -394,7 +410,7 @@ def show(
                 "" if e["step"] is None else str(e["step"]),
                 Text(e["name"] or ""),
             )
-        out.print(table)
+        _print_data(table)
 
 
 def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -436,7 +452,7 @@ def verify_thread(
     """
     res = VerifyResult(thread_id)
     row = conn.execute(
-        ledger.q("select last_seq, last_hash from {schema}.threads where thread_id = %s", schema),
+        ledger.q(inspection.SELECT_THREAD_POSITION, schema),
         (thread_id,),
     ).fetchone()
     lg = ledger.fetch_events(conn, thread_id, schema)
@@ -562,9 +578,7 @@ def verify(
             assert thread_id is not None
             results.append(verify_thread(conn, ws, thread_id, s.schema))
         else:
-            rows = conn.execute(
-                ledger.q("select thread_id from {schema}.threads", s.schema)
-            ).fetchall()
+            rows = conn.execute(ledger.q(inspection.SELECT_THREAD_IDS, s.schema)).fetchall()
             ids = sorted({r[0] for r in rows} | set(ws.list_threads()))
             with Progress(
                 TextColumn("verifying"),
@@ -598,81 +612,511 @@ def verify(
         raise typer.Exit(EXIT_PROBLEM)
 
 
+# -- events ------------------------------------------------------------------------------
+def _time_option(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return inspection.parse_time(value)
+    except ValueError:
+        raise CliError(
+            f"{option}: {value!r} is not an ISO 8601 date or time (e.g. 2026-01-31T12:00:00Z)"
+        ) from None
+
+
+@app.command()
+def events(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread whose events to list.")],
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind", "-k", help="Only events of this kind (repeatable).", show_default=False
+        ),
+    ] = None,
+    node: Annotated[
+        list[str] | None,
+        typer.Option("--node", help="Only events of this node (repeatable).", show_default=False),
+    ] = None,
+    name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--name",
+            help="Only events with this name, e.g. a tool (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only events at or after this ISO time (UTC if no offset).",
+            show_default=False,
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="Only events before this ISO time (UTC if no offset).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="Only the last N matching events (0: all).")
+    ] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
+    ] = False,
+) -> None:
+    """List a thread's events from the ledger, filtered by kind, node, name and time.
+
+    Exit code 1 when the thread is not in the ledger; an empty match is not an error.
+    """
+    with _command(ctx) as s:
+        flt = inspection.EventFilter(
+            kinds=tuple(kind or ()),
+            nodes=tuple(node or ()),
+            names=tuple(name or ()),
+            since=_time_option(since, "--since"),
+            until=_time_option(until, "--until"),
+            limit=limit or None,
+        )
+        with _connect(s) as conn:
+            found = inspection.query_events(conn, thread_id, flt, s.schema)
+            if not found and not inspection.thread_in_ledger(conn, thread_id, s.schema):
+                raise CliError(
+                    f"thread {thread_id!r} not found in the ledger (schema {s.schema}); "
+                    "`lgx show` also reads the workspace",
+                    EXIT_PROBLEM,
+                )
+        if as_json:
+            for env in found:
+                typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
+            return
+        if not found:
+            err.print("no events match", soft_wrap=True)
+            return
+        table = Table(caption=f"{_n(len(found), 'event')}; times in UTC", caption_justify="left")
+        for col in ("seq", "ts", "kind", "node", "step", "name", "status", "ms"):
+            table.add_column(
+                col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
+            )
+        for e in found:
+            table.add_row(
+                str(e["seq"]),
+                _ts(datetime.fromisoformat(e["ts"]), precise=True),
+                Text(e["kind"]),
+                Text(e["node"] or ""),
+                "" if e["step"] is None else str(e["step"]),
+                Text(e["name"] or ""),
+                Text(e["status"] or ""),
+                "" if e["duration_ms"] is None else f"{e['duration_ms']:.1f}",
+            )
+        _print_data(table)
+
+
+# -- state -------------------------------------------------------------------------------
+@app.command()
+def state(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread whose state to print.")],
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            "-c",
+            help="A checkpoint id or a unique prefix of one (default: the latest).",
+            show_default=False,
+        ),
+    ] = None,
+    ns: Annotated[
+        str, typer.Option("--ns", help="Checkpoint namespace of a subgraph (default: root).")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False,
+) -> None:
+    """Print the readable state of a thread at a checkpoint, from the workspace.
+
+    No database needed. Exit code 1 when the thread or the checkpoint is not there.
+    """
+    with _command(ctx) as s:
+        try:
+            view = inspection.read_state(s.ws(), thread_id, checkpoint, checkpoint_ns=ns)
+        except inspection.NotFoundError as exc:
+            raise CliError(str(exc), EXIT_PROBLEM) from exc
+        if as_json:
+            typer.echo(json.dumps(view.to_dict(), ensure_ascii=False, default=str))
+        else:
+            _print_state(view)
+
+
+def _print_state(view: inspection.StateView) -> None:
+    latest = " (latest)" if view.latest else ""
+    out.print(f"[bold]thread[/] {escape(view.thread_id)}", soft_wrap=True)
+    out.print(
+        f"  checkpoint: {escape(view.checkpoint_id)}{latest}"
+        + (f"  namespace: {escape(view.checkpoint_ns)}" if view.checkpoint_ns else ""),
+        soft_wrap=True,
+    )
+    out.print(
+        f"  step: {view.step}  source: {escape(str(view.source))}  "
+        f"written by: {escape(', '.join(view.nodes) or '-')}",
+        soft_wrap=True,
+    )
+    out.print(f"  parent: {escape(str(view.parent_checkpoint_id or '-'))}", soft_wrap=True)
+    if view.ts:
+        out.print(f"  time: {escape(view.ts)}", soft_wrap=True)
+    out.print("[bold]values[/]")
+    _print_data(JSON(json.dumps(view.values, ensure_ascii=False, default=str)))
+    if view.pending_writes:
+        out.print(f"[bold]pending writes[/] ({len(view.pending_writes)})")
+        for w in view.pending_writes:
+            value = json.dumps(w["value"], ensure_ascii=False, default=str)
+            out.print(
+                f"  {escape(str(w['node']))} → {escape(str(w['channel']))}: {escape(value)}",
+                soft_wrap=True,
+            )
+
+
 # -- sql ---------------------------------------------------------------------------------
-_EXAMPLES = """\
--- Events of a thread, in order
-select seq, ts, kind, node, step, name, status
-from {s}.events
-where thread_id = {t}
-order by seq;
+class _QueryFailed(Exception):
+    """The server rejected a statement of the user's SQL (the session is still usable)."""
 
--- The path a thread took: its root checkpoints step by step, and the nodes that wrote them
-select step, source, nodes, checkpoint_id, parent_checkpoint_id, created_at
-from {s}.transitions
-where thread_id = {t} and checkpoint_ns = ''
-order by created_at;
 
--- The lineage of the latest checkpoint only (follows parent links, so forks are left out)
-with recursive path as (
-    (select checkpoint_id, parent_checkpoint_id, step, nodes
-     from {s}.checkpoints
-     where thread_id = {t} and checkpoint_ns = ''
-     order by created_at desc
-     limit 1)
-    union all
-    select c.checkpoint_id, c.parent_checkpoint_id, c.step, c.nodes
-    from {s}.checkpoints c
-    join path p on c.checkpoint_id = p.parent_checkpoint_id
-    where c.thread_id = {t} and c.checkpoint_ns = ''
-)
-select step, nodes, checkpoint_id from path order by step;
+def _sql_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return "\\x" + data[:32].hex() + ("…" if len(data) > 32 else "")
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
 
--- Checkpoints written by a node, across all threads
-select thread_id, checkpoint_ns, checkpoint_id, step, created_at
-from {s}.checkpoints
-where {n} = any(nodes)
-order by created_at desc
-limit 100;
 
--- What a node wrote (pending writes recorded per task)
-select thread_id, seq, ts, checkpoint_id, task_id, payload
-from {s}.events
-where kind = 'writes' and node = {n}
-order by ts desc
-limit 100;
+def _sql_json_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no NaN or Infinity: PostgreSQL's spelling, as for numeric
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
 
--- Event counts per kind in a thread
-select kind, count(*) as events
-from {s}.events
-where thread_id = {t}
-group by kind
-order by events desc;
 
--- Threads, most recently updated first
-select * from {s}.thread_summary order by updated_at desc;
-"""
+def _json_keys(columns: Sequence[str]) -> list[str]:
+    """Column names as JSON keys; a repeated name gets ``_2``, ``_3``, ... appended."""
+    seen: dict[str, int] = {}
+    keys = []
+    for c in columns:
+        seen[c] = seen.get(c, 0) + 1
+        keys.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+    return keys
+
+
+def _run_sql(conn: psycopg.Connection[Any], query: str, *, as_json: bool) -> None:
+    """Run the user's SQL and print every result.
+
+    Raises:
+        _QueryFailed: the server rejected a statement.
+    """
+    try:
+        results = inspection.run_query(conn, query)
+    except psycopg.Error as exc:
+        if conn.closed or conn.broken:
+            raise  # the connection is gone: the command cannot run
+        raise _QueryFailed(_sql_error(exc)) from exc
+    for res in results:
+        if not res.columns:
+            err.print(escape(res.status or "OK"), soft_wrap=True)
+            continue
+        if as_json:
+            keys = _json_keys(res.columns)
+            for row in res.rows:
+                record = {k: _sql_json_value(v) for k, v in zip(keys, row, strict=True)}
+                typer.echo(json.dumps(record, ensure_ascii=False, default=_json_default))
+            continue
+        table = Table(caption=f"({_n(len(res.rows), 'row')})", caption_justify="left")
+        for i, c in enumerate(res.columns):
+            numbers = [r[i] for r in res.rows if r[i] is not None]
+            numeric = bool(numbers) and all(
+                isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in numbers
+            )
+            table.add_column(Text(c), no_wrap=True, justify="right" if numeric else "left")
+        for row in res.rows:
+            table.add_row(*(Text(_sql_cell(v)) for v in row))
+        _print_data(table)
+
+
+def _sql_error(exc: psycopg.Error) -> str:
+    diag = exc.diag
+    message = _one_line(Exception(diag.message_primary)) if diag.message_primary else ""
+    text = f"query failed: {message or _one_line(exc)}"
+    if diag.sqlstate:
+        text += f" (SQLSTATE {diag.sqlstate})"
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        text += "; `lgx sql` is read-only unless you pass --write"
+    elif diag.message_hint:
+        text += f"; hint: {_one_line(Exception(diag.message_hint))}"
+    return text
+
+
+def _read_line(prompt: str, *, tty: bool) -> str | None:
+    """One line of input, or ``None`` at end of input."""
+    if tty:
+        try:
+            return input(prompt)
+        except EOFError:
+            err.print()
+            return None
+    err.print(prompt, end="")
+    line = sys.stdin.readline()
+    return None if line == "" else line.rstrip("\n")
+
+
+def _repl(conn: psycopg.Connection[Any], s: _Settings, *, as_json: bool, write: bool) -> None:
+    """A read-eval-print loop: statements end with ``;``; ``\\q`` or end of input quits."""
+    tty = sys.stdin.isatty()
+    if tty:
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401 - line editing and history for input()
+    mode = "read-write" if write else "read-only"
+    err.print(
+        f"lgx sql ({mode}, schema {escape(s.schema)} first on the search path). End statements "
+        "with ';'. \\examples prints example queries, \\q quits.",
+        soft_wrap=True,
+    )
+    buffer: list[str] = []
+    while True:
+        try:
+            line = _read_line("lgx=> " if not buffer else "lgx-> ", tty=tty)
+        except KeyboardInterrupt:  # like psql: drop the statement being typed
+            err.print()
+            buffer.clear()
+            continue
+        if line is None:
+            return
+        command = line.strip()
+        if not buffer and command in ("\\q", "\\quit", "quit", "exit"):
+            return
+        if not buffer and command == "\\examples":
+            typer.echo(inspection.example_queries(s.schema), nl=False)
+            continue
+        if not buffer and not command:
+            continue
+        buffer.append(line)
+        if command.endswith(";"):
+            query = "\n".join(buffer)
+            buffer.clear()
+            try:
+                _run_sql(conn, query, as_json=as_json)
+            except _QueryFailed as exc:
+                err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            except KeyboardInterrupt:  # psycopg has cancelled the query; the session goes on
+                err.print("[yellow]cancelled[/]")
 
 
 @app.command(name="sql")
-def sql_examples(
+def sql_command(
     ctx: typer.Context,
-    thread_id: Annotated[
-        str, typer.Option("--thread", help="Thread id to put in the examples.")
-    ] = "thread-42",
-    node: Annotated[str, typer.Option("--node", help="Node name to put in the examples.")] = (
-        "agent"
-    ),
-) -> None:
-    """Print example SQL queries over the ledger (plain text, ready for psql)."""
-    s: _Settings = ctx.obj
-    typer.echo(
-        _EXAMPLES.format(
-            s=sql.Identifier(s.schema).as_string(),
-            t=sql.Literal(thread_id).as_string(),
-            n=sql.Literal(node).as_string(),
+    query: Annotated[
+        str | None,
+        typer.Argument(
+            help="SQL to run ('-' reads it from stdin). Without it: a prompt in a terminal, "
+            "else the SQL piped on stdin.",
+            show_default=False,
         ),
-        nl=False,
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON lines.")] = False,
+    write: Annotated[
+        bool,
+        typer.Option("--write", help="Allow statements that change data (default: read-only)."),
+    ] = False,
+    interactive: Annotated[
+        bool,
+        typer.Option("--interactive", "-i", help="Prompt for statements even without a terminal."),
+    ] = False,
+    examples: Annotated[
+        bool, typer.Option("--examples", help="Print example queries instead (no database needed).")
+    ] = False,
+    thread_id: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            help="Thread id to put in the examples (implies --examples).",
+            show_default=False,
+        ),
+    ] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            "--node",
+            help="Node name to put in the examples (implies --examples).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Run SQL against the ledger and print the rows (or print example queries).
+
+    Read-only unless --write; the ledger schema comes first on the search path.
+
+    Exit code 1 when the server rejects the query, 2 when the ledger cannot be reached.
+    """
+    s: _Settings = ctx.obj
+    if examples or thread_id is not None or node is not None:
+        if query is not None or interactive:
+            _fail("--examples prints the examples; it takes no QUERY and no --interactive")
+        typer.echo(
+            inspection.example_queries(s.schema, thread_id or "thread-42", node or "agent"),
+            nl=False,
+        )
+        return
+    if query == "-" or (query is None and not interactive and not sys.stdin.isatty()):
+        query = sys.stdin.read()
+        if not query.strip():
+            _fail(
+                "no SQL given: pass a QUERY, pipe SQL on stdin, or run in a terminal for a "
+                "prompt (`lgx sql --examples` prints example queries)"
+            )
+    with _command(ctx) as s, _connect(s) as conn:
+        inspection.prepare_session(conn, s.schema, read_only=not write)
+        if query is None:
+            _repl(conn, s, as_json=as_json, write=write)
+            return
+        try:
+            _run_sql(conn, query, as_json=as_json)
+        except _QueryFailed as exc:
+            raise CliError(str(exc), EXIT_PROBLEM) from exc
+
+
+# -- db ----------------------------------------------------------------------------------
+db_app = typer.Typer(
+    name="db",
+    help="Manage the embedded PostgreSQL server of the workspace (<workspace>/.lgx/pgdata).",
+    no_args_is_help=True,
+)
+app.add_typer(db_app, name="db")
+
+
+def _status_lines(st: embedded.ServerStatus) -> list[str]:
+    lines = []
+    if st.running:
+        lines.append(f"[green]running[/] (pid {st.pid}, {escape(st.state or 'state unknown')})")
+        lines.append(f"  url: {escape(st.uri or '?')}")
+        if st.started_at:
+            lines.append(f"  started: {escape(st.started_at)}")
+    else:
+        what = "not running" if st.initialized else "not running (no database created yet)"
+        lines.append(f"[yellow]{what}[/]")
+    lines.append(f"  data directory: {escape(st.datadir)}")
+    if st.handles:
+        lines.append("  used by processes: " + ", ".join(str(p) for p in st.handles))
+    if st.keep_running:
+        lines.append("  kept running by `lgx db start` (stop it with `lgx db stop`)")
+    elif st.running and not st.handles:
+        lines.append("  no process uses it: the next one that does stops it when done")
+    if st.stale_removed:
+        lines.append(
+            "  removed stale pids of processes that no longer exist: "
+            + ", ".join(str(p) for p in st.stale_removed)
+        )
+    return lines
+
+
+@db_app.command("status")
+def db_status(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Say whether the embedded server runs (exit 0) or not (exit 1); clean stale pids."""
+    with _command(ctx) as s:
+        st = embedded.server_status(s.datadir())
+    if as_json:
+        typer.echo(json.dumps(st.to_dict()))
+    else:
+        for line in _status_lines(st):
+            out.print(line, soft_wrap=True)
+    if not st.running:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+@db_app.command("start")
+def db_start(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Start the embedded server and leave it running for other tools; print its URL."""
+    with _command(ctx) as s:
+        st = embedded.start_detached(s.datadir())
+    if as_json:
+        typer.echo(json.dumps(st.to_dict()))
+        return
+    typer.echo(st.uri)  # stdout holds only the URL: `export LGX_DSN=$(lgx db start)`
+    err.print(
+        f"embedded PostgreSQL running in {escape(st.datadir)} (pid {st.pid}); "
+        "it keeps running until `lgx db stop`",
+        soft_wrap=True,
     )
+
+
+@db_app.command("stop")
+def db_stop(
+    ctx: typer.Context,
+    force: Annotated[
+        bool, typer.Option("--force", help="Stop it even if live processes still use it.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Stop the embedded server; clean stale pids first. Exit 1 if still in use (no --force)."""
+    with _command(ctx) as s:
+        res = embedded.stop_server(s.datadir(), force=force)
+    if as_json:
+        typer.echo(json.dumps(res.to_dict()))
+    elif res.stopped:
+        out.print(f"stopped the embedded server in {escape(res.status.datadir)}", soft_wrap=True)
+    elif not res.was_running:
+        out.print(f"not running ({escape(res.status.datadir)})", soft_wrap=True)
+    if res.status.stale_removed and not as_json:
+        out.print(
+            "removed stale pids of processes that no longer exist: "
+            + ", ".join(str(p) for p in res.status.stale_removed),
+            soft_wrap=True,
+        )
+    if res.refused_for:
+        if not as_json:
+            pids = ", ".join(str(p) for p in res.refused_for)
+            err.print(
+                f"[bold red]error:[/] still used by live processes {pids}; not stopped "
+                "(wait for them, or pass --force)",
+                soft_wrap=True,
+            )
+        if not res.stopped:
+            raise typer.Exit(EXIT_PROBLEM)
+
+
+@db_app.command("url")
+def db_url(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help='Print {"uri": ...} as JSON.')] = False,
+) -> None:
+    """Print the URL of the running embedded server (exit 1 if it is not running)."""
+    with _command(ctx) as s:
+        st = embedded.server_status(s.datadir())
+        if not st.running or st.uri is None:
+            raise CliError(
+                f"the embedded server in {st.datadir} is not running: `lgx db start` starts it",
+                EXIT_PROBLEM,
+            )
+    typer.echo(json.dumps({"uri": st.uri}) if as_json else st.uri)
 
 
 # -- helpers -----------------------------------------------------------------------------

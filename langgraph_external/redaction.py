@@ -1,7 +1,7 @@
 """Redaction: take secrets and personal data out of everything that is recorded.
 
 A :class:`Redactor` is the ``redactor=`` of :class:`~langgraph_external.Pipeline`,
-:class:`~langgraph_external.sinks.workspace.WorkspaceSink` and
+:class:`~langgraph_external.sinks.workspace.WorkspaceProjection` and
 :class:`~langgraph_external.External`: a callable ``(value) -> (redacted_value, count)``
 over any JSON-like value. Each finding is replaced by ``[REDACTED:<kind>]``, so a reader
 sees *what* was there, never the secret itself and never a hash of it (a hash of a

@@ -394,7 +394,7 @@ def test_sql_examples_run_against_the_ledger(runner: CliRunner, recorded: Record
 
 
 def test_sql_uses_the_schema(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["--schema", "audit_x", "sql"])
+    result = runner.invoke(app, ["--schema", "audit_x", "sql", "--examples"])
     assert result.exit_code == 0
     assert '"audit_x".events' in result.stdout
     assert "langgraph_external" not in result.stdout
@@ -447,7 +447,7 @@ def test_embedded_server_of_the_workspace(
 
 def test_console_script_entry_point() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "langgraph_external.cli", "sql"],
+        [sys.executable, "-m", "langgraph_external.cli", "sql", "--examples"],
         capture_output=True,
         text=True,
         timeout=120,
