@@ -107,16 +107,23 @@ class Commit:
         self.sealed: list[Event] = []
         self._riders: list[_Entry] = []
         self._settled = False
+        with pipeline._cv:  # the flusher leaves the thread to this commit until it settles
+            pipeline._inflight[thread_id] = pipeline._inflight.get(thread_id, 0) + 1
 
     def take(
-        self, own: Sequence[Event], *, ns: str, step: int | None, checkpoint_id: str | None
+        self,
+        own: Sequence[Event],
+        *,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None = None,
     ) -> list[Event]:
         """Process ``own``, pick the riders, and seal all of them (call once)."""
         p = self.pipeline
         processed = [p.process(e) for e in own]
         with p._cv:
-            p._inflight[self.thread_id] = p._inflight.get(self.thread_id, 0) + 1
-            self._riders = p._take_riders(self.thread_id, ns, step, checkpoint_id)
+            self._riders = p._take_riders(self.thread_id, ns, step, checkpoint_id, parent_id)
         self.sealed = p.sequencer.seal([r.event for r in self._riders] + processed)
         return self.sealed
 
@@ -125,8 +132,7 @@ class Commit:
         if self._settled:
             return
         self._settled = True
-        if self.sealed:
-            self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
+        self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
 
     def failed(self) -> None:
         """The transaction did not commit: riders go back, the head is asked again."""
@@ -134,10 +140,12 @@ class Commit:
             return
         self._settled = True
         p = self.pipeline
-        p.sequencer.invalidate(self.thread_id)
+        if self.sealed:
+            p.sequencer.invalidate(self.thread_id)
         with p._cv:
-            if self.sealed:
-                p._inflight[self.thread_id] -= 1
+            p._inflight[self.thread_id] -= 1
+            if not p._inflight[self.thread_id]:
+                del p._inflight[self.thread_id]
             p._rebuffer(self.thread_id, self._riders)
             p._cv.notify_all()
 
@@ -420,24 +428,38 @@ class Pipeline:
 
     # -- buffer bookkeeping (under self._cv) ----------------------------------------------
     def _take_riders(
-        self, tid: str, ns: str, step: int | None, checkpoint_id: str | None
+        self,
+        tid: str,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None,
     ) -> list[_Entry]:
-        """The longest prefix of the thread's buffer that causally precedes the commit."""
+        """The longest prefix of the thread's buffer that causally precedes the commit.
+
+        An event may ride if it belongs to this checkpoint's step or earlier, or if the
+        checkpoint it follows is committed already (writes: their checkpoint is this
+        commit's parent or committed). The next step's events come after this checkpoint
+        and wait for it.
+        """
         entries = self._buf.get(tid)
         if not entries:
             return []
         n = 0
         for en in entries:
             e = en.event
-            if e.checkpoint_ns == ns and (
-                (e.kind == "writes" and e.checkpoint_id == checkpoint_id and checkpoint_id)
-                or (
-                    step is not None
-                    and e.step is not None
-                    and e.step > step
-                    and e.kind not in ("writes", "checkpoint")
+            if e.kind == "writes":
+                ok = e.checkpoint_id != checkpoint_id and (
+                    (e.checkpoint_ns == ns and e.checkpoint_id == parent_id)
+                    or self._precedes_ok(tid, e)
                 )
-            ):
+            elif e.step is None or e.kind == "checkpoint":
+                ok = True
+            elif e.checkpoint_ns == ns and step is not None:
+                ok = e.step <= step  # a task of this step (or before) precedes its checkpoint
+            else:
+                ok = self._precedes_ok(tid, e)
+            if not ok:
                 break
             n += 1
         taken = entries[:n]
@@ -446,6 +468,14 @@ class Pipeline:
             del self._buf[tid]
         self._count -= n
         return taken
+
+    def note_committed(self, thread_id: str, ns: str, step: int | None, checkpoint_id: str) -> None:
+        """Tell the pipeline a checkpoint is stored (e.g. read back when a run resumes)."""
+        with self._cv:
+            if step is not None and step > self._done_steps.get((thread_id, ns), -(10**9)):
+                self._done_steps[(thread_id, ns)] = step
+            self._done_checkpoints[(thread_id, ns, checkpoint_id)] = None
+            self._cv.notify_all()
 
     def _flushable(self, tid: str, force: bool, now: float) -> list[_Entry]:
         entries = self._buf.get(tid)

@@ -361,6 +361,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             return tup
         cp = tup.checkpoint
         key = (tid, tup.config["configurable"].get("checkpoint_ns", "") or "", cp["id"])
+        step = (tup.metadata or {}).get("step")
+        self.pipeline.note_committed(tid, key[1], step if isinstance(step, int) else None, cp["id"])
         with self._book:
             self._seen.put(key, {k: dict(v) for k, v in cp["versions_seen"].items()})
             self._sends.put(key, _compat.send_targets(cp["channel_values"]))
@@ -841,6 +843,7 @@ class _PutRecord:
             ns=self.ns,
             step=step if isinstance(step, int) else None,
             checkpoint_id=self.checkpoint["id"],
+            parent_id=self.parent,
         )
 
     def run(self, commit: Any, cap: _Capture) -> Callable[[Any], None]:

@@ -1,0 +1,111 @@
+"""Graphs the record is tested on: a ReAct agent, a Send fan-out into a subgraph.
+
+Shared by the attribution tests and the crash harness (which runs them in a child
+process), so both exercise the same shapes.
+"""
+
+from __future__ import annotations
+
+import operator
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+REACT_PATH = ["__start__", "agent", "tools", "agent", "tools", "agent"]
+"""The node of each root checkpoint of one ReAct run, steps 0..5."""
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Weather for a city."""
+    return f"sunny in {city}"
+
+
+@tool
+def get_time(city: str) -> str:
+    """Local time in a city."""
+    return f"noon in {city}"
+
+
+def react_agent(checkpointer: Any) -> Any:
+    """An agent that calls two tools in two rounds, then answers."""
+    model = FakeMessagesListChatModel(
+        responses=[
+            AIMessage(
+                "",
+                tool_calls=[{"id": "call-1", "name": "get_weather", "args": {"city": "Oslo"}}],
+            ),
+            AIMessage(
+                "", tool_calls=[{"id": "call-2", "name": "get_time", "args": {"city": "Oslo"}}]
+            ),
+            AIMessage("Sunny at noon in Oslo."),
+        ]
+    )
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([get_weather, get_time]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+
+
+class Fan(TypedDict):
+    items: Annotated[list[int], operator.add]
+    total: int
+
+
+def fanout_with_subgraph(checkpointer: Any) -> Any:
+    """split → three Send tasks to ``work`` → a ``summarize`` subgraph."""
+    sub = StateGraph(Fan)
+    sub.add_node("double", lambda s: {"total": sum(s["items"]) * 2})
+    sub.add_edge(START, "double")
+    sub.add_edge("double", END)
+    g = StateGraph(Fan)
+    g.add_node("split", lambda s: {"total": 0})
+    g.add_node("work", lambda s: {"items": [s["items"][0] * 10]})
+    g.add_node("summarize", sub.compile())
+    g.add_edge(START, "split")
+    g.add_conditional_edges(
+        "split", lambda s: [Send("work", {"items": [i], "total": 0}) for i in (1, 2, 3)], ["work"]
+    )
+    g.add_edge("work", "summarize")
+    g.add_edge("summarize", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+@contextmanager
+def cpu_burner() -> Iterator[None]:
+    """Keep both cores busy: another process spinning, and a thread fighting for the GIL."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    stop = threading.Event()
+
+    def spin() -> None:
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+        proc.kill()
+        proc.wait()
