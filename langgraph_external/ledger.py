@@ -169,7 +169,8 @@ MIGRATIONS: list[str] = [
         primary key (projection, thread_id)
     );
     create or replace function {schema}.advance_thread(
-        p_thread text, p_expected bigint, p_seq bigint, p_hash text, p_ts timestamptz
+        p_thread text, p_expected bigint, p_prev text, p_seq bigint, p_hash text,
+        p_ts timestamptz
     ) returns void language plpgsql as $$
     begin
         if p_expected = 0 then
@@ -184,7 +185,8 @@ MIGRATIONS: list[str] = [
             update {schema}.threads
                 set last_seq = p_seq, last_hash = p_hash,
                     updated_at = greatest(updated_at, p_ts)
-                where thread_id = p_thread and last_seq = p_expected;
+                where thread_id = p_thread and last_seq = p_expected
+                  and last_hash is not distinct from p_prev;
         end if;
         if not found then
             raise exception using errcode = 'LX001', message = format(
@@ -271,7 +273,8 @@ values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s
 """
 
 ADVANCE_THREAD = (
-    "select {schema}.advance_thread(%s::text, %s::bigint, %s::bigint, %s::text, %s::timestamptz)"
+    "select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
+    " %s::timestamptz)"
 )
 
 UPSERT_CHECKPOINT = """

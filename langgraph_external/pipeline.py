@@ -313,6 +313,30 @@ class Pipeline:
                     return False
         return True
 
+    def catch_up(self, timeout: float = 600.0) -> tuple[int, list[str]]:
+        """Bring every projection up to the ledger on every thread (``lgx repair``).
+
+        Returns how many threads were behind, and the problems of those still behind
+        (quarantined: the error that set them aside) when it stopped.
+        """
+        deadline = time.monotonic() + timeout
+        seen: set[str] = set()
+        while True:
+            lag = {t for proj in self.projections for t, _, _ in self.ledger.lagging(proj.name)}
+            lag -= {k.split(":", 1)[1] for k in self.quarantined}
+            seen |= lag
+            if not lag:
+                break
+            with self._cv:
+                self._touched |= lag
+                self._commits += 1  # ask the projector for one more full pass
+                target = self._commits
+                self._cv.notify_all()
+                while self._projected < target:
+                    if not self._wait(deadline):
+                        return len(seen), [f"{t}: still behind" for t in sorted(lag)]
+        return len(seen), [f"{k}: {v}" for k, v in sorted(self.quarantined.items())]
+
     def _wait(self, deadline: float | None) -> bool:
         if deadline is None:
             self._cv.wait(0.1)

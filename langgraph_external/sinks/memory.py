@@ -40,15 +40,16 @@ class InMemoryLedger:
     def append(self, events: Sequence[Event]) -> None:
         """Store ``events`` all or nothing; a group not at its thread's head is refused."""
         with self._lock:
-            heads: dict[str, int] = {}
+            heads: dict[str, tuple[int, str | None]] = {}
             for e in events:
                 held = self._by_thread.get(e.thread_id, [])
-                head = heads.get(e.thread_id, held[-1].seq if held else 0) or 0
-                if e.seq != head + 1:
+                last = (held[-1].seq or 0, held[-1].hash) if held else (0, None)
+                head, head_hash = heads.get(e.thread_id, last)
+                if e.seq != head + 1 or (head and e.prev != head_hash):
                     raise PositionMovedError(
                         f"thread {e.thread_id!r} is at seq {head}, not {(e.seq or 1) - 1}"
                     )
-                heads[e.thread_id] = e.seq
+                heads[e.thread_id] = (e.seq or 0, e.hash)
             for e in events:
                 if e.kind == "thread_deleted":
                     self._by_thread[e.thread_id] = []

@@ -141,7 +141,8 @@ class PostgresLedger:
             group = events[i:j]
             first, last = group[0], group[-1]
             assert first.seq is not None and last.seq is not None
-            out.append((self._sql["advance"], (tid, first.seq - 1, last.seq, last.hash, last.ts)))
+            head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts)
+            out.append((self._sql["advance"], head))
             for e in group:
                 out.append((self._sql["event"], _event_row(e)))
                 out.extend(self._side_effects(e))

@@ -1,0 +1,274 @@
+"""Crash harness: a child records graphs until it is SIGKILLed at a random moment; after
+each kill ``repair`` runs and the record is checked against what the saver committed.
+
+Used by ``tests/test_crash.py`` (a short run in CI) and ``benchmarks/crash_long.py``
+(>= 200 trials). The child runs new threads (a ReAct agent with two tools; a Send fan-out
+into a subgraph) and one shared thread that grows across every child's life.
+
+Run a child by hand: ``python -m tests.crash_harness child DSN WORKSPACE SPOOL STRICT SEED``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Findings:
+    """What the checks found (every count must be 0 for the record to be trusted)."""
+
+    trials: int = 0
+    saver_checkpoints: int = 0
+    saver_writes: int = 0
+    checkpoints_without_event_before_repair: int = 0
+    writes_without_event_before_repair: int = 0
+    checkpoints_without_event: int = 0
+    writes_without_event: int = 0
+    threads: int = 0
+    chain_problems: list[str] = field(default_factory=list)
+    duplicate_events: int = 0
+    duplicate_checkpoint_events: int = 0
+    torn_lines: int = 0
+    workspace_disagreements: list[str] = field(default_factory=list)
+    restore_problems: list[str] = field(default_factory=list)
+    recovered_writes: int = 0
+    wal_replayed: int = 0
+
+    def problems(self) -> list[str]:
+        """Every violation of the guarantee, in words."""
+        out = list(self.chain_problems) + self.workspace_disagreements + self.restore_problems
+        for name in (
+            "checkpoints_without_event_before_repair",
+            "checkpoints_without_event",
+            "writes_without_event",
+            "duplicate_events",
+            "duplicate_checkpoint_events",
+            "torn_lines",
+        ):
+            if getattr(self, name):
+                out.append(f"{name} = {getattr(self, name)}")
+        return out
+
+
+# -- the child -------------------------------------------------------------------------------
+def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None:
+    """Record graphs forever (until killed)."""
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    sys.path.insert(0, str(ROOT))
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_external import External
+    from tests.graphs import fanout_with_subgraph, react_agent
+
+    rng = random.Random(seed)
+    pid = os.getpid()
+    with External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict) as ext:
+        react = react_agent(ext.checkpointer)
+        fan = fanout_with_subgraph(ext.checkpointer)
+        print("ready", flush=True)
+        i = 0
+        while True:
+            i += 1
+            durability = rng.choice(["sync", "async"])
+            ask = {"messages": [HumanMessage(f"weather and time in Oslo? ({pid}/{i})")]}
+            react.invoke(ask, ext.config(f"new-{pid}-{i}"), durability=durability)
+            react.invoke(ask, ext.config("shared"), durability=durability)
+            fan.invoke(
+                {"items": [], "total": 0}, ext.config(f"fan-{pid}-{i}"), durability=durability
+            )
+
+
+# -- the parent ------------------------------------------------------------------------------
+def run_trials(
+    dsn: str,
+    root: Path,
+    *,
+    trials: int,
+    strict: bool,
+    seed: int = 0,
+    min_life: float = 0.2,
+    max_life: float = 2.5,
+    check_every: int = 0,
+) -> Findings:
+    """Start, SIGKILL and repair ``trials`` children, then check the record once more."""
+    from langgraph_external.repair import repair
+
+    rng = random.Random(seed)
+    ws, spool = root / "ws", root / "spool"
+    findings = Findings()
+    for trial in range(trials):
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.crash_harness",
+                "child",
+                dsn,
+                str(ws),
+                str(spool),
+                "1" if strict else "0",
+                str(seed * 100_000 + trial),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the child is set up and about to record
+        if line.strip() != "ready":
+            proc.kill()
+            raise RuntimeError(f"trial {trial}: the child did not start ({line!r})")
+        time.sleep(rng.uniform(min_life, max_life))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        before = _missing(dsn)
+        findings.checkpoints_without_event_before_repair += before[0]
+        findings.writes_without_event_before_repair += before[1]
+        report = repair(dsn=dsn, workspace=ws, spool_dir=spool)
+        findings.recovered_writes += report.writes_recovered
+        findings.wal_replayed += report.wal_events_replayed
+        findings.trials += 1
+        if check_every and (trial + 1) % check_every == 0:
+            _check(dsn, ws, findings, restore=False)
+    _check(dsn, ws, findings, restore=True)
+    return findings
+
+
+def _missing(dsn: str) -> tuple[int, int]:
+    with psycopg.connect(dsn) as conn:
+        cps = conn.execute(
+            """select count(*) from public.checkpoints c where not exists (
+                 select 1 from langgraph_external.events e
+                 where e.thread_id = c.thread_id and e.kind = 'checkpoint'
+                   and e.checkpoint_ns = c.checkpoint_ns and e.checkpoint_id = c.checkpoint_id)"""
+        ).fetchone()
+        writes = conn.execute(
+            """select count(*) from (select distinct thread_id, checkpoint_ns, checkpoint_id,
+                   task_id from public.checkpoint_writes) w where not exists (
+                 select 1 from langgraph_external.events e
+                 where e.thread_id = w.thread_id and e.kind = 'writes'
+                   and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
+                   and e.task_id = w.task_id)"""
+        ).fetchone()
+    assert cps is not None and writes is not None
+    return int(cps[0]), int(writes[0])
+
+
+def _check(dsn: str, ws_root: Path, findings: Findings, *, restore: bool) -> None:
+    from langgraph_external import Workspace, ledger, verify_chain
+
+    cps, writes = _missing(dsn)
+    findings.checkpoints_without_event = cps
+    findings.writes_without_event = writes
+    ws = Workspace(ws_root)
+    with psycopg.connect(dsn, options="-c timezone=UTC") as conn:
+        findings.saver_checkpoints = int(
+            conn.execute("select count(*) from public.checkpoints").fetchone()[0]  # type: ignore[index]
+        )
+        findings.saver_writes = int(
+            conn.execute("select count(*) from public.checkpoint_writes").fetchone()[0]  # type: ignore[index]
+        )
+        findings.duplicate_events = int(
+            conn.execute(
+                """select count(*) from (select event_id from langgraph_external.events
+                   group by event_id having count(*) > 1) d"""
+            ).fetchone()[0]  # type: ignore[index]
+        )
+        findings.duplicate_checkpoint_events = int(
+            conn.execute(
+                """select count(*) from (select 1 from langgraph_external.events
+                   where kind = 'checkpoint'
+                   group by thread_id, checkpoint_ns, checkpoint_id having count(*) > 1) d"""
+            ).fetchone()[0]  # type: ignore[index]
+        )
+        tids = [r[0] for r in conn.execute("select thread_id from langgraph_external.threads")]
+        findings.threads = len(tids)
+        findings.chain_problems = []
+        findings.workspace_disagreements = []
+        findings.torn_lines = 0
+        for tid in tids:
+            envs = ledger.fetch_events(conn, tid)
+            try:
+                verify_chain(envs)
+                if envs and (envs[0]["seq"] != 1 or envs[0]["prev"] is not None):
+                    raise ValueError(f"starts at seq {envs[0]['seq']}")
+            except ValueError as exc:
+                findings.chain_problems.append(f"ledger {tid}: {exc}")
+            findings.torn_lines += _torn(ws, tid)
+            try:
+                files = list(ws.iter_events(tid))
+            except ValueError as exc:
+                findings.workspace_disagreements.append(f"{tid}: {exc}")
+                continue
+            if [(e["seq"], e["hash"]) for e in files] != [(e["seq"], e["hash"]) for e in envs]:
+                findings.workspace_disagreements.append(
+                    f"{tid}: workspace {len(files)} events, ledger {len(envs)}"
+                )
+    if restore:
+        findings.restore_problems = _restores(dsn, ws, ["shared", *sorted(tids)[:5]])
+
+
+def _torn(ws: Any, tid: str) -> int:
+    bad = 0
+    for path in Path(ws.thread_dir(tid)).rglob("*.jsonl"):
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            bad += 1
+        for line in data.splitlines():
+            try:
+                json.loads(line)
+            except ValueError:
+                bad += 1
+    return bad
+
+
+def _restores(dsn: str, ws: Any, tids: list[str]) -> list[str]:
+    """Every checkpoint the saver holds, rebuilt from the workspace, equals the saver's."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from langgraph_external.restore import CheckpointLog, load_checkpoint
+
+    problems = []
+    logs: dict[tuple[str, str], CheckpointLog] = {}
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row) as c:
+        saver = PostgresSaver(c)  # type: ignore[arg-type]
+        for tid in tids:
+            for tup in saver.list({"configurable": {"thread_id": tid}}):
+                conf = tup.config["configurable"]
+                ns, cid = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+                try:
+                    log = logs.get((tid, ns)) or logs.setdefault(
+                        (tid, ns), CheckpointLog(ws, tid, ns)
+                    )
+                    cp = load_checkpoint(ws, tid, ns, cid, serde=saver.serde, log=log)
+                except Exception as exc:
+                    problems.append(f"{tid}/{ns}/{cid}: {type(exc).__name__}: {exc}")
+                    continue
+                if cp.checkpoint["channel_values"] != tup.checkpoint["channel_values"]:
+                    problems.append(f"{tid}/{ns}/{cid}: restored values differ")
+    return problems
+
+
+def report_json(findings: Findings) -> str:
+    """The findings as JSON (for the benchmark's output)."""
+    return json.dumps(asdict(findings), indent=2)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]))
