@@ -35,7 +35,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -57,7 +57,13 @@ from rich.text import Text
 from langgraph_external import embedded, inspection, ledger
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ExternalError
-from langgraph_external.events import verify_chain
+from langgraph_external.verify import (
+    ThreadNotFoundError,
+    VerifyResult,
+    read_jsonl,
+    saver_thread_ids,
+    verify_thread,
+)
 from langgraph_external.workspace import Workspace
 
 EXIT_OK = 0
@@ -350,7 +356,7 @@ def show(
         if as_json:
             envelopes = ledger.fetch_events(conn, thread_id, s.schema)
             if not envelopes:
-                envelopes, bad_line = _read_jsonl(ws, f"{tdir}/events.jsonl")
+                envelopes, bad_line = read_jsonl(ws, f"{tdir}/events.jsonl")
                 where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
                 err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
             for env in envelopes[-limit:] if limit else envelopes:
@@ -426,133 +432,20 @@ def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | 
 
 
 # -- verify ------------------------------------------------------------------------------
-@dataclass
-class VerifyResult:
-    """Outcome of verifying one thread."""
-
-    thread_id: str
-    ledger_events: int = 0
-    workspace_events: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def verify_thread(
-    conn: psycopg.Connection[Any], ws: Workspace, thread_id: str, schema: str
+def _verify_one(
+    conn: psycopg.Connection[Any], ws: Workspace, tid: str, schema: str
 ) -> VerifyResult:
-    """Check one thread: the ledger's chain, the workspace's chain, and that they agree.
-
-    Each problem names the first ``seq`` (or ``events.jsonl`` line) where it starts.
-
-    Raises:
-        CliError: the thread is in neither the ledger nor the workspace.
-    """
-    res = VerifyResult(thread_id)
-    row = conn.execute(
-        ledger.q(inspection.SELECT_THREAD_POSITION, schema),
-        (thread_id,),
-    ).fetchone()
-    lg = ledger.fetch_events(conn, thread_id, schema)
-    path = f"{ws.thread_dir(thread_id)}/events.jsonl"
-    wk, bad_line = _read_jsonl(ws, path)
-    res.ledger_events, res.workspace_events = len(lg), len(wk)
-    if row is None and not lg and not wk and bad_line is None:
-        raise CliError(
-            f"thread {thread_id!r} not found in the ledger or the workspace", EXIT_PROBLEM
-        )
-
-    if row is None and not lg:
-        res.problems.append(
-            f"ledger: the thread is not in the ledger, but the workspace holds {len(wk)} "
-            "events (still spooled, or another --dsn/--schema?)"
-        )
-    elif row is None:
-        res.problems.append("ledger: events without a row in the threads table")
-    elif not lg:
-        res.problems.append("ledger: the threads row has no events")
-    if lg:
-        p = _chain_problem(lg)
-        if p:
-            res.problems.append(f"ledger: {p}")
-        if row is not None and (row[0] != lg[-1]["seq"] or row[1] != lg[-1]["hash"]):
-            res.problems.append(
-                f"ledger: threads row says last seq {row[0]}, "
-                f"but the last event is seq {lg[-1]['seq']} (or its hash differs)"
-            )
-    if bad_line is not None:
-        res.problems.append(f"workspace {path}: {bad_line}")
-    elif not wk:
-        res.problems.append(f"workspace: no events at {path} (wrong --workspace?)")
-    else:
-        p = _chain_problem(wk)
-        if p:
-            res.problems.append(f"workspace events.jsonl: {p}")
-    if lg and wk and bad_line is None:
-        p = _agreement_problem(lg, wk)
-        if p:
-            res.problems.append(p)
-    return res
-
-
-def _read_jsonl(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Envelopes of ``events.jsonl`` and the first unreadable line, if any."""
-    envelopes: list[dict[str, Any]] = []
-    if not ws.exists(path):
-        return envelopes, None
-    with ws.fs.open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                env = json.loads(line)
-            except ValueError as exc:
-                return envelopes, f"line {lineno} is not valid JSON ({_one_line(exc)})"
-            if not isinstance(env, dict):
-                return envelopes, f"line {lineno} is not a JSON object"
-            envelopes.append(env)
-    return envelopes, None
-
-
-def _chain_problem(envelopes: Sequence[Mapping[str, Any]]) -> str | None:
-    first = envelopes[0]
+    """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
     try:
-        verify_chain(list(envelopes))
-    except ValueError as exc:
-        return str(exc)
-    except (KeyError, TypeError) as exc:
-        return f"malformed envelope ({type(exc).__name__}: {exc})"
-    # verify_chain checks links; the head must be the thread's start (or a deletion,
-    # after which the ledger keeps numbering but drops older events).
-    if first.get("kind") != "thread_deleted" and (first["seq"] != 1 or first["prev"] is not None):
-        return f"events before seq {first['seq']} are missing"
-    return None
-
-
-def _agreement_problem(
-    lg: Sequence[Mapping[str, Any]], wk: Sequence[Mapping[str, Any]]
-) -> str | None:
-    for a, b in zip(lg, wk, strict=False):
-        if a["seq"] != b["seq"]:
-            return f"seq {a['seq']} in the ledger faces seq {b['seq']} in the workspace"
-        if a["hash"] != b["hash"]:
-            return (
-                f"seq {a['seq']}: the ledger and the workspace hold different events "
-                f"(hash {str(a['hash'])[:12]}… vs {str(b['hash'])[:12]}…)"
-            )
-    if len(lg) > len(wk):
-        return (
-            f"seq {lg[len(wk)]['seq']} and later ({_n(len(lg) - len(wk), 'event')}) are in the "
-            "ledger but missing from the workspace"
+        return verify_thread(conn, ws, tid, schema)
+    except ThreadNotFoundError:
+        return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
+    except Exception as exc:  # a hostile file must not stop the other threads
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+        return VerifyResult(
+            tid, problems=[f"cannot verify: {type(exc).__name__}: {_one_line(exc)}"]
         )
-    if len(wk) > len(lg):
-        return (
-            f"seq {wk[len(lg)]['seq']} and later ({_n(len(wk) - len(lg), 'event')}) are in the "
-            "workspace but missing from the ledger (still spooled?)"
-        )
-    return None
 
 
 @app.command()
@@ -576,10 +469,13 @@ def verify(
         ws = s.ws()
         if not all_threads:
             assert thread_id is not None
-            results.append(verify_thread(conn, ws, thread_id, s.schema))
+            try:
+                results.append(verify_thread(conn, ws, thread_id, s.schema))
+            except ThreadNotFoundError as exc:
+                raise CliError(str(exc), EXIT_PROBLEM) from exc
         else:
             rows = conn.execute(ledger.q(inspection.SELECT_THREAD_IDS, s.schema)).fetchall()
-            ids = sorted({r[0] for r in rows} | set(ws.list_threads()))
+            ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
             with Progress(
                 TextColumn("verifying"),
                 BarColumn(),
@@ -590,7 +486,7 @@ def verify(
             ) as progress:
                 task = progress.add_task("verify", total=len(ids))
                 for tid in ids:
-                    results.append(verify_thread(conn, ws, tid, s.schema))
+                    results.append(_verify_one(conn, ws, tid, s.schema))
                     progress.advance(task)
 
     failed = [r for r in results if not r.ok]
@@ -1117,6 +1013,65 @@ def db_url(
                 EXIT_PROBLEM,
             )
     typer.echo(json.dumps({"uri": st.uri}) if as_json else st.uri)
+
+
+# -- repair ------------------------------------------------------------------------------
+@app.command()
+def repair(
+    ctx: typer.Context,
+    rebuild: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rebuild",
+            help="Delete this thread's workspace files and rebuild them from the ledger "
+            "(repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Record what is missing and bring the workspace up to the ledger.
+
+    Replays write-ahead logs left by dead processes, records checkpoints and task writes
+    the official saver holds without their events, retries quarantined threads, and
+    mirrors every thread the workspace is behind on. Idempotent. Exit 1 if something
+    could not be brought up to date.
+    """
+    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.repair import repair as run_repair
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        with Progress(TextColumn("repairing"), TimeElapsedColumn(), console=err, transient=True):
+            report = run_repair(
+                dsn=dsn,
+                workspace=s.ws(),
+                schema=s.schema,
+                cipher=WorkspaceCipher(key) if key else None,
+                rebuild=rebuild or (),
+            )
+    if as_json:
+        typer.echo(json.dumps({**report.__dict__, "ok": report.ok}))
+    else:
+        out.print(
+            f"replayed {_n(report.wal_events_replayed, 'logged event')}, recorded "
+            f"{_n(report.checkpoints_recovered, 'missing checkpoint')} and "
+            f"{_n(report.writes_recovered, 'missing task write')}, mirrored "
+            f"{_n(report.threads_projected, 'thread')} the workspace was behind on"
+            + (
+                f", rebuilt {', '.join(map(escape, report.threads_rebuilt))}"
+                if report.threads_rebuilt
+                else ""
+            )
+        )
+        for p in report.problems:
+            out.print(f"[bold red]problem:[/] {escape(p)}")
+    if not report.ok:
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 # -- helpers -----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import base64
 import fcntl
+import functools
 import inspect
 import itertools
 import json
@@ -122,9 +123,12 @@ class Commit:
         """Process ``own``, pick the riders, and seal all of them (call once)."""
         p = self.pipeline
         processed = [p.process(e) for e in own]
-        with p._cv:
+        p.sequencer.prime([self.thread_id])  # a look-up, if any, outside the lock
+        with p._cv:  # picked and numbered at once: numbering order is buffer order
+            while p._flushing.get(self.thread_id):  # the flusher holds earlier events
+                p._cv.wait(0.05)
             self._riders = p._take_riders(self.thread_id, ns, step, checkpoint_id, parent_id)
-        self.sealed = p.sequencer.seal([r.event for r in self._riders] + processed)
+            self.sealed = p.sequencer.seal([r.event for r in self._riders] + processed)
         return self.sealed
 
     def done(self) -> None:
@@ -216,6 +220,7 @@ class Pipeline:
         self._tick = itertools.count()
         self._inflight: dict[str, int] = {}
         self._storing = 0  # entries taken by the flusher, not yet committed or put back
+        self._flushing: dict[str, int] = {}  # the same, per thread
         self._done_steps: dict[tuple[str, str], int] = {}
         self._done_checkpoints: dict[tuple[str, str, str], None] = {}
         self._force = 0  # flush requests not yet served
@@ -525,6 +530,15 @@ class Pipeline:
             return True
         return self._done_steps.get((tid, e.checkpoint_ns), -(10**9)) >= e.step - 1
 
+    def _take_first(self, tid: str, n: int) -> list[_Entry]:
+        entries = self._buf.get(tid, [])
+        taken = entries[:n]
+        del entries[:n]
+        if not entries:
+            self._buf.pop(tid, None)
+        self._count -= len(taken)
+        return taken
+
     def _rebuffer(self, tid: str, entries: list[_Entry]) -> None:
         if not entries:
             return
@@ -565,17 +579,20 @@ class Pipeline:
     def _commit_now(self, tid: str) -> None:
         """Strict mode: commit ``tid``'s buffer on the caller's thread or raise."""
         for _ in range(50):
-            with self._cv:
-                entries = self._flushable(tid, True, time.monotonic())
+            entries, sealed = self._collect_sealed(
+                lambda: self._flushable(tid, True, time.monotonic())
+            )
             if not entries:
                 return
             try:
-                self._store(entries)
+                self._store(entries, sealed)
                 return
             except PositionMovedError:
                 continue
             except Exception as exc:
                 raise RecordingError(f"could not record events of thread {tid!r}: {exc}") from exc
+            finally:
+                self._stored(entries)
         raise RecordingError(f"could not record events of thread {tid!r}: position kept moving")
 
     def _flush_loop(self) -> None:
@@ -588,21 +605,15 @@ class Pipeline:
                 force = self._force > 0 or self._stop
             if not force and self.linger:
                 time.sleep(self.linger)  # let commits carry what they can; batch the rest
-            with self._cv:
-                force = self._force > 0 or self._stop
-                now = time.monotonic()
-                batch: list[_Entry] = []
-                for tid in list(self._buf):
-                    if not self._inflight.get(tid):  # else its commit takes what precedes it
-                        batch.extend(self._flushable(tid, force, now))
-                self._storing += len(batch)
-                if not batch:
+            batch, sealed = self._collect_sealed(self._flushable_now)
+            if not batch:
+                with self._cv:
                     if self._stop and not any(self._inflight.values()):
                         return
                     self._cv.wait(0.05)  # events waiting for their checkpoint
-                    continue
+                continue
             try:
-                self._store(batch)
+                self._store(batch, sealed)
             except PositionMovedError:
                 continue
             except Exception as exc:
@@ -612,12 +623,58 @@ class Pipeline:
                         return
                     self._cv.wait(self.retry_interval)
             finally:
-                with self._cv:
-                    self._storing -= len(batch)
-                    self._cv.notify_all()
+                self._stored(batch)
 
-    def _store(self, entries: list[_Entry]) -> None:
-        """Seal and append ``entries`` (several threads) in one transaction.
+    def _flushable_now(self) -> list[_Entry]:
+        """What the flusher may commit now (under ``_cv``)."""
+        force = self._force > 0 or self._stop
+        now = time.monotonic()
+        batch: list[_Entry] = []
+        for tid in list(self._buf):
+            if not self._inflight.get(tid):  # else its commit takes what precedes it
+                batch.extend(self._flushable(tid, force, now))
+        return batch
+
+    def _collect_sealed(
+        self, collect: Callable[[], list[_Entry]]
+    ) -> tuple[list[_Entry], list[Event]]:
+        """Pick entries with ``collect`` and number them in one step under the lock.
+
+        Picking and numbering at once keeps numbering order equal to buffer order even
+        when a checkpoint's commit picks its riders at the same moment. Heads are looked
+        up before, outside the lock.
+        """
+        with self._cv:
+            unknown = [t for t in self._buf if not self.sequencer.known(t)]
+        if unknown:
+            self.sequencer.prime(unknown)
+        with self._cv:
+            picked = collect()
+            if not picked:
+                return [], []
+            by_thread: dict[str, list[_Entry]] = {}
+            for en in picked:
+                by_thread.setdefault(en.event.thread_id, []).append(en)
+            ordered = [en for ens in by_thread.values() for en in ens]
+            sealed = self.sequencer.seal([en.event for en in ordered])
+            self._storing += len(ordered)
+            for tid, ens in by_thread.items():
+                self._flushing[tid] = self._flushing.get(tid, 0) + len(ens)
+        return ordered, sealed
+
+    def _stored(self, entries: Sequence[_Entry]) -> None:
+        """Entries picked by :meth:`_collect_sealed` are committed or back in the buffer."""
+        with self._cv:
+            self._storing -= len(entries)
+            for en in entries:
+                tid = en.event.thread_id
+                self._flushing[tid] -= 1
+                if not self._flushing[tid]:
+                    del self._flushing[tid]
+            self._cv.notify_all()
+
+    def _store(self, entries: list[_Entry], sealed: list[Event]) -> None:
+        """Append sealed ``entries`` (several threads, grouped) in one transaction.
 
         On failure the entries go back to the buffer. A value the ledger refuses
         (not an outage) is isolated to its thread and set aside (:meth:`_quarantine`).
@@ -626,7 +683,6 @@ class Pipeline:
         for en in entries:
             by_thread.setdefault(en.event.thread_id, []).append(en)
         try:
-            sealed = self.sequencer.seal([en.event for en in entries_in_thread_order(by_thread)])
             self.ledger.append(sealed)
         except Exception as exc:
             for tid in by_thread:
@@ -634,11 +690,19 @@ class Pipeline:
             ordinary = not is_poison(exc)
             if not ordinary and len(by_thread) > 1:
                 # find the thread whose values the ledger refuses; the others go on
-                for ens in by_thread.values():
+                for tid, ens in by_thread.items():
+                    with self._cv:
+                        self._buf[tid] = ens + self._buf.get(tid, [])
+                        self._count += len(ens)
+                    alone, alone_sealed = self._collect_sealed(
+                        functools.partial(self._take_first, tid, len(ens))
+                    )
                     try:
-                        self._store(ens)  # puts its entries back itself if it fails
+                        self._store(alone, alone_sealed)  # puts entries back if it fails
                     except Exception as inner:
                         logger.debug("thread retried alone still failing: %s", inner)
+                    finally:
+                        self._stored(alone)
                 return
             if not ordinary:
                 self._quarantine(next(iter(by_thread)), entries, exc)
@@ -818,11 +882,6 @@ def is_poison(exc: BaseException) -> bool:
         return True
     state = getattr(exc, "sqlstate", None) or ""
     return state.startswith(("22", "23"))
-
-
-def entries_in_thread_order(by_thread: dict[str, list[_Entry]]) -> list[_Entry]:
-    """Entries grouped by thread, each group in buffer order."""
-    return [en for ens in by_thread.values() for en in ens]
 
 
 class WriteAheadLog:
