@@ -68,12 +68,12 @@ def target(
     name = f"lgx_target_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server, autocommit=True) as admin:
         admin.execute(f'create database "{name}"')
-    params = conninfo_to_dict(pg_server)
+    params: dict[str, Any] = dict(conninfo_to_dict(pg_server))
     params["dbname"] = name
     try:
-        with PostgresSaver.from_conn_string(make_conninfo(**params)) as saver:
-            saver.setup()
-            yield saver
+        with PostgresSaver.from_conn_string(make_conninfo(**params)) as pg_saver:
+            pg_saver.setup()
+            yield pg_saver
     finally:
         with psycopg.connect(pg_server, autocommit=True) as admin:
             admin.execute(f'drop database if exists "{name}" with (force)')
@@ -210,7 +210,7 @@ def test_load_checkpoint_verifies_too(recorded: Path) -> None:
     blob = next((recorded / "threads" / "r" / "checkpoints" / "blobs").iterdir())
     blob.write_bytes(blob.read_bytes() + b"!")
     last = _lines(_root_log(recorded))[-1]
-    cid = last.get("checkpoint_id")
+    cid = str(last["checkpoint_id"])
     with pytest.raises(RestoreError, match="do not match their address"):
         load_checkpoint(Workspace(recorded), "r", "", cid)
 
