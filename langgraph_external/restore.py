@@ -21,7 +21,7 @@ import base64
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -35,8 +35,11 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import RestoreError
-from langgraph_external.events import verify_chain
+from langgraph_external.events import Event, EventKind, verify_chain
 from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
+
+if TYPE_CHECKING:
+    from langgraph_external.external import External
 
 __all__ = [
     "CheckpointLog",
@@ -45,6 +48,7 @@ __all__ = [
     "iter_checkpoint_ids",
     "load_checkpoint",
     "read_verified_events",
+    "restore_recorded",
     "restore_thread",
     "restore_thread_report",
     "verify_thread",
@@ -551,3 +555,81 @@ def restore_thread_report(
         if ns == "":
             last = tup.checkpoint["id"]
     return RestoredThread(len(plan), last)
+
+
+def restore_recorded(
+    ext: External, thread_id: str, *, target_thread_id: str | None = None
+) -> RestoredThread:
+    """Restore a thread from ``ext``'s workspace into its saver, and record that it was.
+
+    Verifies first (:func:`verify_thread`; nothing is written on a mismatch), then:
+
+    * **same id** (after a database loss): the workspace already holds the thread's
+      record. A ledger that lost the thread gets the verified ``events.jsonl`` back as it
+      was (same ``seq`` and hashes); a ledger that still has it must end where the
+      workspace ends. The checkpoints go into the wrapped saver unrecorded (the record
+      has them already).
+    * **new id** (``target_thread_id``): the checkpoints go through the recording
+      checkpointer, so the new thread gets its own checkpoint events and workspace files.
+
+    Either way a ``thread_restored`` event closes the restore (payload: source thread,
+    workspace, checkpoints restored, last checkpoint id), so ``lgx show`` and
+    ``lgx verify`` see the thread. Call it on a set-up :class:`External`.
+
+    Raises:
+        RestoreError: the copy does not verify, the target already has checkpoints or
+            (new id) a record, or the ledger holds a different record of the thread.
+
+    Example:
+        >>> with External(workspace="./agent_workspace") as ext:  # doctest: +SKIP
+        ...     restore_recorded(ext, "thread-42")
+        RestoredThread(checkpoints=12, last_checkpoint_id='1f1e...')
+    """
+    ws, pipeline, recording = ext.workspace, ext.pipeline, ext.checkpointer
+    assert pipeline is not None
+    target = target_thread_id or thread_id
+    if recording.get_tuple({"configurable": {"thread_id": target}}) is not None:
+        raise RestoreError(f"thread {target!r} already has checkpoints in the saver")
+    ledger = pipeline.ledger
+    held = ledger.positions([target]).get(target)
+    if target == thread_id:
+        envelopes = read_verified_events(ws, thread_id)
+        verify_thread(ws, thread_id, cipher=ext.cipher)
+        if held is None and envelopes:
+            # the verified record goes back as it was: same seq, same hashes
+            ledger.append([Event.from_envelope(env) for env in envelopes])
+        elif envelopes and held != (envelopes[-1]["seq"], envelopes[-1]["hash"]):
+            raise RestoreError(
+                f"the ledger's record of thread {target!r} ends at seq {held[0] if held else 0}"
+                f", the workspace's at seq {envelopes[-1]['seq']}: they are different "
+                "records; restore under another id"
+            )
+        result = restore_thread_report(
+            ws, thread_id, recording.inner, serde=recording.serde, cipher=ext.cipher
+        )
+    else:
+        if held is not None or ws.exists(f"{ws.thread_dir(target)}/events.jsonl"):
+            raise RestoreError(f"thread {target!r} is already recorded; pick an unused id")
+        result = restore_thread_report(
+            ws, thread_id, recording, target_thread_id=target, cipher=ext.cipher
+        )
+    pipeline.emit(
+        Event.new(
+            EventKind.THREAD_RESTORED,
+            target,
+            name="restore",
+            checkpoint_id=result.last_checkpoint_id,
+            payload={
+                "source_thread_id": thread_id,
+                "workspace": ws.location,
+                "checkpoints": result.checkpoints,
+                "last_checkpoint_id": result.last_checkpoint_id,
+            },
+        )
+    )
+    if not ext.flush():
+        raise RestoreError(
+            f"thread {target!r} was restored, but its thread_restored event is not recorded "
+            "yet (see External.health())"
+        )
+    return result
