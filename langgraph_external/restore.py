@@ -524,11 +524,20 @@ def restore_thread_report(
         RestoredThread(checkpoints=0, last_checkpoint_id=None)
     """
     serde = serde or saver.serde
-    target = target_thread_id or thread_id
     logs = verify_thread(ws, thread_id, cipher=cipher)
-    # decode everything before the first write: a value the serializer cannot read
-    # must not leave half a thread in the saver either
-    plan = []
+    plan = _decode_all(ws, thread_id, logs, serde)
+    return _put_all(plan, saver, target_thread_id or thread_id)
+
+
+_Plan = list[tuple[str, CheckpointTuple, dict[tuple[str, str], list[tuple[int, str, Any]]]]]
+
+
+def _decode_all(
+    ws: Workspace, thread_id: str, logs: dict[str, CheckpointLog], serde: SerializerProtocol
+) -> _Plan:
+    """Every checkpoint and its writes, decoded: done before the first write, so a value
+    the serializer cannot read does not leave half a thread in the saver either."""
+    plan: _Plan = []
     for ns, cid in iter_checkpoint_ids(ws, thread_id):
         log = logs[ns]
         tup = _build_tuple(log, cid, serde)
@@ -538,6 +547,11 @@ def restore_thread_report(
             key = (w["task_id"], w.get("task_path") or "")
             by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
         plan.append((ns, tup, by_task))
+    return plan
+
+
+def _put_all(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
+    """Write a decoded thread into ``saver``, parents before children."""
     last: str | None = None
     for ns, tup, by_task in plan:
         conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": ns}
@@ -590,11 +604,13 @@ def restore_recorded(
     target = target_thread_id or thread_id
     if recording.get_tuple({"configurable": {"thread_id": target}}) is not None:
         raise RestoreError(f"thread {target!r} already has checkpoints in the saver")
+    # every check and every decode before the first write (ledger or saver)
+    logs = verify_thread(ws, thread_id, cipher=ext.cipher)
+    plan = _decode_all(ws, thread_id, logs, recording.serde)
     ledger = pipeline.ledger
     held = ledger.positions([target]).get(target)
     if target == thread_id:
         envelopes = read_verified_events(ws, thread_id)
-        verify_thread(ws, thread_id, cipher=ext.cipher)
         if held is None and envelopes:
             # the verified record goes back as it was: same seq, same hashes
             ledger.append([Event.from_envelope(env) for env in envelopes])
@@ -604,15 +620,12 @@ def restore_recorded(
                 f", the workspace's at seq {envelopes[-1]['seq']}: they are different "
                 "records; restore under another id"
             )
-        result = restore_thread_report(
-            ws, thread_id, recording.inner, serde=recording.serde, cipher=ext.cipher
-        )
+        # the record has these checkpoints already: write them past the recorder
+        result = _put_all(plan, recording.inner, target)
     else:
         if held is not None or ws.exists(f"{ws.thread_dir(target)}/events.jsonl"):
             raise RestoreError(f"thread {target!r} is already recorded; pick an unused id")
-        result = restore_thread_report(
-            ws, thread_id, recording, target_thread_id=target, cipher=ext.cipher
-        )
+        result = _put_all(plan, recording, target)
     pipeline.emit(
         Event.new(
             EventKind.THREAD_RESTORED,

@@ -295,3 +295,56 @@ def test_a_copied_thread_that_went_on_restores(
     target = InMemorySaver()
     restore_thread(ws, "copy", target)
     assert _graph(target).get_state({"configurable": {"thread_id": "copy"}}).values == want["copy"]
+
+
+def test_restore_recorded_when_only_the_saver_lost_the_thread(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.events import verify_chain
+    from langgraph_external.restore import restore_recorded
+
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        app = _graph(ext.checkpointer)
+        app.invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
+        ext.flush()
+        want = app.get_state(ext.config("r")).values
+        before = ext.events("r")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+                conn.execute(f"delete from public.{table} where thread_id = 'r'")  # type: ignore[arg-type]
+        assert ext.checkpointer.get_tuple(ext.config("r")) is None
+        done = restore_recorded(ext, "r")
+        assert done.checkpoints == 4
+        assert app.get_state(ext.config("r")).values == want
+        after = ext.events("r")
+    # the record is the same record, plus one event: no checkpoint recorded twice
+    assert [e["hash"] for e in after[:-1]] == [e["hash"] for e in before]
+    assert after[-1]["kind"] == "thread_restored"
+    assert after[-1]["payload"]["last_checkpoint_id"] == done.last_checkpoint_id
+    verify_chain(after)
+    lines = (tmp_path / "ws" / "threads" / "r" / "events.jsonl").read_text().splitlines()
+    assert [json.loads(x)["hash"] for x in lines] == [e["hash"] for e in after]
+
+
+def test_restore_recorded_refuses_a_ledger_that_holds_another_record(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.events import Event
+    from langgraph_external.restore import restore_recorded
+
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        _graph(ext.checkpointer).invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
+        ext.flush()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+                conn.execute(f"delete from public.{table} where thread_id = 'r'")  # type: ignore[arg-type]
+        # the workspace lags the ledger by one event
+        log = tmp_path / "ws" / "threads" / "r" / "events.jsonl"
+        assert ext.pipeline is not None
+        kept = log.read_bytes()
+        ext.pipeline.emit(Event.new("error", "r", payload={"x": 1}))
+        ext.flush()
+        log.write_bytes(kept)
+        with pytest.raises(RestoreError, match="different records"):
+            restore_recorded(ext, "r")
+        assert ext.checkpointer.get_tuple(ext.config("r")) is None
