@@ -589,3 +589,24 @@ def test_restore_of_an_altered_workspace_is_refused_and_writes_nothing(
         ).fetchone()
     assert row == (0,)
     assert not Path(Workspace(recorded.ws).thread_dir("tampered")).exists()
+
+
+def test_restore_of_an_encrypted_workspace_needs_its_key(
+    runner: CliRunner, dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.crypto import WorkspaceCipher
+
+    key = WorkspaceCipher.generate_key()
+    rec = Recorded(dsn, tmp_path / "ws")
+    with External(dsn=dsn, workspace=rec.ws, spool_dir=spool_dir, encryption_key=key) as ext:
+        _builder().compile(checkpointer=ext.checkpointer).invoke(
+            {"items": [], "n": 1}, ext.config("enc")
+        )
+    wrong = lgx(
+        runner, rec, "restore", "enc", "--as", "enc-2", "--key", WorkspaceCipher.generate_key()
+    )
+    assert_clean_failure(wrong, 1, "restore refused", "cannot decrypt")
+    assert _ledger_events(dsn, "enc-2") == []
+    right = lgx(runner, rec, "restore", "enc", "--as", "enc-2", "--key", key)
+    assert right.exit_code == 0, right.output
+    assert lgx(runner, rec, "verify", "enc-2").exit_code == 0
