@@ -56,7 +56,7 @@ from rich.text import Text
 
 from langgraph_external import embedded, inspection, ledger
 from langgraph_external.embedded import EmbeddedPostgres
-from langgraph_external.errors import ExternalError
+from langgraph_external.errors import ExternalError, RestoreError
 from langgraph_external.verify import (
     ThreadNotFoundError,
     VerifyResult,
@@ -1089,35 +1089,41 @@ def restore(
 ) -> None:
     """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
 
-    For a lost or wiped database: the workspace's exact copies are decoded and put through
-    the official ``PostgresSaver``; the target thread must not exist yet.
+    For a lost or wiped database: the workspace copy is verified first (every value
+    against its address, the ``events.jsonl`` hash chain, complete lines; nothing is
+    written on a mismatch, exit code 1), then decoded and put through the official
+    ``PostgresSaver``; the target thread must not have checkpoints yet. The restore is
+    recorded as a ``thread_restored`` event, so ``lgx show`` and ``lgx verify`` see it.
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
-
-    from langgraph_external.crypto import WorkspaceCipher
-    from langgraph_external.restore import iter_checkpoint_ids, restore_thread
+    from langgraph_external.crypto import DecryptionError
+    from langgraph_external.external import External
+    from langgraph_external.restore import iter_checkpoint_ids, restore_recorded
 
     target = as_thread or thread_id
     with _command(ctx) as s:
         ws = s.ws()
-        if not any(True for _ in iter_checkpoint_ids(ws, thread_id)):
-            raise CliError(
-                f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
-            )
-        dsn = s.resolve_dsn(create=True)
-        with psycopg.connect(
-            dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        ) as conn:
-            saver = PostgresSaver(conn)
-            saver.setup()
-            if saver.get_tuple({"configurable": {"thread_id": target}}) is not None:
+        try:
+            if not any(True for _ in iter_checkpoint_ids(ws, thread_id)):
                 raise CliError(
-                    f"thread {target!r} already has checkpoints; use --as NEW_ID", EXIT_PROBLEM
+                    f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
                 )
-            cipher = WorkspaceCipher(key) if key else None
-            n = restore_thread(ws, thread_id, saver, target_thread_id=target, cipher=cipher)
-        out.print(f"restored {_n(n, 'checkpoint')} of {escape(thread_id)} as {escape(target)}")
+            dsn = s.resolve_dsn(create=True)
+            with External(
+                dsn=dsn, workspace=ws.location, schema=s.schema, encryption_key=key or None
+            ) as ext:
+                if ext.checkpointer.get_tuple({"configurable": {"thread_id": target}}):
+                    raise CliError(
+                        f"thread {target!r} already has checkpoints; use --as NEW_ID",
+                        EXIT_PROBLEM,
+                    )
+                done = restore_recorded(ext, thread_id, target_thread_id=target)
+        except (RestoreError, DecryptionError) as exc:
+            raise CliError(f"restore refused: {_one_line(exc)}", EXIT_PROBLEM) from exc
+        out.print(
+            f"restored {_n(done.checkpoints, 'checkpoint')} of {escape(thread_id)} as "
+            f"{escape(target)} (last checkpoint {escape(str(done.last_checkpoint_id))}); "
+            "recorded as thread_restored"
+        )
 
 
 def _ts(value: datetime | None, *, precise: bool = False) -> str:

@@ -56,3 +56,11 @@ class PositionMovedError(ChainConflictError):
 
 class RecordingError(SinkError):
     """Events could not be recorded (strict mode, or a flush that could not finish)."""
+
+
+class RestoreError(ExternalError):
+    """A thread cannot be restored from the workspace: data is missing, torn or altered.
+
+    Raised before anything is written to the target saver; the message names the file,
+    the line or checkpoint, and what differs.
+    """

@@ -58,6 +58,7 @@ class EventKind(str, Enum):
     THREAD_COPIED = "thread_copied"
     RUNS_DELETED = "runs_deleted"
     THREAD_PRUNED = "thread_pruned"
+    THREAD_RESTORED = "thread_restored"
     ERROR = "error"
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -32,30 +33,50 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_external.crypto import WorkspaceCipher
-from langgraph_external.errors import ExternalError
-from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id
+from langgraph_external.crypto import DecryptionError, WorkspaceCipher
+from langgraph_external.errors import RestoreError
+from langgraph_external.events import Event, EventKind, verify_chain
+from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
+
+if TYPE_CHECKING:
+    from langgraph_external.external import External
 
 __all__ = [
     "CheckpointLog",
     "RestoreError",
+    "RestoredThread",
     "iter_checkpoint_ids",
     "load_checkpoint",
+    "read_verified_events",
+    "restore_recorded",
     "restore_thread",
+    "restore_thread_report",
+    "verify_thread",
 ]
-
-
-class RestoreError(ExternalError):
-    """A checkpoint cannot be rebuilt from the workspace (missing or corrupt data)."""
 
 
 class CheckpointLog:
     """The parsed checkpoint log of one namespace of a thread.
 
+    Every exact value read through :meth:`bytes_of` is checked against its address (the
+    digest the checkpointer named it by: sha256, or the keyed address when a cipher is
+    given) before it is returned.
+
     Attributes:
         docs: checkpoint id -> its checkpoint line (oldest first).
         writes: checkpoint id -> its pending-write lines, in recording order.
         writers: checkpoint id -> writer lines recorded after the checkpoint.
+        path: the log file.
+        line_of: checkpoint id -> line number of its checkpoint line (1-based).
+        write_lines: ``(line number, write line)`` in file order.
+
+    Raises:
+        RestoreError: a line is torn (not complete JSON) or not a JSON object.
+
+    Example:
+        >>> log = CheckpointLog(Workspace("memory://lgx-doc-log"), "t", "")
+        >>> log.docs, log.path.endswith("/threads/t/checkpoints/_root.jsonl")
+        ({}, True)
     """
 
     def __init__(
@@ -68,10 +89,13 @@ class CheckpointLog:
     ) -> None:
         self.ws, self.thread_id, self.checkpoint_ns = ws, thread_id, checkpoint_ns
         self.cipher = cipher
+        self.digest: Callable[[bytes], str] = cipher.address if cipher else sha256_hex
         self.docs: dict[str, dict[str, Any]] = {}
         self.writes: dict[str, list[dict[str, Any]]] = {}
         self.writers: dict[str, list[dict[str, Any]]] = {}
-        path = ws.checkpoint_log_path(thread_id, checkpoint_ns)
+        self.line_of: dict[str, int] = {}
+        self.write_lines: list[tuple[int, dict[str, Any]]] = []
+        self.path = path = ws.checkpoint_log_path(thread_id, checkpoint_ns)
         if not ws.exists(path):
             return
         for n, raw in enumerate(ws.read_bytes(path).splitlines(), 1):
@@ -80,12 +104,18 @@ class CheckpointLog:
             try:
                 line = json.loads(raw)
             except ValueError as exc:
-                raise RestoreError(f"{path}: line {n} is not JSON: {exc}") from exc
-            kind, cid = line.get("record"), line.get("checkpoint_id")
+                raise RestoreError(
+                    f"{path}: line {n} is torn or not JSON ({exc}); nothing was restored"
+                ) from exc
+            if not isinstance(line, dict):
+                raise RestoreError(f"{path}: line {n} is not a JSON object")
+            kind, cid = line.get("record"), cast(str, line.get("checkpoint_id"))
             if kind == "checkpoint":
                 self.docs[cid] = line
+                self.line_of[cid] = n
             elif kind == "write":
                 self.writes.setdefault(cid, []).append(line)
+                self.write_lines.append((n, line))
             elif kind == "writer":
                 self.writers.setdefault(cid, []).append(line)
 
@@ -106,29 +136,59 @@ class CheckpointLog:
             ]
         return doc
 
-    def bytes_of(self, ref: dict[str, Any]) -> bytes:
-        """The exact bytes a channel or write reference points to."""
+    def bytes_of(self, ref: dict[str, Any], *, where: str = "") -> bytes:
+        """The exact bytes a channel or write reference points to, checked against it.
+
+        Args:
+            ref: a channel reference of a checkpoint line, or a write line.
+            where: what refers to them, for error messages (``"line 3"``).
+
+        Raises:
+            RestoreError: the bytes are missing, or their digest is not their address.
+            DecryptionError: encrypted bytes do not open with the key (naming the file).
+        """
         sha = ref["sha256"]
         try:
             if ref.get("b64") is not None:
-                data = base64.b64decode(ref["b64"])
+                source = f"{self.path}: {where or 'write line'} inline bytes"
+                data = base64.b64decode(ref["b64"], validate=True)
                 sealed = ref.get("enc") is not None
             elif ref.get("inline"):
-                holder = self.docs[ref["in"]]
-                data = base64.b64decode(holder["blobs"][sha])
+                holder_id = ref["in"]
+                source = (
+                    f"{self.path}: line {self.line_of.get(holder_id, '?')} "
+                    f"(checkpoint {holder_id}) inline bytes"
+                )
+                holder = self.docs[holder_id]
+                data = base64.b64decode(holder["blobs"][sha], validate=True)
                 sealed = holder.get("enc") is not None
             else:
-                data = self.ws.read_bytes(self.ws.blob_path(self.thread_id, sha))
+                source = self.ws.blob_path(self.thread_id, sha)
+                data = self.ws.read_bytes(source)
                 sealed = self.cipher is not None
         except (FileNotFoundError, KeyError) as exc:
-            raise RestoreError(f"the bytes {sha} of thread {self.thread_id!r} are missing") from exc
-        if not sealed:
-            return data
-        if self.cipher is None:
             raise RestoreError(
-                f"thread {self.thread_id!r} is encrypted in the workspace: pass cipher=..."
+                f"the bytes {sha} of thread {self.thread_id!r} are missing"
+                + (f" ({where} of {self.path})" if where else "")
+            ) from exc
+        except ValueError as exc:  # binascii.Error: the base64 text itself is damaged
+            raise RestoreError(f"{source} of {sha} are not valid base64: {exc}") from exc
+        if sealed:
+            if self.cipher is None:
+                raise RestoreError(
+                    f"thread {self.thread_id!r} is encrypted in the workspace: pass cipher=..."
+                )
+            try:
+                data = self.cipher.decrypt(data, sha.encode())
+            except DecryptionError as exc:
+                raise DecryptionError(f"{source} of {sha}: {exc}") from exc
+        actual = self.digest(data)
+        if actual != sha:
+            raise RestoreError(
+                f"{source}{f' ({where})' if where and 'line' not in source else ''}: "
+                f"the bytes do not match their address: expected {sha}, found {actual}"
             )
-        return self.cipher.decrypt(data, sha.encode())
+        return data
 
     def pending_writes(self, checkpoint_id: str) -> list[dict[str, Any]]:
         """Latest write per (task, idx), sorted like the savers return them."""
@@ -138,6 +198,171 @@ class CheckpointLog:
         return sorted(
             latest.values(), key=lambda w: (w.get("task_path") or "", w["task_id"], w["idx"])
         )
+
+    def verify(self, events_by_seq: Mapping[int, Mapping[str, Any]]) -> None:
+        """Check every line against the hash-chained event it mirrors, and every value.
+
+        A checkpoint line must be the ``checkpoint`` event its ``seq`` names in
+        ``events.jsonl`` (same id, parent, and channel addresses); a write line the
+        ``writes`` event its ``seq`` names. So the exact bytes are bound to the chain:
+        bytes that match an altered address still fail. Lines copied from another thread
+        (``copied_from``) carry that thread's ``seq`` and are checked for their values only.
+
+        Raises:
+            RestoreError: naming the file, line, checkpoint and what differs.
+        """
+        for cid, doc in self.docs.items():
+            n = self.line_of[cid]
+            at = f"{self.path}: line {n} (checkpoint {cid})"
+            try:
+                skel, channels = doc["checkpoint"], doc["channels"]
+                for key in ("id", "ts", "channel_versions", "versions_seen"):
+                    skel[key]
+            except (KeyError, TypeError) as exc:
+                raise RestoreError(f"{at}: incomplete checkpoint line (no {exc})") from exc
+            if skel["id"] != cid:
+                raise RestoreError(f"{at}: the checkpoint inside says id {skel['id']}")
+            if not doc.get("copied_from"):
+                env = _event_at(events_by_seq, doc.get("seq"), "checkpoint", at)
+                payload = env.get("payload") or {}
+                if env.get("checkpoint_id") != cid:
+                    raise RestoreError(
+                        f"{at}: events.jsonl seq {doc.get('seq')} is checkpoint "
+                        f"{env.get('checkpoint_id')}"
+                    )
+                if payload.get("parent_checkpoint_id") != doc.get("parent_checkpoint_id"):
+                    raise RestoreError(
+                        f"{at}: parent {doc.get('parent_checkpoint_id')} differs from the "
+                        f"recorded parent {payload.get('parent_checkpoint_id')}"
+                    )
+                for ch, rec in (payload.get("channels") or {}).items():
+                    _same_ref(at, f"channel {ch!r}", channels.get(ch), rec)
+            for ch, ref in channels.items():
+                if ref.get("sha256") is not None:
+                    self.bytes_of(ref, where=f"line {n}, checkpoint {cid}, channel {ch!r}")
+        for n, w in self.write_lines:
+            cid = cast(str, w.get("checkpoint_id"))
+            at = f"{self.path}: line {n} (write of checkpoint {cid})"
+            try:
+                task_id, idx, channel = w["task_id"], w["idx"], w["channel"]
+                w["type"], w["sha256"]
+            except KeyError as exc:
+                raise RestoreError(f"{at}: incomplete write line (no {exc})") from exc
+            if not (self.docs.get(cid) or {}).get("copied_from"):
+                env = _event_at(events_by_seq, w.get("seq"), "writes", at)
+                if env.get("checkpoint_id") != cid or env.get("task_id") != task_id:
+                    raise RestoreError(
+                        f"{at}: events.jsonl seq {w.get('seq')} records writes of task "
+                        f"{env.get('task_id')} to checkpoint {env.get('checkpoint_id')}"
+                    )
+                recorded = [
+                    r
+                    for r in (env.get("payload") or {}).get("writes") or []
+                    if r.get("idx") == idx and r.get("channel") == channel
+                ]
+                _same_ref(at, f"write {idx} to {channel!r}", w, recorded[0] if recorded else None)
+            self.bytes_of(w, where=f"line {n}")
+
+
+def _event_at(
+    events_by_seq: Mapping[int, Mapping[str, Any]], seq: Any, kind: str, at: str
+) -> Mapping[str, Any]:
+    env = events_by_seq.get(seq) if isinstance(seq, int) else None
+    if env is None or env.get("kind") != kind:
+        found = "no event" if env is None else f"a {env.get('kind')!r} event"
+        raise RestoreError(f"{at}: events.jsonl has {found} at its seq {seq!r}, not a {kind!r}")
+    return env
+
+
+def _same_ref(at: str, what: str, line: Any, recorded: Any) -> None:
+    """The log's reference must name the bytes the hash-chained event names."""
+    if not isinstance(line, Mapping) or not isinstance(recorded, Mapping):
+        raise RestoreError(f"{at}: {what} is not in both the log and the recorded event")
+    for key in ("sha256", "type"):
+        if line.get(key) != recorded.get(key):
+            raise RestoreError(
+                f"{at}: {what} {key} is {line.get(key)!r} in the log but "
+                f"{recorded.get(key)!r} in the hash-chained event"
+            )
+
+
+def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
+    """The envelopes of the thread's ``events.jsonl``, after checking its hash chain.
+
+    Raises:
+        RestoreError: the file is missing, a line is torn, or the chain breaks (naming
+            the line and ``seq``).
+
+    Example:
+        >>> try:
+        ...     read_verified_events(Workspace("memory://lgx-doc-ev"), "t")
+        ... except RestoreError as exc:
+        ...     print(str(exc).split(": ")[0].rsplit("/", 2)[-2:])
+        ['t', 'events.jsonl is missing']
+    """
+    path = f"{ws.thread_dir(thread_id)}/events.jsonl"
+    if not ws.exists(path):
+        raise RestoreError(
+            f"{path} is missing: the checkpoints cannot be checked against the record"
+        )
+    envelopes: list[dict[str, Any]] = []
+    for n, raw in enumerate(ws.read_bytes(path).splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            env = json.loads(raw)
+        except ValueError as exc:
+            raise RestoreError(f"{path}: line {n} is torn or not JSON ({exc})") from exc
+        if not isinstance(env, dict):
+            raise RestoreError(f"{path}: line {n} is not a JSON object")
+        try:
+            # pairwise is the whole check (gap, prev link, own hash) and names the line
+            verify_chain([*envelopes[-1:], env])
+        except ValueError as exc:
+            raise RestoreError(f"{path}: line {n}: hash chain broken: {exc}") from exc
+        except (KeyError, TypeError) as exc:
+            raise RestoreError(f"{path}: line {n}: malformed event ({exc!r})") from exc
+        envelopes.append(env)
+    if envelopes:
+        first = envelopes[0]
+        if first.get("kind") != "thread_deleted" and (
+            first.get("seq") != 1 or first.get("prev") is not None
+        ):
+            raise RestoreError(f"{path}: events before seq {first.get('seq')} are missing")
+    return envelopes
+
+
+def verify_thread(
+    ws: Workspace, thread_id: str, *, cipher: WorkspaceCipher | None = None
+) -> dict[str, CheckpointLog]:
+    """Check everything a restore of ``thread_id`` would read; write nothing.
+
+    (a) every exact value (inline or blob file) matches its address, computed with the
+    checkpointer's digest (sha256, or the keyed address of ``cipher``); (b) the thread's
+    ``events.jsonl`` hash chain verifies, and every checkpoint and write line is the
+    event of that chain it claims to be; (c) every line of the checkpoint logs is
+    complete JSON.
+
+    Returns:
+        The parsed logs, namespace -> :class:`CheckpointLog` (empty: nothing to restore).
+
+    Raises:
+        RestoreError: naming the file, line or checkpoint, and what differs.
+        DecryptionError: encrypted bytes do not open with ``cipher``.
+
+    Example:
+        >>> verify_thread(Workspace("memory://lgx-doc-verify"), "t")
+        {}
+    """
+    logs = {
+        ns: CheckpointLog(ws, thread_id, ns, cipher=cipher) for ns in _namespaces(ws, thread_id)
+    }
+    if not any(log.docs or log.write_lines for log in logs.values()):
+        return logs
+    by_seq = {env["seq"]: env for env in read_verified_events(ws, thread_id)}
+    for log in logs.values():
+        log.verify(by_seq)
+    return logs
 
 
 def _namespaces(ws: Workspace, thread_id: str) -> list[str]:
@@ -177,12 +402,32 @@ def load_checkpoint(
 ) -> CheckpointTuple:
     """Rebuild one checkpoint (values, metadata, parent, pending writes) from the workspace.
 
+    Without ``log`` the whole thread is verified first (:func:`verify_thread`); a ``log``
+    passed in is trusted to come from it. Every value read is checked against its address
+    either way.
+
     Raises:
-        RestoreError: the checkpoint or some of its bytes are not in the workspace, or a
-            channel was never mirrored (a thread recorded from the middle).
+        RestoreError: the checkpoint or some of its bytes are not in the workspace, were
+            altered, or a channel was never mirrored (a thread recorded from the middle).
+
+    Example:
+        >>> try:
+        ...     load_checkpoint(Workspace("memory://lgx-doc-load"), "t", "", "c-1")
+        ... except RestoreError as exc:
+        ...     print(str(exc)[:35])
+        checkpoint c-1 of thread 't' (names
     """
     serde = serde or JsonPlusSerializer()
-    log = log or CheckpointLog(ws, thread_id, checkpoint_ns, cipher=cipher)
+    if log is None:
+        logs = verify_thread(ws, thread_id, cipher=cipher)
+        log = logs.get(checkpoint_ns) or CheckpointLog(ws, thread_id, checkpoint_ns, cipher=cipher)
+    return _build_tuple(log, checkpoint_id, serde)
+
+
+def _build_tuple(
+    log: CheckpointLog, checkpoint_id: str, serde: SerializerProtocol
+) -> CheckpointTuple:
+    thread_id, checkpoint_ns = log.thread_id, log.checkpoint_ns
     doc = log.doc(checkpoint_id)
     values: dict[str, Any] = {}
     for ch, ref in doc["channels"].items():
@@ -220,6 +465,19 @@ def load_checkpoint(
     )
 
 
+@dataclass(frozen=True)
+class RestoredThread:
+    """What :func:`restore_thread` put into the saver.
+
+    Attributes:
+        checkpoints: how many checkpoints were restored.
+        last_checkpoint_id: id of the newest restored root checkpoint (``None``: none).
+    """
+
+    checkpoints: int
+    last_checkpoint_id: str | None
+
+
 def restore_thread(
     ws: Workspace,
     thread_id: str,
@@ -231,22 +489,71 @@ def restore_thread(
 ) -> int:
     """Put every mirrored checkpoint of ``thread_id`` (and its writes) into ``saver``.
 
-    Returns the number of checkpoints restored. Parents are restored before children.
+    Verifies first and writes nothing unless everything checks out
+    (:func:`verify_thread`: values against their addresses, the ``events.jsonl`` hash
+    chain, complete lines); then decodes every checkpoint, and only then writes, parents
+    before children. Returns the number of checkpoints restored.
+
+    Raises:
+        RestoreError: the workspace copy is incomplete or altered (nothing was written).
 
     Example:
         >>> from langgraph.checkpoint.memory import InMemorySaver
         >>> restore_thread(Workspace("memory://lgx-doc-empty"), "t", InMemorySaver())
         0
     """
+    return restore_thread_report(
+        ws, thread_id, saver, target_thread_id=target_thread_id, serde=serde, cipher=cipher
+    ).checkpoints
+
+
+def restore_thread_report(
+    ws: Workspace,
+    thread_id: str,
+    saver: BaseCheckpointSaver[Any],
+    *,
+    target_thread_id: str | None = None,
+    serde: SerializerProtocol | None = None,
+    cipher: WorkspaceCipher | None = None,
+) -> RestoredThread:
+    """:func:`restore_thread`, returning the count and the last restored checkpoint id.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> restore_thread_report(Workspace("memory://lgx-doc-none"), "t", InMemorySaver())
+        RestoredThread(checkpoints=0, last_checkpoint_id=None)
+    """
     serde = serde or saver.serde
-    target = target_thread_id or thread_id
-    logs = {
-        ns: CheckpointLog(ws, thread_id, ns, cipher=cipher) for ns in _namespaces(ws, thread_id)
-    }
-    n = 0
+    logs = verify_thread(ws, thread_id, cipher=cipher)
+    plan = _decode_all(ws, thread_id, logs, serde)
+    return _put_all(plan, saver, target_thread_id or thread_id)
+
+
+_Plan = list[tuple[str, CheckpointTuple, dict[tuple[str, str], list[tuple[int, str, Any]]]]]
+
+
+def _decode_all(
+    ws: Workspace, thread_id: str, logs: dict[str, CheckpointLog], serde: SerializerProtocol
+) -> _Plan:
+    """Every checkpoint and its writes, decoded: done before the first write, so a value
+    the serializer cannot read does not leave half a thread in the saver either."""
+    plan: _Plan = []
     for ns, cid in iter_checkpoint_ids(ws, thread_id):
         log = logs[ns]
-        tup = load_checkpoint(ws, thread_id, ns, cid, serde=serde, log=log)
+        tup = _build_tuple(log, cid, serde)
+        by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
+        for w in log.pending_writes(cid):
+            value = serde.loads_typed((w["type"], log.bytes_of(w)))
+            key = (w["task_id"], w.get("task_path") or "")
+            by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
+        plan.append((ns, tup, by_task))
+    return plan
+
+
+def _put_all(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
+    """Write a decoded thread into ``saver``, parents before children."""
+    last: str | None = None
+    for ns, tup, by_task in plan:
         conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": ns}
         if tup.parent_config:
             conf["checkpoint_id"] = tup.parent_config["configurable"]["checkpoint_id"]
@@ -256,16 +563,86 @@ def restore_thread(
             tup.metadata,
             dict(tup.checkpoint["channel_versions"]),
         )
-        by_task: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for w in log.pending_writes(cid):
-            by_task.setdefault((w["task_id"], w.get("task_path") or ""), []).append(w)
-        for (task_id, task_path), ws_ in by_task.items():
-            ws_.sort(key=lambda w: w["idx"])
-            saver.put_writes(
-                stored,
-                [(w["channel"], serde.loads_typed((w["type"], log.bytes_of(w)))) for w in ws_],
-                task_id,
-                task_path,
+        for (task_id, task_path), writes in by_task.items():
+            writes.sort(key=lambda w: w[0])
+            saver.put_writes(stored, [(ch, v) for _, ch, v in writes], task_id, task_path)
+        if ns == "":
+            last = tup.checkpoint["id"]
+    return RestoredThread(len(plan), last)
+
+
+def restore_recorded(
+    ext: External, thread_id: str, *, target_thread_id: str | None = None
+) -> RestoredThread:
+    """Restore a thread from ``ext``'s workspace into its saver, and record that it was.
+
+    Verifies first (:func:`verify_thread`; nothing is written on a mismatch), then:
+
+    * **same id** (after a database loss): the workspace already holds the thread's
+      record. A ledger that lost the thread gets the verified ``events.jsonl`` back as it
+      was (same ``seq`` and hashes); a ledger that still has it must end where the
+      workspace ends. The checkpoints go into the wrapped saver unrecorded (the record
+      has them already).
+    * **new id** (``target_thread_id``): the checkpoints go through the recording
+      checkpointer, so the new thread gets its own checkpoint events and workspace files.
+
+    Either way a ``thread_restored`` event closes the restore (payload: source thread,
+    workspace, checkpoints restored, last checkpoint id), so ``lgx show`` and
+    ``lgx verify`` see the thread. Call it on a set-up :class:`External`.
+
+    Raises:
+        RestoreError: the copy does not verify, the target already has checkpoints or
+            (new id) a record, or the ledger holds a different record of the thread.
+
+    Example:
+        >>> with External(workspace="./agent_workspace") as ext:  # doctest: +SKIP
+        ...     restore_recorded(ext, "thread-42")
+        RestoredThread(checkpoints=12, last_checkpoint_id='1f1e...')
+    """
+    ws, pipeline, recording = ext.workspace, ext.pipeline, ext.checkpointer
+    assert pipeline is not None
+    target = target_thread_id or thread_id
+    if recording.get_tuple({"configurable": {"thread_id": target}}) is not None:
+        raise RestoreError(f"thread {target!r} already has checkpoints in the saver")
+    # every check and every decode before the first write (ledger or saver)
+    logs = verify_thread(ws, thread_id, cipher=ext.cipher)
+    plan = _decode_all(ws, thread_id, logs, recording.serde)
+    ledger = pipeline.ledger
+    held = ledger.positions([target]).get(target)
+    if target == thread_id:
+        envelopes = read_verified_events(ws, thread_id)
+        if held is None and envelopes:
+            # the verified record goes back as it was: same seq, same hashes
+            ledger.append([Event.from_envelope(env) for env in envelopes])
+        elif envelopes and held != (envelopes[-1]["seq"], envelopes[-1]["hash"]):
+            raise RestoreError(
+                f"the ledger's record of thread {target!r} ends at seq {held[0] if held else 0}"
+                f", the workspace's at seq {envelopes[-1]['seq']}: they are different "
+                "records; restore under another id"
             )
-        n += 1
-    return n
+        # the record has these checkpoints already: write them past the recorder
+        result = _put_all(plan, recording.inner, target)
+    else:
+        if held is not None or ws.exists(f"{ws.thread_dir(target)}/events.jsonl"):
+            raise RestoreError(f"thread {target!r} is already recorded; pick an unused id")
+        result = _put_all(plan, recording, target)
+    pipeline.emit(
+        Event.new(
+            EventKind.THREAD_RESTORED,
+            target,
+            name="restore",
+            checkpoint_id=result.last_checkpoint_id,
+            payload={
+                "source_thread_id": thread_id,
+                "workspace": ws.location,
+                "checkpoints": result.checkpoints,
+                "last_checkpoint_id": result.last_checkpoint_id,
+            },
+        )
+    )
+    if not ext.flush():
+        raise RestoreError(
+            f"thread {target!r} was restored, but its thread_restored event is not recorded "
+            "yet (see External.health())"
+        )
+    return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import operator
 import re
@@ -518,3 +519,96 @@ def test_restore_rebuilds_a_thread_into_an_empty_database(
     assert got == want
     again = runner.invoke(cli_app, ["--dsn", target, "--workspace", str(ws), "restore", "r-1"])
     assert again.exit_code == 1 and "already has checkpoints" in again.output
+    # the new database's ledger has the thread's verified record back, then the restore
+    events = _ledger_events(target, "r-1")
+    recorded = [json.loads(x) for x in (ws / "threads" / "r-1" / "events.jsonl").open()]
+    assert [e["hash"] for e in events[:-1]] == [e["hash"] for e in recorded[:-1]]
+    assert events[-1]["kind"] == "thread_restored" == recorded[-1]["kind"]
+    verified = runner.invoke(cli_app, ["--dsn", target, "--workspace", str(ws), "verify", "r-1"])
+    assert verified.exit_code == 0, verified.output
+    shown = runner.invoke(cli_app, ["--dsn", target, "--workspace", str(ws), "show", "r-1"])
+    assert shown.exit_code == 0 and "thread_restored" in shown.stdout, shown.output
+
+
+def test_restore_as_a_new_id_records_the_thread_and_its_restore(
+    runner: CliRunner, recorded: Recorded
+) -> None:
+    result = lgx(runner, recorded, "restore", "thread-1", "--as", "thread-1-copy")
+    assert result.exit_code == 0, result.output
+    assert "recorded as thread_restored" in result.stdout
+    events = _ledger_events(recorded.dsn, "thread-1-copy")
+    originals = _ledger_events(recorded.dsn, "thread-1")
+    source_ckpts = [e for e in originals if e["kind"] == "checkpoint"]
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("checkpoint") == len(source_ckpts)  # restored through the recorder
+    [restored] = [e for e in events if e["kind"] == "thread_restored"]
+    assert restored["seq"] == len(events)  # the restore closes the record
+    assert restored["payload"] == {
+        "source_thread_id": "thread-1",
+        "workspace": str(recorded.ws),
+        "checkpoints": len(source_ckpts),
+        "last_checkpoint_id": source_ckpts[-1]["checkpoint_id"],
+    }
+    verified = lgx(runner, recorded, "verify", "thread-1-copy")
+    assert verified.exit_code == 0, verified.output
+    assert "ledger and workspace agree" in verified.stdout
+    shown = lgx(runner, recorded, "show", "thread-1-copy")
+    assert shown.exit_code == 0, shown.output
+    assert "thread_restored" in shown.stdout and "last state" in shown.stdout
+    state = json.loads(
+        (Path(Workspace(recorded.ws).thread_dir("thread-1-copy")) / "state.json").read_text()
+    )
+    original = json.loads(
+        (Path(Workspace(recorded.ws).thread_dir("thread-1")) / "state.json").read_text()
+    )
+    assert state["values"] == original["values"]
+    # the restored thread is a working thread of the app
+    with External(dsn=recorded.dsn, workspace=recorded.ws) as ext:
+        graph = _builder().compile(checkpointer=ext.checkpointer)
+        assert (
+            graph.get_state(ext.config("thread-1-copy")).values
+            == graph.get_state(ext.config("thread-1")).values
+        )
+
+
+def test_restore_of_an_altered_workspace_is_refused_and_writes_nothing(
+    runner: CliRunner, recorded: Recorded
+) -> None:
+    log = Path(Workspace(recorded.ws).thread_dir("thread-1")) / "checkpoints" / "_root.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    holder = next(x for x in lines if x.get("blobs"))
+    sha, b64 = next(iter(holder["blobs"].items()))
+    raw = bytearray(base64.b64decode(b64))
+    raw[0] ^= 1
+    holder["blobs"][sha] = base64.b64encode(bytes(raw)).decode()
+    _rewrite_lines(log, [json.dumps(x) for x in lines])
+    result = lgx(runner, recorded, "restore", "thread-1", "--as", "tampered")
+    assert_clean_failure(result, 1, "restore refused", "_root.jsonl", "do not match their address")
+    assert _ledger_events(recorded.dsn, "tampered") == []
+    with psycopg.connect(recorded.dsn) as conn:
+        row = conn.execute(
+            "select count(*) from checkpoints where thread_id = 'tampered'"
+        ).fetchone()
+    assert row == (0,)
+    assert not Path(Workspace(recorded.ws).thread_dir("tampered")).exists()
+
+
+def test_restore_of_an_encrypted_workspace_needs_its_key(
+    runner: CliRunner, dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.crypto import WorkspaceCipher
+
+    key = WorkspaceCipher.generate_key()
+    rec = Recorded(dsn, tmp_path / "ws")
+    with External(dsn=dsn, workspace=rec.ws, spool_dir=spool_dir, encryption_key=key) as ext:
+        _builder().compile(checkpointer=ext.checkpointer).invoke(
+            {"items": [], "n": 1}, ext.config("enc")
+        )
+    wrong = lgx(
+        runner, rec, "restore", "enc", "--as", "enc-2", "--key", WorkspaceCipher.generate_key()
+    )
+    assert_clean_failure(wrong, 1, "restore refused", "cannot decrypt")
+    assert _ledger_events(dsn, "enc-2") == []
+    right = lgx(runner, rec, "restore", "enc", "--as", "enc-2", "--key", key)
+    assert right.exit_code == 0, right.output
+    assert lgx(runner, rec, "verify", "enc-2").exit_code == 0

@@ -131,6 +131,37 @@ def test_provenance_of_writes_and_reads_from_a_graph_node(
     assert len(llm.prompts) == 1
 
 
+def test_memory_provenance_carries_the_root_run_id_of_the_invocation(
+    ext: External, memory: Mem0Adapter, llm: ScriptedChatModel, dsn: str
+) -> None:
+    graph = build_graph(memory, llm).compile(checkpointer=ext.checkpointer)
+    for thread in ("root-1", "root-2"):
+        graph.invoke({"user": "alice", "turn": 0, "found": 0}, ext.config(thread))
+    memory.flush()
+    for thread in ("root-1", "root-2"):
+        ledger = ext.events(thread)
+        [start] = [e for e in ledger if e["kind"] == "run_start"]
+        assert start["run_id"] == start["root_run_id"]
+        node_start = next(e for e in ledger if e["kind"] == "node_start")
+        assert node_start["root_run_id"] == start["run_id"]
+        [(root, run_id)] = q(
+            dsn,
+            f"select root_run_id, run_id from {S}.memory_events where thread_id = %s",
+            thread,
+        )
+        assert root == start["run_id"]
+        assert run_id == node_start["run_id"]
+        [add] = [e for e in ledger if e["kind"] == "memory_add"]
+        assert add["root_run_id"] == start["run_id"]
+        # the memory_reads view joins reads to the invocation the same way
+        reads = q(
+            dsn,
+            f"select root_run_id from {S}.memory_reads where thread_id = %s",
+            thread,
+        )
+        assert reads and {r[0] for r in reads} == {start["run_id"]}
+
+
 def _dump_database(dsn: str) -> str:
     """Every value of every text-like column of every user table (what pg_dump would show)."""
     out: list[str] = []

@@ -141,6 +141,29 @@ class AuditCallbackHandler(GraphCallbackHandler):
         self._runs: dict[UUID, _Run] = {}
         self._graph_runs: dict[str, _Run] = {}  # graph run id -> run (interrupt events)
 
+    def root_run_id(self, run_id: UUID | str | None) -> str | None:
+        """The root run id of a run in progress (``None`` if the handler does not know it).
+
+        It is the ``run_id`` of the ``run_start`` event of the graph invocation, and the
+        ``root_run_id`` of every event of that invocation: what other sources (the memory
+        adapter) record to join with the run.
+
+        Example:
+            >>> from langgraph_external.sinks.memory import InMemoryLedger
+            >>> from langgraph_external.pipeline import Pipeline
+            >>> with Pipeline(InMemoryLedger()) as p:
+            ...     AuditCallbackHandler(p).root_run_id("not-running") is None
+            True
+        """
+        if run_id is None:
+            return None
+        try:
+            key = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+        except ValueError:
+            return None
+        run = self._runs.get(key)
+        return run.root if run is not None else None
+
     # -- plumbing ----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
         try:

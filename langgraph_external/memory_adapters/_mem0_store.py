@@ -77,8 +77,14 @@ def graph_provenance() -> dict[str, Any]:
     """Thread, run, checkpoint, node, step and task of the graph task calling us, if any.
 
     ``run_id`` is the LangChain run id of the node (the ``run_id`` of its ``node_start``
-    event in the ledger); ``root_run_id`` the graph run id when LangGraph knows it.
-    Outside a graph every value is ``None``.
+    event in the ledger); ``root_run_id`` the root run id of the graph invocation (the
+    ``run_id`` of its ``run_start`` event), asked of the audit callback handler attached
+    to the run, else the ``run_id`` the caller put in the config. Outside a graph every
+    value is ``None``.
+
+    Example:
+        >>> graph_provenance()["root_run_id"] is None  # not inside a graph task
+        True
     """
     empty: dict[str, Any] = dict.fromkeys(
         (
@@ -111,7 +117,9 @@ def graph_provenance() -> dict[str, Any]:
         or (conf.get("checkpoint_map") or {}).get(parent_ns)
         or conf.get("checkpoint_id")
     )
-    root = getattr(info, "run_id", None) or config.get("run_id")
+    root = (
+        _audited_root(callbacks, node_run) or getattr(info, "run_id", None) or config.get("run_id")
+    )
     thread = conf.get("thread_id") or md.get("thread_id")
     step = md.get("langgraph_step")
     last = parts[-1] if parts else ""
@@ -125,6 +133,25 @@ def graph_provenance() -> dict[str, Any]:
         "step": int(step) if step is not None else None,
         "task_id": last.split(":", 1)[1] if ":" in last else None,
     }
+
+
+def _audited_root(callbacks: Any, node_run: Any) -> str | None:
+    """Root run id of ``node_run`` per the :class:`AuditCallbackHandler` among ``callbacks``.
+
+    LangChain keeps no root id in the config a node receives; the handler that recorded
+    the ``run_start`` event knows it, so both sides join on the same id.
+    """
+    from langgraph_external.callbacks import AuditCallbackHandler
+
+    if node_run is None:
+        return None
+    handlers = getattr(callbacks, "handlers", None) or []
+    for h in handlers:
+        if isinstance(h, AuditCallbackHandler):
+            root = h.root_run_id(node_run)
+            if root is not None:
+                return root
+    return None
 
 
 @contextmanager
