@@ -10,9 +10,11 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
@@ -153,7 +155,7 @@ class External:
                     open=True,
                 )
                 saver = PostgresSaver(self._pool)
-                saver.setup()
+                _saver_setup(saver.setup)
                 _compat.replace_lock(saver, NoLock())
                 inner = saver
                 outbox = True  # same database as the ledger: the record commits with it
@@ -186,7 +188,14 @@ class External:
                 )
                 await self._apool.open()
                 saver = AsyncPostgresSaver(self._apool)
-                await saver.setup()
+                for attempt in range(_SETUP_ATTEMPTS):
+                    try:
+                        await saver.setup()
+                        break
+                    except psycopg.errors.UniqueViolation:
+                        if attempt == _SETUP_ATTEMPTS - 1:
+                            raise
+                        await asyncio.sleep(0.2)
                 _compat.replace_lock(saver, NoLock())
                 inner = saver
                 outbox = True
@@ -322,3 +331,24 @@ class External:
     def health(self) -> dict[str, Any]:
         """Recording health: delivered events, failures, spooled batches."""
         return self.pipeline.health() if self.pipeline is not None else {}
+
+
+_SETUP_ATTEMPTS = 50
+
+
+def _saver_setup(setup: Any) -> None:
+    """Run the official saver's ``setup()``, which two processes cannot run at once.
+
+    On a fresh database both record migration 0 and one fails with a unique violation;
+    its migrations use ``CREATE INDEX CONCURRENTLY``, so a lock around it would wait for
+    the other process's lock request forever. Retrying once the other is done is safe:
+    every migration is idempotent and a finished setup is a no-op.
+    """
+    for attempt in range(_SETUP_ATTEMPTS):
+        try:
+            setup()
+            return
+        except psycopg.errors.UniqueViolation:
+            if attempt == _SETUP_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2)

@@ -328,6 +328,9 @@ update {schema}.projection_cursors set error = null, updated_at = now()
 where projection = %s and error is not null
 """
 
+TRY_PROJECTION_LOCK = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
+PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
+
 DELETE_THREAD_ROWS = (
     "delete from {schema}.events where thread_id = %s and seq < %s",
     "delete from {schema}.checkpoints where thread_id = %s",

@@ -211,6 +211,10 @@ class Pipeline:
         self.delivered = 0
         self.conflicts = 0  # commits retried because another writer moved the thread first
         self.quarantined: dict[str, str] = {}  # "projection:thread" -> error
+        self._stalls: dict[str, int] = {}  # "projection:thread" -> failed attempts in a row
+        self._stall_since: dict[str, float] = {}
+        self._last_projected_ok = 0.0
+        self._store_started: float | None = None
         identity = getattr(ledger, "identity", None)
         key = identity() if callable(identity) else ledger.name
         self._wal = WriteAheadLog(Path(wal_dir or spool_dir or default_spool_dir()) / "wal" / key)
@@ -438,12 +442,14 @@ class Pipeline:
             oldest = min(
                 (en.born for entries in self._buf.values() for en in entries), default=None
             )
-            buffered = self._count
+            buffered = self._count + self._storing
+            store_started = self._store_started
         now = time.monotonic()
         return {
             "delivered": self.delivered,
             "buffered": buffered,
             "oldest_buffered_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
+            "ledger_wait_seconds": round(now - store_started, 3) if store_started else 0.0,
             "ledger_down_seconds": (
                 round(now - self._ledger_down_since, 3) if self._ledger_down_since else 0.0
             ),
@@ -615,14 +621,16 @@ class Pipeline:
             try:
                 self._store(batch, sealed)
             except PositionMovedError:
+                self._stored(batch)
                 continue
             except Exception as exc:
+                self._stored(batch)
                 logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
                 with self._cv:
                     if self._stop:
                         return
                     self._cv.wait(self.retry_interval)
-            finally:
+            else:
                 self._stored(batch)
 
     def _flushable_now(self) -> list[_Entry]:
@@ -682,9 +690,13 @@ class Pipeline:
         by_thread: dict[str, list[_Entry]] = {}
         for en in entries:
             by_thread.setdefault(en.event.thread_id, []).append(en)
+        with self._cv:
+            self._store_started = time.monotonic()
         try:
             self.ledger.append(sealed)
         except Exception as exc:
+            with self._cv:
+                self._store_started = None
             for tid in by_thread:
                 self.sequencer.invalidate(tid)
             ordinary = not is_poison(exc)
@@ -719,6 +731,8 @@ class Pipeline:
             if not moved:
                 self._fail("ledger", exc, len(entries))
             raise
+        with self._cv:
+            self._store_started = None
         self._committed(sealed, entries)
 
     def _quarantine(self, tid: str, entries: list[_Entry], exc: BaseException) -> None:
@@ -800,26 +814,63 @@ class Pipeline:
             if f"{proj.name}:{tid}" in self.quarantined:
                 continue
             try:
-                self.project_thread(proj, tid)
+                if self.project_thread(proj, tid) is None:
+                    ok = False  # another process is writing it: look again shortly
+                    continue
             except OSError as exc:  # disk full, read-only, vanished: retried
                 self._fail(proj.name, exc, 0)
+                key = f"{proj.name}:{tid}"
+                self._stalls[key] = self._stalls.get(key, 0) + 1
+                if self._stalls[key] >= 3 and self._last_projected_ok > self._stall_since.get(
+                    key, time.monotonic()
+                ):
+                    # other threads were written meanwhile: this thread's files are the problem
+                    self._set_aside(proj, tid, exc)
+                    continue
+                self._stall_since.setdefault(key, time.monotonic())
                 logger.warning("projection %s stalled on %r: %s", proj.name, tid, exc)
                 ok = False
+                continue
             except (LedgerUnavailableError, ConnectionError) as exc:
                 self._fail(proj.name, exc, 0)
                 ok = False
             except Exception as exc:  # a value it cannot apply: set the thread aside
-                err = f"{type(exc).__name__}: {exc}"[:2000]
-                self.quarantined[f"{proj.name}:{tid}"] = err
-                logger.error("projection %s set thread %r aside: %s", proj.name, tid, err)
-                try:
-                    self.ledger.set_cursor(proj.name, tid, proj.position(tid), err)
-                except Exception:
-                    logger.debug("could not record the quarantine of %r", tid)
+                self._set_aside(proj, tid, exc)
+                continue
+            self._stalls.pop(f"{proj.name}:{tid}", None)
+            self._stall_since.pop(f"{proj.name}:{tid}", None)
+            self._last_projected_ok = time.monotonic()
         return ok
 
-    def project_thread(self, proj: Projection, tid: str) -> int:
-        """Apply every event of ``tid`` the projection lacks; returns its new position."""
+    def _set_aside(self, proj: Projection, tid: str, exc: BaseException) -> None:
+        """Quarantine one thread of a projection; the others go on (``lgx repair`` retries)."""
+        err = f"{type(exc).__name__}: {exc}"[:2000]
+        self.quarantined[f"{proj.name}:{tid}"] = err
+        logger.error("projection %s set thread %r aside: %s", proj.name, tid, err)
+        try:
+            self.ledger.set_cursor(proj.name, tid, proj.position(tid), err)
+        except Exception:
+            logger.debug("could not record the quarantine of %r", tid)
+
+    def project_thread(self, proj: Projection, tid: str) -> int | None:
+        """Apply every event of ``tid`` the projection lacks; returns its new position.
+
+        Several processes may feed one workspace: a lock in the ledger lets one of them
+        write a thread at a time, and the holder reads the files' position afresh. Returns
+        ``None`` when another process holds the thread (it is tried again later).
+        """
+        lock = getattr(self.ledger, "projection_lock", None)
+        if lock is None:
+            return self._project_locked(proj, tid)
+        with lock(proj.name, tid) as held:
+            if not held:
+                return None
+            forget = getattr(proj, "forget", None)
+            if forget is not None:
+                forget(tid)  # another process may have written since we last looked
+            return self._project_locked(proj, tid)
+
+    def _project_locked(self, proj: Projection, tid: str) -> int:
         pos = proj.position(tid)
         while True:
             events = self.ledger.read(tid, after=pos)

@@ -252,22 +252,7 @@ def operated(dsn: str, tmp_path: Path, spool_dir: Path) -> tuple[Workspace, dict
         return ext.workspace, want
 
 
-@pytest.mark.parametrize(
-    "thread",
-    [
-        "gone",
-        pytest.param(
-            "p",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=RestoreError,
-                reason="projection bug (sinks/workspace.py): prune drops the log lines of "
-                "removed checkpoints, and with them inline bytes the kept checkpoint still "
-                "refers to ('in' a removed checkpoint); restore rightly refuses",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("thread", ["gone", "p"])
 def test_threads_after_delete_and_prune_still_verify_and_restore(
     operated: tuple[Workspace, dict[str, Any]], thread: str
 ) -> None:
@@ -279,13 +264,6 @@ def test_threads_after_delete_and_prune_still_verify_and_restore(
     assert _graph(target).get_state({"configurable": {"thread_id": thread}}).values == want[thread]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RestoreError,
-    reason="projection bug (sinks/workspace.py): copied log lines keep the source's seq, so "
-    "the copy's own later checkpoint lines with a lower seq are taken as already held and "
-    "never written; restore rightly refuses the incomplete copy",
-)
 def test_a_copied_thread_that_went_on_restores(
     operated: tuple[Workspace, dict[str, Any]],
 ) -> None:

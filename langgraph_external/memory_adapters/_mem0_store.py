@@ -29,7 +29,6 @@ import contextvars
 import functools
 import hashlib
 import json
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.events import json_safe
+from langgraph_external.events import json_safe, new_id
 from langgraph_external.ledger import q
 from langgraph_external.memory_adapters import _mem0_sql as S
 from langgraph_external.memory_adapters._mem0_errors import (
@@ -189,7 +188,7 @@ class Operation:
 
     kind: str
     conn: psycopg.Connection[Any] | None = None
-    op_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    op_id: str = field(default_factory=lambda: new_id())
     actor: str | None = None
     reason: str | None = None
     infer: bool | None = None
@@ -358,7 +357,7 @@ class AuditedVectorStore:
     ) -> None:
         """Insert vectors and one ``ADD`` audit row each, in one transaction."""
         payloads = list(payloads or [{} for _ in vectors])
-        ids = [str(i) for i in (ids or [uuid.uuid4() for _ in vectors])]
+        ids = [str(i) for i in (ids or [new_id() for _ in vectors])]
         for vector, payload in zip(vectors, payloads, strict=True):
             self.check_vector(vector)
             self.check_text(payload.get("data"))
@@ -411,7 +410,7 @@ class AuditedVectorStore:
         row = conn.execute(
             self._insert_event + sql.SQL(" returning event_id"),
             (
-                op.op_id if op is not None else str(uuid.uuid4()),
+                op.op_id if op is not None else new_id(),
                 self.collection_name,
                 memory_id,
                 event,

