@@ -11,6 +11,8 @@ import contextlib
 import operator
 import platform
 import subprocess
+import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -186,3 +188,40 @@ def client_connections(dsn: str) -> int:
             "where backend_type = 'client backend' and pid <> pg_backend_pid()"
         ).fetchone()
     return int(row[0])  # type: ignore[index]
+
+
+def run_in_threads(
+    threads: int, body: Callable[[int], object], after: Callable[[], object] | None = None
+) -> tuple[float, float]:
+    """Run ``body(i)`` on ``threads`` OS threads started together, then ``after()``.
+
+    Returns ``(wall, after_s)``: seconds from the common start until every thread
+    returned and ``after`` (e.g. a flush) finished, and the part ``after`` took.
+    Raises if any thread failed.
+    """
+    barrier = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            body(i)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    workers = [
+        threading.Thread(target=worker, args=(i,), name=f"bench-{i}") for i in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    f0 = time.perf_counter()
+    if after is not None:
+        after()
+    end = time.perf_counter()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {threads} threads failed") from errors[0]
+    return end - t0, end - f0

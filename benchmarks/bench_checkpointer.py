@@ -41,7 +41,6 @@ import pstats
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from _common import (
     ledger_counts,
     pct,
     postgres,
+    run_in_threads,
     server_info,
     versions,
 )
@@ -121,32 +121,13 @@ def run_batch(setup: Setup, k: int, *, record: bool = True) -> None:
 
 
 def run_concurrent(setup: Setup, threads: int, m: int) -> None:
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
+    def body(_: int) -> None:
+        for _ in range(m):
+            invoke_once(setup.graph, f"conc{setup.name}")
 
-    def worker() -> None:
-        barrier.wait()
-        try:
-            for _ in range(m):
-                invoke_once(setup.graph, f"conc{setup.name}")
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    workers = [threading.Thread(target=worker, name=f"bench-{i}") for i in range(threads)]
-    for w in workers:
-        w.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for w in workers:
-        w.join()
-    f0 = time.perf_counter()
-    if setup.flush is not None:
-        setup.flush()
-    end = time.perf_counter()
-    if errors:
-        raise RuntimeError(f"{len(errors)} worker(s) failed") from errors[0]
-    setup.conc_s.append(end - t0)
-    setup.conc_flush_s.append(end - f0)
+    wall, flush = run_in_threads(threads, body, setup.flush)
+    setup.conc_s.append(wall)
+    setup.conc_flush_s.append(flush)
 
 
 # -- output ----------------------------------------------------------------------------
@@ -372,6 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         "next to the embedded server's data); e.g. /dev/shm to take the "
         "filesystem out of the picture",
     )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        help="embedded server's max_connections (its default 100 can run out: see README)",
+    )
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--target", type=float, default=1.10, help="target median ratio B/A")
     p.add_argument("--check", action="store_true", help="exit 1 if the median ratio > target")
@@ -389,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         tmpname = stack.enter_context(tempfile.TemporaryDirectory(prefix="lgx-bench-"))
         tmp = Path(tmpname)
-        with postgres(args.dsn, tmp) as (dsn, kind):
+        with postgres(args.dsn, tmp, max_connections=args.max_connections) as (dsn, kind):
             info = server_info(dsn)
             info["kind"] = kind
             files_ctx = (

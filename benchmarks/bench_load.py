@@ -77,6 +77,7 @@ from _common import (
     ledger_counts,
     pct,
     postgres,
+    run_in_threads,
     server_info,
     versions,
 )
@@ -149,7 +150,9 @@ def _count_calls(obj: Any, name: str, counters: dict[str, int], key: str) -> Non
     setattr(obj, name, wrapped)
 
 
-def make_setup(key: str, dsn: str, files: Path, pool_size: int) -> Setup:
+def make_setup(
+    key: str, dsn: str, files: Path, pool_size: int, schema_prefix: str = "lgx_bench"
+) -> Setup:
     if key == "a":
         saver, pool = bare_saver(dsn, pool_size)
         return Setup(key, build_graph(saver), build_chat(saver), close=pool.close)
@@ -159,7 +162,7 @@ def make_setup(key: str, dsn: str, files: Path, pool_size: int) -> Setup:
         dsn=dsn,
         workspace=files / f"workspace-{key}",
         spool_dir=files / f"spool-{key}",
-        schema=f"lgx_bench_{key}",
+        schema=f"{schema_prefix}_{key}",
         pool_size=pool_size,
     ).setup()
     setup = Setup(key, build_graph(ext.checkpointer), build_chat(ext.checkpointer), ext)
@@ -321,32 +324,14 @@ def w_long_thread(
 
 def run_concurrent(s: Setup, sampler: Sampler, threads: int, m: int, tag: str) -> float:
     """``threads`` OS threads, each on its own thread id; wall seconds incl. the drain."""
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
+    tids = [f"conc-{s.key}-{tag}-{i}-{uuid.uuid4().hex}" for i in range(threads)]
 
-    def worker(tid: str) -> None:
-        barrier.wait()
-        try:
-            for _ in range(m):
-                invoke_chain(s.chain, s.config(tid))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+    def body(i: int) -> None:
+        for _ in range(m):
+            invoke_chain(s.chain, s.config(tids[i]))
 
-    workers = [
-        threading.Thread(target=worker, args=(f"conc-{s.key}-{tag}-{i}-{uuid.uuid4().hex}",))
-        for i in range(threads)
-    ]
     with sampler.watch(s, "concurrent"):
-        for w in workers:
-            w.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for w in workers:
-            w.join()
-        s.flush()
-        wall = time.perf_counter() - t0
-    if errors:
-        raise RuntimeError(f"setup {s.key}: {len(errors)} worker(s) failed") from errors[0]
+        wall, _ = run_in_threads(threads, body, s.flush)
     return wall
 
 
@@ -382,7 +367,8 @@ def _status_kb(field_name: str) -> int | None:
 def rss_child(key: str, dsn: str, turns: int, pool_size: int) -> dict[str, Any]:
     """Run only ``key``'s long thread in this (fresh) process; report its memory."""
     with tempfile.TemporaryDirectory(prefix="lgx-bench-rss-") as tmp:
-        s = make_setup(key, dsn, Path(tmp), pool_size)
+        # its own ledger schema: a fresh process on the main run's schema starts much larger
+        s = make_setup(key, dsn, Path(tmp), pool_size, schema_prefix="lgx_rss")
         try:
             warm = f"rsswarm-{key}-{uuid.uuid4().hex}"
             for t in range(1, 3):
@@ -515,6 +501,10 @@ def render(res: dict[str, Any]) -> None:
                 print(f"  RSS child {k} failed: {rss[k]['error'][-300:]}")
 
 
+def progress(text: str) -> None:
+    print(f"[bench_load {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
 # -- main ------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -532,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--max-connections",
         type=int,
-        default=400,
+        default=1000,
         help="embedded server's max_connections (its default 100 is not enough: see README)",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
@@ -581,16 +571,22 @@ def main(argv: list[str] | None = None) -> int:
                 chat_turn(s.chat, warm, t)
             s.flush()
         gc.collect()
+        progress(f"setups ready and warm in {time.perf_counter() - t_start:.1f} s")
         res: dict[str, Any] = {"benchmark": "load: bare saver vs External ckpt-only vs audit"}
         conns = {"start": client_connections(dsn)}
-        res["latency"] = w_latency(setups, sampler, args.n, args.batch)
-        conns["latency"] = client_connections(dsn)
-        res["burst"] = w_burst(setups, sampler, args.burst, args.reps)
-        conns["burst"] = client_connections(dsn)
-        res["long_thread"] = w_long_thread(setups, sampler, args.turns, args.block)
-        conns["long_thread"] = client_connections(dsn)
-        res["concurrent"] = w_concurrent(setups, sampler, args.threads, args.m, args.conc_rounds)
-        conns["concurrent"] = client_connections(dsn)
+        workloads: dict[str, Callable[[], dict[str, Any]]] = {
+            "latency": lambda: w_latency(setups, sampler, args.n, args.batch),
+            "burst": lambda: w_burst(setups, sampler, args.burst, args.reps),
+            "long_thread": lambda: w_long_thread(setups, sampler, args.turns, args.block),
+            "concurrent": lambda: w_concurrent(
+                setups, sampler, args.threads, args.m, args.conc_rounds
+            ),
+        }
+        for name, run in workloads.items():
+            t0 = time.perf_counter()
+            res[name] = run()
+            conns[name] = client_connections(dsn)
+            progress(f"{name} done in {time.perf_counter() - t0:.1f} s")
         res["elapsed_s"] = time.perf_counter() - t_start
         res["server_connections_after"] = conns
         rec: dict[str, Any] = {}
@@ -609,7 +605,9 @@ def main(argv: list[str] | None = None) -> int:
         res["recording"] = rec
         res["pipeline_aborted_logs"] = aborts.count
         if not args.no_rss:
+            t0 = time.perf_counter()
             res["rss"] = measure_rss(dsn, args.turns, args.pool_size)
+            progress(f"memory subprocesses done in {time.perf_counter() - t0:.1f} s")
         res.update(
             args={k: v for k, v in vars(args).items() if k not in ("dsn", "rss_child")},
             server=info,
