@@ -620,7 +620,9 @@ def main(argv: list[str] | None = None) -> int:
                 "loadavg_after": os.getloadavg(),
             },
         )
-    render(res)
+    # with --json - the table goes to stderr so stdout is only JSON
+    with contextlib.redirect_stdout(sys.stderr if args.json == "-" else sys.stdout):
+        render(res)
     if args.json:
         text = json.dumps(res, indent=2, default=str) + "\n"
         if args.json == "-":
