@@ -181,15 +181,35 @@ class PostgresLedger:
                 },
             )
 
+    def _batched(self, events: Sequence[Event]) -> Iterator[tuple[Any, list[Any]]]:
+        """The statements, consecutive event inserts grouped for one ``executemany``."""
+        group: list[Any] = []
+        for query, params in self.statements(events):
+            if query is self._sql["event"]:
+                group.append(params)
+                continue
+            if group:
+                yield self._sql["event"], group
+                group = []
+            yield query, [params]
+        if group:
+            yield self._sql["event"], group
+
     def execute_in(self, cur: Any, events: Sequence[Event]) -> None:
         """Queue the statements on a cursor of someone else's transaction (the saver's)."""
-        for query, params in self.statements(events):
-            cur.execute(query, params)
+        for query, params in self._batched(events):
+            if len(params) == 1:
+                cur.execute(query, params[0])
+            else:
+                cur.executemany(query, params)
 
     async def aexecute_in(self, cur: Any, events: Sequence[Event]) -> None:
         """Async twin of :meth:`execute_in`."""
-        for query, params in self.statements(events):
-            await cur.execute(query, params)
+        for query, params in self._batched(events):
+            if len(params) == 1:
+                await cur.execute(query, params[0])
+            else:
+                await cur.executemany(query, params)
 
     def append(self, events: Sequence[Event]) -> None:
         """Store ``events`` in one transaction of the ledger's own connection.
