@@ -37,6 +37,8 @@ from langgraph_external.workspace import Workspace, encode_thread_id
 logger = logging.getLogger("langgraph_external")
 
 _CACHE = 4096
+_BYTES_BUDGET = 32 * 1024 * 1024  # exact bytes kept for rendering readable views
+_READABLE_CACHE = 256  # rendered values (a message list renders large)
 _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
 
 
@@ -72,6 +74,7 @@ class WorkspaceProjection:
         self._channel_maps: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self._readable: OrderedDict[str, Any] = OrderedDict()  # sha -> readable value
         self._bytes: OrderedDict[str, bytes] = OrderedDict()  # sha -> bytes (this batch+)
+        self._bytes_size = 0
         self._described: set[str] = set()  # threads whose thread.json exists
 
     # -- Projection ----------------------------------------------------------------------
@@ -292,9 +295,15 @@ class WorkspaceProjection:
 
     # -- readable views ----------------------------------------------------------------
     def _remember_bytes(self, sha: str, data: bytes) -> None:
+        # bounded by size, not only count: a long chat's message list is large
+        if sha in self._bytes:
+            self._bytes.move_to_end(sha)
+            return
         self._bytes[sha] = data
-        while len(self._bytes) > _CACHE:
-            self._bytes.popitem(last=False)
+        self._bytes_size += len(data)
+        while self._bytes and (len(self._bytes) > _CACHE or self._bytes_size > _BYTES_BUDGET):
+            _, old = self._bytes.popitem(last=False)
+            self._bytes_size -= len(old)
 
     def _seal(self, inline: dict[str, str]) -> dict[str, str]:
         """Encrypt inline base64 values (address as associated data) when keyed."""
@@ -330,7 +339,7 @@ class WorkspaceProjection:
         except Exception as exc:  # readable views never block the exact mirror
             value = {"$undecodable": f"{type(exc).__name__}: {exc}"}
         self._readable[sha] = value
-        while len(self._readable) > _CACHE:
+        while len(self._readable) > _READABLE_CACHE:
             self._readable.popitem(last=False)
         return value
 

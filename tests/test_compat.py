@@ -1,0 +1,80 @@
+"""Every upstream internal the package relies on, checked against the installed versions.
+
+If one of these fails after an upgrade, read ``langgraph_external/_compat.py``: it is the
+one file that uses them."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.types import Send
+
+from langgraph_external import _compat
+
+
+def test_the_versions_checked_against_are_installed_or_noted() -> None:
+    for package, checked in _compat.CHECKED_AGAINST.items():
+        installed = version(package)
+        assert installed.split(".")[0] == checked.split(".")[0], (package, installed, checked)
+
+
+def test_reserved_names_are_what_langgraph_uses() -> None:
+    from langgraph._internal import _constants
+
+    assert _compat.TASKS == _constants.TASKS == "__pregel_tasks"
+    assert _compat.TASK_PATH_PULL == "~" + _constants.PULL
+    assert _compat.TASK_PATH_PUSH == "~" + _constants.PUSH
+    assert _compat.send_targets({_compat.TASKS: [Send("a", 1), Send("b", 2)]}) == ["a", "b"]
+
+
+def test_the_outbox_runs_inside_the_saver_put_transaction(dsn: str) -> None:
+    """put opens _cursor(pipeline=True); a failing outbox statement rolls the put back."""
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        assert _compat.install_outbox(saver)
+        ran: list[Any] = []
+
+        def run(cur: Any) -> None:
+            ran.append(cur)
+            cur.execute("select 1/0")  # the outbox's statement fails: nothing may commit
+
+        token = _compat.OUTBOX.set(_compat.Outbox(run, run))  # type: ignore[arg-type]
+        try:
+            cp = empty_checkpoint()
+            with pytest.raises(psycopg.Error):
+                saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {})
+        finally:
+            _compat.OUTBOX.reset(token)
+        assert ran, "the saver's put no longer opens _cursor(pipeline=True)"
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
+
+
+async def test_the_async_saver_has_the_same_seam(dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(dsn) as saver:
+        await saver.setup()
+        assert _compat.install_outbox(saver)
+        ran: list[Any] = []
+
+        async def arun(cur: Any) -> None:
+            ran.append(cur)
+
+        token = _compat.OUTBOX.set(_compat.Outbox(lambda cur: None, arun))
+        try:
+            await saver.aput(
+                {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                empty_checkpoint(),
+                {},
+                {},
+            )
+        finally:
+            _compat.OUTBOX.reset(token)
+        assert ran
+        assert _compat.is_async_postgres_saver(saver) and _compat.is_postgres_saver(saver)
+        assert await _compat.asaver_database_identity(saver) is not None
+        assert hasattr(saver, "lock")
