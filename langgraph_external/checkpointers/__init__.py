@@ -247,6 +247,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             self.outbox = self._use_outbox(outbox)
         self._seen: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> versions_seen
         self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> Send target per push index
+        self._refs: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> every channel's reference
         # Send-task writes seen before their step's checkpoint (durability="async")
         self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
         pipeline.add_flush_hook(self._drain_unresolved)
@@ -638,17 +639,27 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def _build_checkpoint(self, rec: _PutRecord, cap: _Capture) -> Event:
         tid, ns, checkpoint = rec.tid, rec.ns, rec.checkpoint
         cid = checkpoint["id"]
-        full = rec.parent is not None and (tid, ns, rec.parent) not in self._seen
-        channels = checkpoint["channel_versions"] if full else rec.new_versions
+        # every checkpoint names every channel's exact value (a reference: sha256, version,
+        # where the bytes are); only what changed since the parent is serialized again
+        with self._book:
+            before = self._refs.get((tid, ns, rec.parent)) if rec.parent else {}
+        full = before is None
+        versions = checkpoint["channel_versions"]
+        changed = versions if full else rec.new_versions
         values = checkpoint["channel_values"]
         refs: dict[str, Any] = {}
         blobs = _Blobs(self._digest)
-        for ch, ver in channels.items():
-            if ch in values:
+        for ch, ver in versions.items():
+            kept = None if full or ch in changed else (before or {}).get(ch)
+            if kept is not None and kept.get("version") == ver:
+                refs[ch] = kept
+            elif ch in values:
                 typ, data = self._dump(values[ch], cap)
                 refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid)}
             else:
                 refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
+        with self._book:
+            self._refs.put((tid, ns, cid), refs)
         step = rec.metadata.get("step")
         nodes = sorted({w["node"] for w in rec.writers if w.get("node")})
         return Event(
@@ -667,6 +678,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 "writers": rec.writers,
                 "nodes": nodes,
                 "channels": refs,
+                "changed": sorted(ch for ch in refs if ch in changed or full),
+                "complete": True,
                 "full": full,
                 "size": blobs.size,
                 "path": _checkpoint_relpath(tid, ns, cid),
@@ -763,7 +776,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     def _forget(self, tid: str) -> None:
         with self._book:
-            for cache in (self._seen, self._sends):
+            for cache in (self._seen, self._sends, self._refs):
                 for key in [k for k in cache if k[0] == tid]:
                     del cache[key]
             for key in [k for k in self._unresolved if k[0] == tid]:

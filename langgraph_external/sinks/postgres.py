@@ -373,7 +373,7 @@ def _checkpoint_row(e: Event) -> tuple[Any, ...]:
         e.run_id,
         [w.get("task_id") for w in writers if w.get("task_id")],
         sorted({w["node"] for w in writers if w.get("node")}),
-        sorted(p.get("channels", {})),
+        sorted(p.get("changed") or p.get("channels") or {}),
         e.ts,
         int(p.get("size", 0)),
         p.get("path"),

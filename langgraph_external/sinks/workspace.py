@@ -38,7 +38,7 @@ logger = logging.getLogger("langgraph_external")
 
 _CACHE = 4096
 _BYTES_BUDGET = 32 * 1024 * 1024  # exact bytes kept for rendering readable views
-_READABLE_CACHE = 256  # rendered values (a message list renders large)
+_READABLE_CACHE = 32  # rendered values (a long message list renders to megabytes)
 _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
 
 
@@ -230,7 +230,7 @@ class WorkspaceProjection:
         self._channel_maps[(tid, e.checkpoint_ns, e.checkpoint_id)] = full
         while len(self._channel_maps) > _CACHE:
             self._channel_maps.popitem(last=False)
-        updated = e.payload.get("channels", {})
+        updated = e.payload.get("changed") or e.payload.get("channels", {})
         return {
             "record": "checkpoint",
             "thread_id": tid,
@@ -258,6 +258,8 @@ class WorkspaceProjection:
     def _full_channel_map(self, tid: str, e: Event, versions: dict[str, Any]) -> dict[str, Any]:
         p = e.payload
         updated: dict[str, Any] = p.get("channels", {})
+        if p.get("complete"):  # the event names every channel: nothing to look up
+            return {ch: updated[ch] for ch in versions if ch in updated}
         base: dict[str, Any] = {}
         if not p.get("full") and p.get("parent_checkpoint_id"):
             base = self._channel_map(tid, e.checkpoint_ns, p["parent_checkpoint_id"]) or {}
