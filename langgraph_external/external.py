@@ -192,7 +192,7 @@ class External:
                     try:
                         await saver.setup()
                         break
-                    except psycopg.errors.UniqueViolation:
+                    except _SETUP_RACES:
                         if attempt == _SETUP_ATTEMPTS - 1:
                             raise
                         await asyncio.sleep(0.2)
@@ -334,12 +334,18 @@ class External:
 
 
 _SETUP_ATTEMPTS = 50
+_SETUP_RACES = (
+    psycopg.errors.UniqueViolation,  # both recorded the same migration
+    psycopg.errors.DuplicateObject,  # both created the same table (its row type)
+    psycopg.errors.DuplicateTable,
+)
 
 
 def _saver_setup(setup: Any) -> None:
     """Run the official saver's ``setup()``, which two processes cannot run at once.
 
-    On a fresh database both record migration 0 and one fails with a unique violation;
+    On a fresh database both create the same tables or record the same migration and one
+    fails (a unique violation, a duplicate object);
     its migrations use ``CREATE INDEX CONCURRENTLY``, so a lock around it would wait for
     the other process's lock request forever. Retrying once the other is done is safe:
     every migration is idempotent and a finished setup is a no-op.
@@ -348,7 +354,7 @@ def _saver_setup(setup: Any) -> None:
         try:
             setup()
             return
-        except psycopg.errors.UniqueViolation:
+        except _SETUP_RACES:
             if attempt == _SETUP_ATTEMPTS - 1:
                 raise
             time.sleep(0.2)
