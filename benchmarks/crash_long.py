@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--strict-trials", type=int, default=None, help="default: --trials")
     ap.add_argument("--dsn", default=None, help="a server to create databases on")
+    ap.add_argument("--mode", choices=["both", "strict", "default"], default="both")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="lgx-crash-"))
@@ -55,7 +56,10 @@ def main() -> None:
         dsn = server.get_uri()
     results = {}
     try:
-        for strict, trials in ((False, args.trials), (True, args.strict_trials or args.trials)):
+        modes = [(False, args.trials), (True, args.strict_trials or args.trials)]
+        if args.mode != "both":
+            modes = [m for m in modes if m[0] == (args.mode == "strict")]
+        for strict, trials in modes:
             started = time.perf_counter()
             f = run_trials(
                 _database(dsn), tmp / f"run-{int(strict)}", trials=trials, strict=strict, seed=1

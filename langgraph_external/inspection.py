@@ -91,31 +91,7 @@ select kind, count(*) from {schema}.events where thread_id = %s
 group by kind order by min(seq)
 """
 
-ENVELOPE_COLUMNS = (
-    "v",
-    "seq",
-    "ts",
-    "event_id",
-    "kind",
-    "name",
-    "status",
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "run_id",
-    "parent_run_id",
-    "root_run_id",
-    "node",
-    "step",
-    "task_id",
-    "duration_ms",
-    "payload",
-    "raw",
-    "artifact",
-    "redactions",
-    "prev",
-    "hash",
-)
+ENVELOPE_COLUMNS = ledger.ENVELOPE_COLUMNS
 """Keys of an event envelope, in the order of ``events.jsonl``."""
 
 # Every filter is optional: a NULL parameter switches its condition off, so the statement

@@ -357,24 +357,7 @@ update {schema}.threads set deleted_at = %s where thread_id = %s
 """
 
 
-def fetch_events(
-    conn: psycopg.Connection[Any], thread_id: str, schema: str = DEFAULT_SCHEMA
-) -> list[dict[str, Any]]:
-    """All events of ``thread_id`` in ``seq`` order, as envelopes (same as events.jsonl)."""
-    rows = conn.execute(
-        q(
-            """select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-            checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-            duration_ms, payload, raw, artifact, redactions, prev, hash
-            from {schema}.events where thread_id = %s order by seq""",
-            schema,
-        ),
-        (thread_id,),
-    ).fetchall()
-    return [row_to_envelope(r) for r in rows]
-
-
-_COLS = [
+ENVELOPE_COLUMNS = (
     "v",
     "seq",
     "ts",
@@ -398,14 +381,32 @@ _COLS = [
     "redactions",
     "prev",
     "hash",
-]
+)
+"""Keys of an event envelope, in the order of ``events.jsonl``."""
+
+
+def fetch_events(
+    conn: psycopg.Connection[Any], thread_id: str, schema: str = DEFAULT_SCHEMA
+) -> list[dict[str, Any]]:
+    """All events of ``thread_id`` in ``seq`` order, as envelopes (same as events.jsonl)."""
+    rows = conn.execute(
+        q(
+            """select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+            checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+            duration_ms, payload, raw, artifact, redactions, prev, hash
+            from {schema}.events where thread_id = %s order by seq""",
+            schema,
+        ),
+        (thread_id,),
+    ).fetchall()
+    return [row_to_envelope(r) for r in rows]
 
 
 def row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:
     """A ledger row (columns as in :func:`fetch_events`) as an event envelope."""
     import base64
 
-    d = dict(zip(_COLS, row, strict=True))
+    d = dict(zip(ENVELOPE_COLUMNS, row, strict=True))
     d["ts"] = d["ts"].isoformat()
     raw = d.get("raw")
     d["raw"] = base64.b64encode(bytes(raw)).decode() if raw is not None else None

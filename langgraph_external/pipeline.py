@@ -497,12 +497,7 @@ class Pipeline:
             if not ok:
                 break
             n += 1
-        taken = entries[:n]
-        del entries[:n]
-        if not entries:
-            del self._buf[tid]
-        self._count -= n
-        return taken
+        return self._take_first(tid, n)
 
     def note_committed(self, thread_id: str, ns: str, step: int | None, checkpoint_id: str) -> None:
         """Tell the pipeline a checkpoint is stored (e.g. read back when a run resumes)."""
@@ -521,12 +516,7 @@ class Pipeline:
             if not force and now - en.born < self.hold and not self._precedes_ok(tid, en.event):
                 break
             n += 1
-        taken = entries[:n]
-        del entries[:n]
-        if not entries:
-            del self._buf[tid]
-        self._count -= n
-        return taken
+        return self._take_first(tid, n)
 
     def _precedes_ok(self, tid: str, e: Event) -> bool:
         """Whether the checkpoint that causally precedes ``e`` is already committed."""

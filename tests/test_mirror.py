@@ -3,22 +3,20 @@ and the workspace and the ledger hold the same hash-chained events."""
 
 from __future__ import annotations
 
-import operator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import psycopg
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Send
-from typing_extensions import TypedDict
 
 from langgraph_external import External, verify_chain
 from langgraph_external.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
+from tests.graphs import fanout_with_subgraph
 
 
 @tool
@@ -51,29 +49,6 @@ def _agent_graph(checkpointer: Any) -> Any:
     return g.compile(checkpointer=checkpointer)
 
 
-class _Fan(TypedDict):
-    items: Annotated[list[int], operator.add]
-    total: int
-
-
-def _fanout_with_subgraph(checkpointer: Any) -> Any:
-    sub = StateGraph(_Fan)
-    sub.add_node("double", lambda s: {"total": sum(s["items"]) * 2})
-    sub.add_edge(START, "double")
-    sub.add_edge("double", END)
-    g = StateGraph(_Fan)
-    g.add_node("split", lambda s: {"total": 0})
-    g.add_node("work", lambda s: {"items": [s["items"][0] * 10]})
-    g.add_node("summarize", sub.compile())
-    g.add_edge(START, "split")
-    g.add_conditional_edges(
-        "split", lambda s: [Send("work", {"items": [i], "total": 0}) for i in (1, 2, 3)], ["work"]
-    )
-    g.add_edge("work", "summarize")
-    g.add_edge("summarize", END)
-    return g.compile(checkpointer=checkpointer)
-
-
 def _saver_checkpoints(dsn: str) -> set[tuple[str, str, str]]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
@@ -90,7 +65,7 @@ def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> External:
         {"messages": [HumanMessage("weather in Oslo?", id="h-1")]}, ext.config("agent-1")
     )
     assert out["messages"][-1].content == "It is sunny in Oslo."
-    fan = _fanout_with_subgraph(ext.checkpointer)
+    fan = fanout_with_subgraph(ext.checkpointer)
     assert fan.invoke({"items": [], "total": 0}, ext.config("fan/1"))["total"] == 120
     ext.flush()
     yield ext
