@@ -11,13 +11,13 @@ from typing import Any, Literal, TypeVar
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import START, StateGraph
 
-from langgraph_external.guards._check import CheckReport, Topology, check
-from langgraph_external.guards._compat import (
+from langgraph_external._compat import (
     BranchSpec,
     coerce_to_runnable,
     is_tool_node,
     messages_key_of,
 )
+from langgraph_external.guards._check import CheckReport, Topology, check
 from langgraph_external.guards._errors import PolicyError
 from langgraph_external.guards._policy import TransitionPolicy
 from langgraph_external.guards._runtime import (

@@ -29,14 +29,14 @@ from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START
 from langgraph.types import Command, Send, interrupt
 
-from langgraph_external.callbacks import AuditCallbackHandler
-from langgraph_external.events import Event, EventKind
-from langgraph_external.guards._compat import (
+from langgraph_external._compat import (
     ParentCommand,
     RunnableCallable,
     is_resuming,
     run_key,
 )
+from langgraph_external.callbacks import AuditCallbackHandler
+from langgraph_external.events import Event, EventKind
 from langgraph_external.guards._errors import TransitionViolation
 from langgraph_external.guards._policy import TransitionPolicy
 from langgraph_external.guards._tools import (

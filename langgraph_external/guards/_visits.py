@@ -21,7 +21,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_external.guards._compat import checkpointer_of
+from langgraph_external._compat import checkpointer_of
 
 logger = logging.getLogger("langgraph_external.guards")
 
