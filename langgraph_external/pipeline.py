@@ -67,6 +67,8 @@ from langgraph_external.processors import (
 from langgraph_external.sinks.base import Ledger, Projection
 
 logger = logging.getLogger("langgraph_external")
+_PROJECT_LINGER = 0.02  # seconds the projector waits to gather commits into one pass
+_FRESH_MAX = 20_000  # committed events held for the projector before it reads them back
 
 _ORDINARY = (
     LedgerUnavailableError,
@@ -231,6 +233,12 @@ class Pipeline:
         self._commits = 0  # commits so far (projection catch-up waits on this)
         self._projected = 0
         self._touched: set[str] = set()
+        self._settle_at = 0  # a flush waits for projections to settle at this commit count
+        self._settled = 0
+        # committed events handed to each projection in memory (no read-back from the
+        # ledger when they follow its position): projection -> thread -> events
+        self._fresh: dict[str, dict[str, list[Event]]] = {p.name: {} for p in self.projections}
+        self._fresh_count = 0
         self._last_ok = time.monotonic()
         self._ledger_down_since: float | None = None
         self._closed = False
@@ -315,8 +323,13 @@ class Pipeline:
                     self._force -= 1
                     return False
             self._force -= 1
-            target = self._commits
-            while self.projections and self._projected < target:
+            if not self.projections:
+                return True
+            # one more pass after everything committed so far, then projections settle
+            # (the workspace writes the state.json files it deferred)
+            self._commits += 1
+            target = self._settle_at = self._commits
+            while self._projected < target:
                 self._cv.notify_all()
                 if not self._wait(deadline):
                     return False
@@ -562,6 +575,7 @@ class Pipeline:
             self.delivered += len(sealed)
             self._commits += 1
             self._touched.update(e.thread_id for e in sealed)
+            self._hand_over(sealed)
             self._last_ok = time.monotonic()
             self._ledger_down_since = None
             self._cv.notify_all()
@@ -570,6 +584,36 @@ class Pipeline:
                 fn(sealed)
             except Exception:
                 logger.exception("event listener failed")
+
+    def _hand_over(self, sealed: Sequence[Event]) -> None:
+        """Keep committed events for the projector (under ``_cv``): it skips the read-back."""
+        if not self._fresh:
+            return
+        if self._fresh_count > _FRESH_MAX:  # the projector is far behind: it reads the ledger
+            for fresh in self._fresh.values():
+                fresh.clear()
+            self._fresh_count = 0
+        for fresh in self._fresh.values():
+            for e in sealed:
+                fresh.setdefault(e.thread_id, []).append(e)
+        self._fresh_count += len(sealed)
+
+    def _take_fresh(self, proj: Projection, tid: str, pos: int) -> list[Event] | None:
+        """The committed events right after ``pos`` held in memory, or ``None``."""
+        with self._cv:
+            held = self._fresh.get(proj.name, {}).pop(tid, None)
+            if not held:
+                return None
+            self._fresh_count -= len(held)
+        held.sort(key=lambda e: e.seq or 0)
+        run: list[Event] = []
+        for e in held:
+            if (e.seq or 0) <= pos:
+                continue
+            if (e.seq or 0) != pos + len(run) + 1:
+                return None  # a gap: committed elsewhere or not yet settled; read the ledger
+            run.append(e)
+        return run
 
     # -- the flusher ------------------------------------------------------------------------
     def _commit_now(self, tid: str) -> None:
@@ -773,6 +817,14 @@ class Pipeline:
                         break
                 if self._stop and not self._touched:
                     return
+                # gather the commits of the next few ms into one pass (one lock round
+                # trip for all of their threads) unless a flush is waiting
+                end = time.monotonic() + _PROJECT_LINGER
+                while not self._stop and self._settle_at <= self._settled:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
                 touched, self._touched = self._touched, set()
                 target = self._commits
             scan = time.monotonic() - last_scan >= self.poll_interval
@@ -781,6 +833,11 @@ class Pipeline:
                 ok = self._project(proj, touched, scan) and ok
             if scan:
                 last_scan = time.monotonic()
+            if ok and self._settled < self._settle_at <= target:
+                for proj in self.projections:
+                    ok = self._settle(proj) and ok
+                if ok:
+                    self._settled = target
             with self._cv:
                 if ok:
                     self._projected = max(self._projected, target)
@@ -799,17 +856,43 @@ class Pipeline:
             except Exception as exc:
                 logger.debug("projection scan failed: %s", exc)
                 return False
+        tids = [t for t in todo if f"{proj.name}:{t}" not in self.quarantined]
+        locks = getattr(self.ledger, "projection_locks", None)
+        if locks is None or not tids:
+            return self._project_each(proj, tids, lambda tid: self.project_thread(proj, tid))
+        try:
+            # one statement takes the pass's thread locks, one records the cursors and
+            # releases them: two round trips per pass, not four per thread
+            with locks(proj.name, tids) as held:
+                return self._project_each(
+                    proj, tids, lambda tid: self._project_held(proj, tid, held)
+                )
+        except (LedgerUnavailableError, ConnectionError) as exc:
+            self._fail(proj.name, exc, 0)
+            return False
+
+    def _project_held(self, proj: Projection, tid: str, held: Any) -> int | None:
+        if tid not in held.threads:
+            return None  # another process is writing it: look again shortly
+        revalidate = getattr(proj, "revalidate", None) or getattr(proj, "forget", None)
+        if revalidate is not None:
+            revalidate(tid)  # another process may have written since we last looked
+        pos = self._project_locked(proj, tid, record=False)
+        held.positions[tid] = pos
+        return pos
+
+    def _project_each(
+        self, proj: Projection, tids: list[str], run: Callable[[str], int | None]
+    ) -> bool:
         ok = True
-        for tid in todo:
-            if f"{proj.name}:{tid}" in self.quarantined:
-                continue
+        for tid in tids:
+            key = f"{proj.name}:{tid}"
             try:
-                if self.project_thread(proj, tid) is None:
+                if run(tid) is None:
                     ok = False  # another process is writing it: look again shortly
                     continue
             except OSError as exc:  # disk full, read-only, vanished: retried
                 self._fail(proj.name, exc, 0)
-                key = f"{proj.name}:{tid}"
                 self._stalls[key] = self._stalls.get(key, 0) + 1
                 if self._stalls[key] >= 3 and self._last_projected_ok > self._stall_since.get(
                     key, time.monotonic()
@@ -827,10 +910,22 @@ class Pipeline:
             except Exception as exc:  # a value it cannot apply: set the thread aside
                 self._set_aside(proj, tid, exc)
                 continue
-            self._stalls.pop(f"{proj.name}:{tid}", None)
-            self._stall_since.pop(f"{proj.name}:{tid}", None)
+            self._stalls.pop(key, None)
+            self._stall_since.pop(key, None)
             self._last_projected_ok = time.monotonic()
         return ok
+
+    def _settle(self, proj: Projection) -> bool:
+        settle = getattr(proj, "settle", None)
+        if settle is None:
+            return True
+        try:
+            settle()
+        except Exception as exc:  # a derived view: reported, retried by the next flush
+            self._fail(proj.name, exc, 0)
+            logger.warning("projection %s could not settle: %s", proj.name, exc)
+            return False
+        return True
 
     def _set_aside(self, proj: Projection, tid: str, exc: BaseException) -> None:
         """Quarantine one thread of a projection; the others go on (``lgx repair`` retries)."""
@@ -860,10 +955,13 @@ class Pipeline:
                 forget(tid)  # another process may have written since we last looked
             return self._project_locked(proj, tid)
 
-    def _project_locked(self, proj: Projection, tid: str) -> int:
+    def _project_locked(self, proj: Projection, tid: str, *, record: bool = True) -> int:
         pos = proj.position(tid)
+        fresh = self._take_fresh(proj, tid, pos)
         while True:
-            events = self.ledger.read(tid, after=pos)
+            # every event held in memory follows pos: apply them and stop (what commits
+            # later touches the thread again); otherwise read the ledger to its end
+            events = fresh if fresh is not None else self.ledger.read(tid, after=pos)
             if not events:
                 break
             if events[0].seq != pos + 1 and events[0].kind != "thread_deleted":
@@ -871,7 +969,10 @@ class Pipeline:
                 pos = (events[0].seq or 1) - 1
             proj.apply(tid, events)
             pos = events[-1].seq or pos
-        self.ledger.set_cursor(proj.name, tid, pos, None)
+            if fresh is not None:
+                break
+        if record:
+            self.ledger.set_cursor(proj.name, tid, pos, None)
         return pos
 
     # -- write-ahead log --------------------------------------------------------------------
