@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import base64
 import fcntl
@@ -285,6 +286,7 @@ class Pipeline:
                 self._count >= self.max_buffered
                 and not self._stop
                 and threading.current_thread() is not self._flusher
+                and not _on_event_loop()
             ):
                 self._cv.wait(0.1)  # back-pressure: the ledger is behind or down
             now = time.monotonic()
@@ -296,6 +298,30 @@ class Pipeline:
         if self.strict:
             for tid in dict.fromkeys(threads):
                 self._commit_now(tid)
+
+    def has_room(self) -> bool:
+        """Whether :meth:`emit` would return without waiting for the ledger."""
+        return self._count < self.max_buffered or self._stop
+
+    async def wait_for_room(self, thread_id: str | None = None) -> None:
+        """Back-pressure for async code: yield to the event loop until there is room.
+
+        :meth:`emit` never waits on a thread that runs an event loop (an async graph's
+        callbacks emit there); async producers await this at their step boundaries
+        instead (the checkpointer's ``aput``/``aput_writes`` do), so the buffer stays
+        bounded — by ``max_buffered`` plus one step's events per running graph — and
+        the loop keeps serving other tasks while the ledger is behind or down.
+        ``thread_id``: also wait while the flusher is storing that thread's events (a
+        commit of the thread would otherwise wait for it inside the transaction).
+
+        Example:
+            >>> import asyncio
+            >>> from langgraph_external.sinks.memory import InMemoryLedger
+            >>> with Pipeline(InMemoryLedger()) as p:
+            ...     asyncio.run(p.wait_for_room("t"))
+        """
+        while not self.has_room() or (thread_id is not None and self._flushing.get(thread_id)):
+            await asyncio.sleep(0.005)
 
     def open_commit(self, thread_id: str) -> Commit:
         """Start a commit of ``thread_id`` inside the caller's transaction (see :class:`Commit`)."""
@@ -1010,6 +1036,15 @@ class Pipeline:
                     del self._buf[tid]
                 self._count -= len(gone)
             self._wal.settled([en.wal for en in gone if en.wal])
+
+
+def _on_event_loop() -> bool:
+    """Whether the calling thread is running an asyncio event loop (never block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def is_poison(exc: BaseException) -> bool:

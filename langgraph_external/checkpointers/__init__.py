@@ -451,6 +451,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
+        await self.pipeline.wait_for_room(tid)  # back-pressure without blocking the loop
         rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
         args = (config, checkpoint, metadata, new_versions)
         if not await self._adecide_outbox():
@@ -510,6 +511,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> None:
         """Async twin of :meth:`put_writes`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
+        await self.pipeline.wait_for_room()
         args = self._writes_args(config, writes, task_id, task_path)
         with _capturing("write") as cap:
             if self._async_native["aput_writes"]:
