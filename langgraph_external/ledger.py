@@ -298,7 +298,7 @@ with adv as materialized (
     select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
         r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
         r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
-        r.artifact, r.redactions, r.prev, r.hash, (%s::bytea[])[src.i]
+        r.artifact, r.redactions, r.prev, r.hash, (%b::bytea[])[src.i]
     from adv, src
     cross join lateral jsonb_populate_record(null::{schema}.events, src.doc - 'raw') as r
     returning 1

@@ -38,8 +38,8 @@ from langgraph_external.workspace import Workspace, encode_thread_id
 logger = logging.getLogger("langgraph_external")
 
 _CACHE = 4096
-_BYTES_BUDGET = 32 * 1024 * 1024  # exact bytes kept for rendering readable views
-_READABLE_CACHE = 32  # rendered values (a long message list renders to megabytes)
+_BYTES_BUDGET = 8 * 1024 * 1024  # exact bytes kept for rendering readable views
+_READABLE_CACHE = 256  # rendered values, each from at most RENDER_MAX bytes
 _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
 # a checkpoint line renders changed channels up to this size; a larger value (a long
 # message list) is what its writes lines already render, so the line refers to them
@@ -378,6 +378,8 @@ class WorkspaceProjection:
             value = to_readable(self.serde.loads_typed((ref["type"], data)))
         except Exception as exc:  # readable views never block the exact mirror
             value = {"$undecodable": f"{type(exc).__name__}: {exc}"}
+        if (ref.get("size") or 0) > RENDER_MAX:
+            return value  # a long message list renders to megabytes: not kept
         self._readable[sha] = value
         while len(self._readable) > _READABLE_CACHE:
             self._readable.popitem(last=False)
