@@ -182,6 +182,13 @@ async def asaver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str
         return _identity(await cur.fetchone())
 
 
+# the official Postgres saver's channel values, by (thread, namespace, channel, version);
+# unqualified like the saver's own statements (the same connection settings find them)
+SAVER_BLOBS_SQL = (
+    "select channel, version, blob from checkpoint_blobs where thread_id = %s"
+    " and checkpoint_ns = %s and channel = any(%s) and version = any(%s)"
+)
+
 IDENTITY_SQL = (
     "select (select system_identifier::text from pg_control_system()) as sysid, "
     "current_database() as db"

@@ -214,6 +214,7 @@ class External:
             pipeline=self.pipeline,
             digest=self.cipher.address if self.cipher is not None else None,
             outbox=outbox,
+            saver_blob_refs=outbox is True,
         )
         self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None
 

@@ -251,13 +251,44 @@ class PostgresLedger:
             raise translate(exc) from exc
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
-        """Events of ``thread_id`` with ``seq > after``, in order, with their detail."""
+        """Events of ``thread_id`` with ``seq > after``, in order, with their detail.
+
+        Large channel values a checkpoint event names by the saver's row
+        (``detail["saver_blobs"]``) are read from the saver's table into its attachments;
+        a row the saver no longer holds (a pruned or deleted checkpoint) stays missing.
+        """
         try:
             with self._connection() as conn:
                 rows = conn.execute(self._sql["after"], (thread_id, after, limit)).fetchall()
-            return [_row_to_event(r) for r in rows]
+                events = [_row_to_event(r) for r in rows]
+                return [self._with_saver_blobs(conn, e) for e in events]
         except psycopg.Error as exc:
             raise translate(exc) from exc
+
+    def _with_saver_blobs(self, conn: psycopg.Connection[Any], e: Event) -> Event:
+        wanted = {
+            address: row
+            for address, row in ((e.detail or {}).get("saver_blobs") or {}).items()
+            if f"checkpoints/blobs/{address}" not in e.attachments
+        }
+        if not wanted:
+            return e
+        from langgraph_external._compat import SAVER_BLOBS_SQL
+
+        channels = [row[0] for row in wanted.values()]
+        versions = [row[1] for row in wanted.values()]
+        found = {
+            (ch, ver): bytes(blob)
+            for ch, ver, blob in conn.execute(
+                SAVER_BLOBS_SQL, (e.thread_id, e.checkpoint_ns, channels, versions)
+            ).fetchall()
+            if blob is not None
+        }
+        files = dict(e.attachments)
+        for address, (ch, ver) in wanted.items():
+            if (ch, ver) in found:
+                files[f"checkpoints/blobs/{address}"] = found[(ch, ver)]
+        return e.replace(attachments=files)
 
     def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
         """``(thread_id, ledger seq, projected seq)`` of threads a projection is behind on."""
@@ -359,7 +390,10 @@ def pack_detail(e: Event) -> bytes | None:
     """What a projection needs beyond the envelope: exact bytes, skeletons, artifacts."""
     if not e.detail and not e.attachments:
         return None
-    return ormsgpack.packb({"detail": e.detail or {}, "files": dict(e.attachments)})
+    files = dict(e.attachments)
+    for address in (e.detail or {}).get("saver_blobs") or {}:
+        files.pop(f"checkpoints/blobs/{address}", None)  # the saver's row holds them
+    return ormsgpack.packb({"detail": e.detail or {}, "files": files})
 
 
 def unpack_detail(data: bytes | None) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
