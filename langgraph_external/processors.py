@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from langgraph_external.events import Event, canonical_json, json_safe, safe_text
@@ -152,7 +152,7 @@ def normalize(event: Event) -> Event:
     )
 
 
-def _structural_safe(payload: dict[str, Any]) -> dict[str, Any]:
+def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`json_safe` for a checkpoint or writes payload, walking only what is free-form.
 
     Their channel references are built of strings and numbers by the checkpointer; only
