@@ -344,6 +344,10 @@ select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
 from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
 """
 
+SELECT_RECORDED = (
+    "select event_id::text from {schema}.events where thread_id = %s and event_id = any(%s::uuid[])"
+)
+
 SELECT_LAGGING = """
 select t.thread_id, t.last_seq, coalesce(c.seq, 0)
 from {schema}.threads t

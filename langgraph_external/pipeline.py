@@ -126,6 +126,8 @@ class Commit:
         """Process ``own``, pick the riders, and seal all of them (call once)."""
         p = self.pipeline
         processed = [p.process(e) for e in own]
+        if self.thread_id in p._doubtful:
+            p._resolve_doubts(self.thread_id)  # before riders are picked again
         p.sequencer.prime([self.thread_id])  # a look-up, if any, outside the lock
         with p._cv:  # picked and numbered at once: numbering order is buffer order
             while p._flushing.get(self.thread_id):  # the flusher holds earlier events
@@ -141,8 +143,13 @@ class Commit:
         self._settled = True
         self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
 
-    def failed(self) -> None:
-        """The transaction did not commit: riders go back, the head is asked again."""
+    def failed(self, *, doubtful: bool = False) -> None:
+        """The transaction did not commit: riders go back, the head is asked again.
+
+        ``doubtful``: the failure may have come after the server committed (a connection
+        lost around the COMMIT); the riders are checked against the ledger before they
+        are stored again, so none is recorded twice.
+        """
         if self._settled:
             return
         self._settled = True
@@ -150,6 +157,8 @@ class Commit:
         if self.sealed:
             p.sequencer.invalidate(self.thread_id)
         with p._cv:
+            if doubtful and self._riders:
+                p._doubtful.add(self.thread_id)
             p._inflight[self.thread_id] -= 1
             if not p._inflight[self.thread_id]:
                 del p._inflight[self.thread_id]
@@ -228,6 +237,9 @@ class Pipeline:
         self._inflight: dict[str, int] = {}
         self._storing = 0  # entries taken by the flusher, not yet committed or put back
         self._flushing: dict[str, int] = {}  # the same, per thread
+        # threads whose buffered events may be committed already (a commit's outcome was
+        # not seen): checked against the ledger before they are stored again
+        self._doubtful: set[str] = set()
         self._done_steps: dict[tuple[str, str], int] = {}
         self._done_checkpoints: dict[tuple[str, str, str], None] = {}
         self._force = 0  # flush requests not yet served
@@ -671,6 +683,11 @@ class Pipeline:
                 force = self._force > 0 or self._stop
             if not force and self.linger:
                 time.sleep(self.linger)  # let commits carry what they can; batch the rest
+            for tid in list(self._doubtful):
+                try:
+                    self._resolve_doubts(tid)
+                except Exception as exc:  # the ledger is still away: the thread waits
+                    logger.debug("could not check thread %r against the ledger: %s", tid, exc)
             batch, sealed = self._collect_sealed(self._flushable_now)
             if not batch:
                 with self._cv:
@@ -699,7 +716,9 @@ class Pipeline:
         now = time.monotonic()
         batch: list[_Entry] = []
         for tid in list(self._buf):
-            if not self._inflight.get(tid):  # else its commit takes what precedes it
+            # a thread with a commit in flight: the commit takes what precedes it; a
+            # doubtful one: its events are checked against the ledger first
+            if not self._inflight.get(tid) and tid not in self._doubtful:
                 batch.extend(self._flushable(tid, force, now))
         return batch
 
@@ -789,6 +808,8 @@ class Pipeline:
                     self._ledger_down_since = time.monotonic()
                 self._cv.notify_all()
             if not moved:
+                with self._cv:
+                    self._doubtful.update(by_thread)  # the COMMIT may have gone through
                 self._fail("ledger", exc, len(entries))
             raise
         with self._cv:
@@ -1014,6 +1035,33 @@ class Pipeline:
                 self._count += len(events)
                 self._wal.adopt(path, len(events))
         self._skip_already_recorded()
+
+    def _resolve_doubts(self, tid: str) -> None:
+        """Drop ``tid``'s buffered events the ledger holds already (see :meth:`Commit.failed`).
+
+        Raises what the ledger raises when it cannot be asked; the thread stays doubtful.
+        """
+        with self._cv:
+            entries = list(self._buf.get(tid, []))
+        ids = [en.event.event_id for en in entries]
+        recorded = getattr(self.ledger, "recorded", None)
+        if recorded is not None:
+            held = recorded(tid, ids) if ids else set()
+        else:
+            held = {e.event_id for e in self.ledger.read(tid, 0, limit=10**9)} if ids else set()
+        with self._cv:
+            if held:
+                gone = [en for en in self._buf.get(tid, []) if en.event.event_id in held]
+                keep = [en for en in self._buf.get(tid, []) if en.event.event_id not in held]
+                if keep:
+                    self._buf[tid] = keep
+                else:
+                    self._buf.pop(tid, None)
+                self._count -= len(gone)
+                self._wal.settled([en.wal for en in gone if en.wal])
+                self.delivered += len(gone)
+            self._doubtful.discard(tid)
+            self._cv.notify_all()
 
     def _skip_already_recorded(self) -> None:
         """Drop replayed events the ledger already holds (the crash came after the commit)."""

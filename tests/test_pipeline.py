@@ -33,6 +33,20 @@ class FlakyLedger(InMemoryLedger):
         super().append(events)
 
 
+class LostReplyLedger(InMemoryLedger):
+    """Commits, then loses the reply once: the client cannot tell the commit happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose_next = True
+
+    def append(self, events: Sequence[Event]) -> None:
+        super().append(events)
+        if self.lose_next:
+            self.lose_next = False
+            raise LedgerUnavailableError("server closed the connection unexpectedly")
+
+
 class DataError(Exception):
     """Stands for psycopg's DataError: the server refuses a value (SQLSTATE class 22)."""
 
@@ -203,6 +217,19 @@ def test_a_full_buffer_applies_back_pressure_and_drops_nothing(spool_dir: Path) 
     producer.join(timeout=10)
     p.close()
     assert [e.seq for e in ledger.events] == list(range(1, 31))
+
+
+def test_a_commit_whose_reply_was_lost_is_not_recorded_twice(spool_dir: Path) -> None:
+    ledger = LostReplyLedger()
+    p = Pipeline(ledger, spool_dir=spool_dir, retry_interval=0.05)
+    for i in range(5):
+        p.emit(Event.new("node_end", "t", payload={"i": i}))
+    assert p.flush(30)
+    p.emit(Event.new("node_end", "t", payload={"i": 5}))
+    p.close()
+    assert [e.payload["i"] for e in ledger.events] == list(range(6))
+    assert [e.seq for e in ledger.events] == list(range(1, 7))
+    verify_chain(_envs(ledger, "t"))
 
 
 def test_back_pressure_never_blocks_an_event_loop(spool_dir: Path) -> None:

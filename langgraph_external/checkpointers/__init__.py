@@ -444,8 +444,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 try:
                     next_config = self.inner.put(config, checkpoint, metadata, new_versions)
                 except BaseException as exc:
-                    commit.failed()
-                    if _position_moved(exc):
+                    moved = _position_moved(exc)
+                    commit.failed(doubtful=not moved)
+                    if moved:
                         continue
                     raise
                 finally:
@@ -479,8 +480,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 try:
                     next_config = await self._inner_aput(*args)
                 except BaseException as exc:
-                    commit.failed()
-                    if _position_moved(exc):
+                    moved = _position_moved(exc)
+                    commit.failed(doubtful=not moved)
+                    if moved:
                         continue
                     raise
                 finally:

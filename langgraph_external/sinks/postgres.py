@@ -80,6 +80,7 @@ class PostgresLedger:
                 "lagging": ledger.SELECT_LAGGING,
                 "quarantined": ledger.SELECT_QUARANTINED,
                 "commit": ledger.COMMIT_EVENTS,
+                "recorded": ledger.SELECT_RECORDED,
                 "cursor": ledger.UPSERT_CURSOR,
                 "cursors": ledger.UPSERT_CURSORS_UNLOCK,
                 "clear": ledger.CLEAR_QUARANTINE,
@@ -289,6 +290,18 @@ class PostgresLedger:
             if (ch, ver) in found:
                 files[f"checkpoints/blobs/{address}"] = found[(ch, ver)]
         return e.replace(attachments=files)
+
+    def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
+        """Which of ``event_ids`` the ledger holds for ``thread_id`` (after a commit whose
+        outcome the client could not see: the connection broke around its COMMIT)."""
+        if not event_ids:
+            return set()
+        try:
+            with self._connection() as conn:
+                rows = conn.execute(self._sql["recorded"], (thread_id, list(event_ids))).fetchall()
+            return {r[0] for r in rows}
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
 
     def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
         """``(thread_id, ledger seq, projected seq)`` of threads a projection is behind on."""
