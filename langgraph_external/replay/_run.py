@@ -1,0 +1,310 @@
+"""Drive a replay: fork at a checkpoint, re-issue the recorded invocations, compare."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langgraph.types import Command
+
+from langgraph_external import ledger
+from langgraph_external.diff import PathDiff, StateDiff, diff_paths, diff_values, load_path
+from langgraph_external.errors import ConfigurationError
+from langgraph_external.events import new_id
+from langgraph_external.inspection import AmbiguousCheckpointError, NotFoundError
+from langgraph_external.render import to_readable
+from langgraph_external.replay._intercept import (
+    Divergence,
+    ReplayDivergenceError,
+    ReplaySession,
+    intercepting,
+    load_exact,
+)
+from langgraph_external.replay._record import Invocation, index_calls, invocations
+
+if TYPE_CHECKING:
+    from langgraph_external.external import External
+
+MODES = ("recorded", "regression")
+TOOL_MODES = ("recorded", "live")
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did and where it first differed from the record.
+
+    Attributes:
+        source_thread_id: the recorded thread.
+        thread_id: the thread the replay ran in (a new one).
+        mode: ``recorded`` or ``regression``; tools: ``recorded`` or ``live``.
+        from_checkpoint_id: the checkpoint the replay started from (``None``: the start).
+        diverged: the replay differed from the record (see ``divergence``).
+        divergence: the first difference; ``divergences`` all of them, in order.
+        completed: every recorded invocation was re-issued (``False``: stopped at a call
+            the record could not answer).
+        invocations: how many ``invoke`` calls the replay made.
+        model_calls / tool_calls_executed: calls that reached the real model / tool.
+        model_calls_answered / tool_calls_answered: calls answered from the record.
+        path / state: the node path and final state of the replay against the record's.
+    """
+
+    source_thread_id: str
+    thread_id: str
+    mode: str
+    tools: str
+    from_checkpoint_id: str | None
+    diverged: bool
+    divergence: Divergence | None
+    divergences: list[Divergence]
+    completed: bool
+    invocations: int
+    model_calls: int
+    model_calls_answered: int
+    tool_calls_executed: int
+    tool_calls_answered: int
+    path: PathDiff
+    state: StateDiff
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for JSON)."""
+        out = asdict(self)
+        out["path"] = self.path.to_dict()
+        out["state"] = self.state.to_dict()
+        return json.loads(json.dumps(to_readable(out), default=str))
+
+
+def _resolver(ext: External, thread_id: str) -> Any:
+    """Payloads offloaded to artifacts come back from the workspace."""
+
+    def resolve(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        digest = payload.get("$artifact") if isinstance(payload, Mapping) else None
+        if not digest:
+            return payload
+        data = ext.workspace.read_bytes(ext.workspace.artifact_path(thread_id, str(digest)))
+        loaded = json.loads(data)
+        return loaded if isinstance(loaded, dict) else {}
+
+    return resolve
+
+
+def _input_of(inv: Invocation) -> Any:
+    if inv.resume:
+        return Command(resume=inv.input)
+    if inv.exact is not None:
+        try:
+            return load_exact(inv.exact)
+        except Exception:  # recorded from a value LangChain cannot rebuild: readable form
+            pass
+    return inv.input
+
+
+def _resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapping[str, Any]:
+    roots = [e for e in events if e["kind"] == "checkpoint" and not e.get("checkpoint_ns")]
+    found = [e for e in roots if str(e.get("checkpoint_id") or "").startswith(wanted)]
+    exact = [e for e in found if e.get("checkpoint_id") == wanted]
+    if exact or len(found) == 1:
+        return (exact or found)[0]
+    if not found:
+        raise NotFoundError(f"checkpoint {wanted!r} is not in the record of the thread")
+    raise AmbiguousCheckpointError(
+        f"checkpoint prefix {wanted!r} matches {len(found)} checkpoints; give more characters"
+    )
+
+
+def _fork(saver: Any, source: str, target: str, upto: str) -> None:
+    """Copy the checkpoints (every namespace) and writes of ``source`` up to ``upto``
+    into ``target``, ids kept: task ids derive from checkpoint ids, so the tasks that run
+    next have the recorded ids and namespaces. The writes recorded against ``upto``
+    itself are left out: they are the next step's results, which the replay re-runs."""
+    tuples = [
+        t for t in saver.list({"configurable": {"thread_id": source}}) if t.checkpoint["id"] <= upto
+    ]
+    for t in sorted(tuples, key=lambda t: t.checkpoint["id"]):
+        ns = t.config["configurable"].get("checkpoint_ns", "")
+        conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": ns}
+        if t.parent_config:
+            conf["checkpoint_id"] = t.parent_config["configurable"]["checkpoint_id"]
+        stored = saver.put(
+            {"configurable": conf}, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"])
+        )
+        if t.checkpoint["id"] == upto:
+            continue
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            saver.put_writes(stored, writes, task_id)
+
+
+def replay(
+    graph: Any,
+    thread_id: str,
+    *,
+    ext: External,
+    mode: str = "recorded",
+    tools: str = "recorded",
+    into: str | None = None,
+    checkpoint_id: str | None = None,
+    configurable: Mapping[str, Any] | None = None,
+) -> ReplayReport:
+    """Run a recorded thread's invocations again, into a new thread, and compare.
+
+    ``mode="recorded"``: the graph's code runs again, but every model call and tool call
+    is answered from the record — no model is called, no tool runs. ``mode="regression"``:
+    the current code *and model* run live; tools stay recorded (``tools="live"`` runs
+    them too). Interrupts are answered with the recorded resume values. The replay is
+    recorded like any run (its thread is ``into``), and the report says where it first
+    differed from the record.
+
+    Args:
+        graph: the app's compiled graph, compiled with ``ext.checkpointer``.
+        thread_id: the recorded thread.
+        ext: the set-up :class:`~langgraph_external.External` that recorded it.
+        mode: ``"recorded"`` or ``"regression"``.
+        tools: ``"recorded"`` or ``"live"``.
+        into: the new thread's id (default ``<thread_id>-replay-<random>``); must be unused.
+        checkpoint_id: start from this root checkpoint of the thread (an id or unique
+            prefix): its history is copied into ``into`` and the run goes on from there.
+        configurable: more ``configurable`` keys for the replay's config.
+
+    Returns:
+        A :class:`ReplayReport`.
+
+    Raises:
+        ConfigurationError: a bad mode, a graph without ``ext.checkpointer``, ``into`` used.
+        NotFoundError: the thread or the checkpoint is not recorded.
+
+    Example:
+        >>> with External(workspace="./agent_workspace") as ext:          # doctest: +SKIP
+        ...     graph = builder.compile(checkpointer=ext.checkpointer)
+        ...     report = replay(graph, "thread-42", ext=ext, into="thread-42-replay")
+        >>> report.diverged, report.model_calls, report.tool_calls_executed  # doctest: +SKIP
+        (False, 0, 0)
+    """
+    if mode not in MODES:
+        raise ConfigurationError(f"mode must be one of {MODES}, not {mode!r}")
+    if tools not in TOOL_MODES:
+        raise ConfigurationError(f"tools must be one of {TOOL_MODES}, not {tools!r}")
+    saver = getattr(graph, "checkpointer", None)
+    if saver is None or not hasattr(saver, "put"):
+        raise ConfigurationError("replay needs the graph compiled with ext.checkpointer")
+    events = ext.events(thread_id)
+    if not events:
+        raise NotFoundError(f"thread {thread_id!r} is not in the ledger")
+    target = into or f"{thread_id}-replay-{new_id()[:8]}"
+    if saver.get_tuple({"configurable": {"thread_id": target}}) is not None or ext.events(target):
+        raise ConfigurationError(f"thread {target!r} already exists; pick an unused id")
+    resolve = _resolver(ext, thread_id)
+
+    start_seq, start_id = 0, None
+    if checkpoint_id is not None:
+        start = _resolve_checkpoint(events, checkpoint_id)
+        start_seq, start_id = int(start["seq"]), str(start["checkpoint_id"])
+    session = ReplaySession(
+        index_calls(events, after_seq=start_seq, resolve=resolve),
+        answer_models=mode == "recorded",
+        answer_tools=tools == "recorded",
+    )
+    todo = [inv for inv in invocations(events, resolve=resolve) if inv.seq > start_seq]
+    config: dict[str, Any] = dict(ext.config(target, **dict(configurable or {})))
+    notes: list[str] = []
+    issued, completed = 0, True
+    with intercepting(session):
+        try:
+            if start_id is not None:
+                _fork(saver, thread_id, target, start_id)
+                snap = graph.get_state(config)
+                if snap.next:
+                    issued += 1
+                    graph.invoke(None, config)
+            for inv in todo:
+                issued += 1
+                try:
+                    graph.invoke(_input_of(inv), config)
+                except ReplayDivergenceError:
+                    raise
+                except Exception as exc:
+                    if inv.status != "error":
+                        session.divergences.append(
+                            Divergence(
+                                kind="error",
+                                message=f"the replay raised {type(exc).__name__}: {exc}",
+                                actual={"error": str(exc), "error_type": type(exc).__name__},
+                            )
+                        )
+                        completed = False
+                        break
+        except ReplayDivergenceError:
+            completed = False
+    ext.flush()
+
+    if completed and mode == "recorded" and tools == "recorded":
+        missing = session.index.unanswered()
+        if missing:
+            first = missing[0]
+            session.divergences.append(
+                Divergence(
+                    kind="missing_call",
+                    message=f"{len(missing)} recorded call(s) were not made, first a "
+                    f"{first.kind} call {first.name!r} at step {first.step} in node "
+                    f"{first.node!r}",
+                    **{k: v for k, v in first.where().items() if k != "seq"},
+                    expected={"name": first.name, "kind": first.kind},
+                )
+            )
+    assert ext.dsn is not None
+    with ledger.connect(ext.dsn) as conn:
+        pa = [e for s, e in load_path(conn, thread_id, ext.schema) if s > start_seq]
+        pb = [
+            e
+            for _, e in load_path(conn, target, ext.schema)
+            if start_id is None or e.checkpoint_id > start_id
+        ]
+    path = diff_paths(pa, pb)
+    state = diff_values(
+        to_readable(graph.get_state({"configurable": {"thread_id": thread_id}}).values),
+        to_readable(graph.get_state({"configurable": {"thread_id": target}}).values),
+    )
+    if not path.same:
+        session.divergences.append(
+            Divergence(
+                kind="path",
+                message=f"the replay took another path from entry {path.first_difference}",
+                expected=path.a,
+                actual=path.b,
+                diff=path.ops,
+            )
+        )
+    if not state.same:
+        session.divergences.append(
+            Divergence(
+                kind="state",
+                message="the replay ended in another state",
+                diff=state.to_dict(),
+            )
+        )
+    if not completed:
+        notes.append("the replay stopped at its first divergence")
+    divs = list(session.divergences)
+    return ReplayReport(
+        source_thread_id=thread_id,
+        thread_id=target,
+        mode=mode,
+        tools=tools,
+        from_checkpoint_id=start_id,
+        diverged=bool(divs),
+        divergence=divs[0] if divs else None,
+        divergences=divs,
+        completed=completed,
+        invocations=issued,
+        model_calls=session.model_calls,
+        model_calls_answered=session.model_calls_answered,
+        tool_calls_executed=session.tool_calls_executed,
+        tool_calls_answered=session.tool_calls_answered,
+        path=path,
+        state=state,
+        notes=notes,
+    )
