@@ -240,8 +240,11 @@ def _message_list(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(_is_message(m) for m in v)
 
 
-def diff_values(a: Mapping[str, Any], b: Mapping[str, Any]) -> StateDiff:
-    """Compare two readable states (channel -> value)."""
+def diff_values(a: Any, b: Any) -> StateDiff:
+    """Compare two readable states (channel -> value; another value counts as one
+    channel named ``value``, such as the return value of a functional-API entrypoint)."""
+    a = a if isinstance(a, Mapping) else {"value": a}
+    b = b if isinstance(b, Mapping) else {"value": b}
     out = StateDiff(
         added=sorted(k for k in b if k not in a), removed=sorted(k for k in a if k not in b)
     )
