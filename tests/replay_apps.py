@@ -22,6 +22,7 @@ from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Send, interrupt
+from pydantic import Field
 from typing_extensions import TypedDict
 
 MODEL_CALLS = [0]
@@ -94,7 +95,7 @@ SCRIPTS: dict[str, list[AIMessage]] = {
 class ScriptedModel(BaseChatModel):
     """Answers from the script of its system prompt, in turn; counts real generations."""
 
-    position: dict[str, int] = {}
+    position: dict[str, int] = Field(default_factory=dict)
 
     @property
     def _llm_type(self) -> str:
@@ -117,7 +118,7 @@ class ScriptedModel(BaseChatModel):
 
 def react_app(checkpointer: Any, prompt: str = "You are a weather assistant.") -> Any:
     """agent ⇄ tools (parallel tool calls), ending with an answer."""
-    model = ScriptedModel(position={}).bind_tools([get_weather, get_time])
+    model = ScriptedModel().bind_tools([get_weather, get_time])
 
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke([SystemMessage(prompt), *state["messages"]])]}
@@ -151,7 +152,7 @@ class Work(TypedDict, total=False):
 def complex_app(checkpointer: Any) -> Any:
     """split → three ``Send`` tasks (each calls a tool) → a subgraph whose node asks the
     model → a review node that interrupts for approval."""
-    model = ScriptedModel(position={})
+    model = ScriptedModel()
 
     def work(s: Work) -> Work:
         return {"items": [measure.invoke({"item": s["items"][0]})]}
@@ -185,7 +186,7 @@ def complex_app(checkpointer: Any) -> Any:
 
 def functional_app(checkpointer: Any) -> Any:
     """The functional API: an entrypoint calling a tool task and the model."""
-    model = ScriptedModel(position={})
+    model = ScriptedModel()
 
     @task
     def look_up(city: str) -> str:

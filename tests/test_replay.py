@@ -32,7 +32,9 @@ from langgraph_external.replay._intercept import installed
 
 
 @pytest.fixture
-def ext(dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[External]:
+def ext(
+    dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[External]:
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
     MODEL_CALLS[0] = 0
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as e:
@@ -146,7 +148,10 @@ def test_regression_replay_reports_a_changed_prompt_where_it_first_matters(
     assert first is not None
     assert (first.kind, first.step, first.node) == ("llm_input", 1, "agent")
     changed = first.diff["changed"][0]["fields"]["content"]
-    assert changed == {"a": "You are a weather assistant.", "b": "You are a terse weather assistant."}
+    assert changed == {
+        "a": "You are a weather assistant.",
+        "b": "You are a terse weather assistant.",
+    }
     # the live model planned one tool call (answered from the record), then answered
     kinds = [d.kind for d in report.divergences]
     assert kinds[:3] == ["llm_input", "llm_output", "llm_input"] and "path" in kinds
@@ -176,9 +181,7 @@ def test_regression_replay_of_an_unchanged_app_does_not_diverge(ext: External) -
     assert not report.diverged, report.divergences
     assert report.model_calls == 3 and MODEL_CALLS[0] == 3
     assert report.tool_calls_executed == 0 and tool_runs() == []
-    live = replay(
-        react_app(ext.checkpointer), "t-react", ext=ext, mode="regression", tools="live"
-    )
+    live = replay(react_app(ext.checkpointer), "t-react", ext=ext, mode="regression", tools="live")
     assert not live.diverged and live.tool_calls_executed == 3 and len(tool_runs()) == 3
 
 
