@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import operator
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -114,6 +115,49 @@ class ScriptedModel(BaseChatModel):
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
+
+
+class StreamingModel(ScriptedModel):
+    """A ``ScriptedModel`` that streams natively (its answer in two chunks)."""
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        text = str(self._generate(messages, stop, run_manager, **kw).generations[0].message.content)
+        for part in (text[: len(text) // 2], text[len(text) // 2 :]):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=part))
+
+
+def streaming_app(checkpointer: Any) -> Any:
+    """One node that streams the model's answer and keeps the whole of it."""
+    model = StreamingModel()
+
+    def write(state: MessagesState) -> dict[str, Any]:
+        full: Any = None
+        for chunk in model.stream([SystemMessage("Summarize."), *state["messages"]]):
+            full = chunk if full is None else full + chunk
+        return {"messages": [full]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("write", write)
+    g.add_edge(START, "write")
+    return g.compile(checkpointer=checkpointer)
+
+
+class Asks(TypedDict, total=False):
+    answers: Annotated[list[str], operator.add]
+
+
+def parallel_interrupts_app(checkpointer: Any) -> Any:
+    """Two ``Send`` tasks that each interrupt: resumed with a map of interrupt ids."""
+
+    def ask(s: dict[str, Any]) -> Asks:
+        return {"answers": [str(interrupt({"item": s["item"]}))]}
+
+    g = StateGraph(Asks)
+    g.add_node("ask", ask)
+    g.add_conditional_edges(START, lambda s: [Send("ask", {"item": i}) for i in (1, 2)], ["ask"])
+    return g.compile(checkpointer=checkpointer)
 
 
 def react_app(checkpointer: Any, prompt: str = "You are a weather assistant.") -> Any:

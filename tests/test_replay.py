@@ -16,8 +16,10 @@ from replay_apps import (
     MODEL_CALLS,
     complex_app,
     functional_app,
+    parallel_interrupts_app,
     paris_react_app,
     react_app,
+    streaming_app,
     terse_react_app,
     tool_runs,
 )
@@ -113,6 +115,29 @@ def test_recorded_replay_of_the_functional_api(ext: External) -> None:
     assert tool_runs() == [] and MODEL_CALLS[0] == 0
     assert not report.diverged, report.divergences
     assert _state(app, "t-func-r") == _state(app, "t-func")
+
+
+def test_recorded_replay_of_a_natively_streaming_model(ext: External) -> None:
+    graph = streaming_app(ext.checkpointer)
+    graph.invoke({"messages": [HumanMessage("Sum up.")]}, ext.config("t-stream"))
+    assert MODEL_CALLS[0] == 1
+    assert _state(graph, "t-stream")["messages"][-1]["content"] == "All measured."
+    _reset()
+    report = replay(streaming_app(ext.checkpointer), "t-stream", ext=ext, into="t-stream-r")
+    assert not report.diverged and report.model_calls_answered == 1, report.divergences
+    assert MODEL_CALLS[0] == 0
+    assert diff_values(_state(graph, "t-stream"), _state(graph, "t-stream-r")).same
+
+
+def test_parallel_interrupts_resumed_by_id_are_resumed_in_the_replay(ext: External) -> None:
+    graph = parallel_interrupts_app(ext.checkpointer)
+    cfg = ext.config("t-asks")
+    pending = graph.invoke({"answers": []}, cfg)["__interrupt__"]
+    graph.invoke(Command(resume={i.id: f"ok {i.value['item']}" for i in pending}), cfg)
+    assert sorted(_state(graph, "t-asks")["answers"]) == ["ok 1", "ok 2"]
+    report = replay(parallel_interrupts_app(ext.checkpointer), "t-asks", ext=ext, into="t-asks-r")
+    assert not report.diverged, report.divergences
+    assert sorted(_state(graph, "t-asks-r")["answers"]) == ["ok 1", "ok 2"]
 
 
 def test_replay_from_a_checkpoint_runs_only_what_followed_it(ext: External) -> None:

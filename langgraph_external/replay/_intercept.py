@@ -11,6 +11,7 @@ installed when the first replay starts and removed when the last one ends.
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -20,7 +21,8 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
 from langchain_core.load import load
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from langgraph_external import _compat
@@ -316,6 +318,41 @@ def _wrap_agenerate(original: Callable[..., Any]) -> Callable[..., Any]:
     return _agenerate_with_cache
 
 
+def _as_chunk(message: Any) -> Any:
+    """An answer as the chunk ``stream()`` yields (it may be one already)."""
+    if isinstance(message, AIMessageChunk) or not isinstance(message, AIMessage):
+        return message
+    fields = message.model_dump(exclude={"type", "tool_calls", "invalid_tool_calls"})
+    chunks = [
+        tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c.get("id"), index=i)
+        for i, c in enumerate(message.tool_calls)
+    ]
+    return AIMessageChunk(**fields, tool_call_chunks=chunks)
+
+
+def _wrap_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    # a model that streams natively bypasses the generation step; in a replay it is asked
+    # through ``invoke``, which is answered (or compared) there, and yields one chunk
+    def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:
+        if ACTIVE.get() is None:
+            yield from original(self, input, config, **kwargs)
+            return
+        yield _as_chunk(self.invoke(input, config, **kwargs))
+
+    return stream
+
+
+def _wrap_astream(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def astream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        if ACTIVE.get() is None:
+            async for chunk in original(self, input, config, **kwargs):
+                yield chunk
+            return
+        yield _as_chunk(await self.ainvoke(input, config, **kwargs))
+
+    return astream
+
+
 def _tool_callbacks(manager_cls: Any, tool: Any, kwargs: dict[str, Any]) -> Any:
     return manager_cls.configure(
         kwargs.get("callbacks"),
@@ -394,6 +431,8 @@ def _install() -> None:
         [
             _compat.patch_method(chat, sync_name, _wrap_generate),
             _compat.patch_method(chat, async_name, _wrap_agenerate),
+            _compat.patch_method(chat, "stream", _wrap_stream),
+            _compat.patch_method(chat, "astream", _wrap_astream),
             _compat.patch_method(BaseTool, "run", _wrap_run),
             _compat.patch_method(BaseTool, "arun", _wrap_arun),
         ]

@@ -90,9 +90,43 @@ def _resolver(ext: External, thread_id: str) -> Any:
     return resolve
 
 
-def _input_of(inv: Invocation) -> Any:
+def _recorded_interrupts(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Recorded interrupt id -> its value (readable), from ``interrupt`` events."""
+    out: dict[str, Any] = {}
+    for e in events:
+        if e["kind"] == "interrupt":
+            for i in (e.get("payload") or {}).get("interrupts") or ():
+                if isinstance(i, Mapping) and i.get("id"):
+                    out[str(i["id"])] = i.get("value")
+    return out
+
+
+def _remap_resume(value: Any, recorded: Mapping[str, Any], pending: Sequence[Any]) -> Any:
+    """A resume keyed by recorded interrupt ids, keyed by the replay's interrupt ids.
+
+    Interrupt ids derive from task ids, which are new in the replay: each recorded
+    interrupt is matched with a pending one of the same value (else in order).
+    """
+    if not (isinstance(value, Mapping) and value and all(k in recorded for k in value)):
+        return value
+    free = list(pending)
+    out: dict[str, Any] = {}
+    for rid, answer in value.items():
+        same = [p for p in free if to_readable(p.value) == recorded[rid]]
+        if not (same or free):
+            return value
+        match = (same or free)[0]
+        free.remove(match)
+        out[match.id] = answer
+    return out
+
+
+def _input_of(inv: Invocation, graph: Any, config: Any, recorded: Mapping[str, Any]) -> Any:
     if inv.resume:
-        return Command(resume=inv.input)
+        value = inv.input
+        if isinstance(value, Mapping) and recorded:
+            value = _remap_resume(value, recorded, graph.get_state(config).interrupts)
+        return Command(resume=value)
     if inv.exact is not None:
         try:
             return load_exact(inv.exact)
@@ -210,6 +244,7 @@ def replay(
     )
     todo = [inv for inv in invocations(events, resolve=resolve) if inv.seq > start_seq]
     config: dict[str, Any] = dict(ext.config(target, **dict(configurable or {})))
+    interrupts = _recorded_interrupts(events)
     notes: list[str] = []
     issued, completed = 0, True
     with intercepting(session):
@@ -223,7 +258,7 @@ def replay(
             for inv in todo:
                 issued += 1
                 try:
-                    graph.invoke(_input_of(inv), config)
+                    graph.invoke(_input_of(inv, graph, config, interrupts), config)
                 except ReplayDivergenceError:
                     raise
                 except Exception as exc:
