@@ -31,6 +31,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.load import dumpd
+from langchain_core.messages import BaseMessage, messages_to_dict
 from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
 
 from langgraph_external.events import Event, EventKind, canonical_json
@@ -641,20 +642,24 @@ class _Exact:
 
 
 def exact(value: Any) -> Any:
-    """``value`` as LangChain's serialized JSON (``dumpd``), or ``None`` if it has none.
+    """``value`` in a form LangChain rebuilds exactly, or ``None`` if it has none.
 
-    Replay rebuilds recorded messages from it with ``langchain_core.load.load``.
+    A message becomes ``messages_to_dict``'s ``{"type", "data"}`` (cheap: a model dump);
+    anything else LangChain's serialized form (``dumpd``). Replay rebuilds recorded
+    answers and inputs from it.
 
     Example:
         >>> from langchain_core.messages import AIMessage
-        >>> exact(AIMessage("hi"))["id"][-1]
-        'AIMessage'
+        >>> exact(AIMessage("hi"))["type"]
+        'ai'
     """
     if isinstance(value, _Exact):
         value = value.value
     if value is None or getattr(value, "resume", None) is not None:
         return None
     try:
+        if isinstance(value, BaseMessage):
+            return messages_to_dict([value])[0]
         return dumpd(value)
     except Exception:  # an object LangChain cannot serialize: the readable form stays
         return None

@@ -21,7 +21,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
 from langchain_core.load import load
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage, messages_from_dict
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -231,7 +231,10 @@ def _answer_of(msg: Any) -> dict[str, Any]:
 
 
 def load_exact(data: Any) -> Any:
-    """Rebuild a value recorded in LangChain's serialized form (messages only)."""
+    """Rebuild a value recorded by ``callbacks.exact``: a message (``messages_to_dict``
+    form) or LangChain's serialized form (only message classes are rebuilt)."""
+    if isinstance(data, dict) and "lc" not in data and set(data) == {"type", "data"}:
+        return messages_from_dict([data])[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ``load`` is marked beta
         return load(data, allowed_objects="messages")
