@@ -370,8 +370,9 @@ def load_side(
     checkpoint_id = side.checkpoint_id
     if checkpoint_id is not None:
         checkpoint_id = read_state(ws, thread, checkpoint_id).checkpoint_id
-        cut = next(s for s, e in entries if e.checkpoint_id == checkpoint_id and e.ns == "")
-        hi = cut
+        hi = next((s for s, e in entries if e.checkpoint_id == checkpoint_id and not e.ns), None)
+        if hi is None:
+            raise NotFoundError(f"checkpoint {checkpoint_id} of {thread!r} is not in the ledger")
     picked = [e for s, e in entries if s > lo and (hi is None or s <= hi)]
     if side.run_id is not None:
         roots = [e for e in picked if e.ns == ""]

@@ -176,6 +176,23 @@ def react_app(checkpointer: Any, prompt: str = "You are a weather assistant.") -
     return g.compile(checkpointer=checkpointer)
 
 
+def async_react_app(checkpointer: Any) -> Any:
+    """``react_app`` with an async agent node (run with ``ainvoke``)."""
+    model = ScriptedModel().bind_tools([get_weather, get_time])
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        prompt = SystemMessage("You are a weather assistant.")
+        return {"messages": [await model.ainvoke([prompt, *state["messages"]])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([get_weather, get_time]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+
+
 def terse_react_app(checkpointer: Any) -> Any:
     """The same agent with a changed system prompt."""
     return react_app(checkpointer, prompt="You are a terse weather assistant.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from replay_apps import (
     MODEL_CALLS,
+    async_react_app,
     complex_app,
     functional_app,
     parallel_interrupts_app,
@@ -29,7 +31,7 @@ from langgraph_external.diff import diff_values
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.inspection import NotFoundError
 from langgraph_external.render import to_readable
-from langgraph_external.replay import replay
+from langgraph_external.replay import areplay, replay
 from langgraph_external.replay._intercept import installed
 
 
@@ -140,6 +142,30 @@ def test_parallel_interrupts_resumed_by_id_are_resumed_in_the_replay(ext: Extern
     assert sorted(_state(graph, "t-asks-r")["answers"]) == ["ok 1", "ok 2"]
 
 
+def test_async_replay_of_an_async_graph(
+    dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
+    MODEL_CALLS[0] = 0
+
+    async def run() -> Any:
+        async with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as aext:
+            graph = async_react_app(aext.checkpointer)
+            await graph.ainvoke({"messages": [HumanMessage("Weather?")]}, aext.config("t-async"))
+            assert len(tool_runs()) == 3 and MODEL_CALLS[0] == 3
+            _reset()
+            report = await areplay(async_react_app(aext.checkpointer), "t-async", ext=aext)
+            a = await graph.aget_state({"configurable": {"thread_id": "t-async"}})
+            b = await graph.aget_state({"configurable": {"thread_id": report.thread_id}})
+            return report, to_readable(a.values), to_readable(b.values)
+
+    report, a, b = asyncio.run(run())
+    assert not report.diverged and report.completed, report.divergences
+    assert report.model_calls == 0 and report.tool_calls_executed == 0
+    assert report.tool_calls_answered == 3 and tool_runs() == [] and MODEL_CALLS[0] == 0
+    assert diff_values(a, b).same
+
+
 def test_replay_from_a_checkpoint_runs_only_what_followed_it(ext: External) -> None:
     graph = _record_react(ext)
     _reset()
@@ -230,6 +256,8 @@ def test_bad_requests_are_typed_errors(ext: External) -> None:
         replay(graph, "t-react", ext=ext, into="t-react")  # the thread exists
     with pytest.raises(NotFoundError):
         replay(graph, "t-react", ext=ext, checkpoint_id="ffff")
+    with pytest.raises(ConfigurationError):
+        replay(react_app(None), "t-react", ext=ext)  # not compiled with ext.checkpointer
     assert not installed()
 
 

@@ -19,7 +19,7 @@ from langgraph_external.replay._intercept import (
     RecordedCallError,
     ReplayDivergenceError,
 )
-from langgraph_external.replay._run import MODES, TOOL_MODES, ReplayReport, replay
+from langgraph_external.replay._run import MODES, TOOL_MODES, ReplayReport, areplay, replay
 
 __all__ = [
     "MODES",
@@ -28,5 +28,6 @@ __all__ = [
     "RecordedCallError",
     "ReplayDivergenceError",
     "ReplayReport",
+    "areplay",
     "replay",
 ]
