@@ -142,6 +142,23 @@ def test_parallel_interrupts_resumed_by_id_are_resumed_in_the_replay(ext: Extern
     assert sorted(_state(graph, "t-asks-r")["answers"]) == ["ok 1", "ok 2"]
 
 
+def test_offloaded_payloads_are_answered_from_their_artifacts(
+    dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
+    MODEL_CALLS[0] = 0
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, offload_threshold=200) as e:
+        graph = _record_react(e, "t-big")
+        offloaded = [ev for ev in e.events("t-big") if "$artifact" in (ev["payload"] or {})]
+        assert {ev["kind"] for ev in offloaded} >= {"llm_start", "llm_end"}
+        _reset()
+        report = replay(react_app(e.checkpointer), "t-big", ext=e, into="t-big-r")
+        assert not report.diverged, report.divergences
+        assert report.model_calls_answered == 3 and MODEL_CALLS[0] == 0 and tool_runs() == []
+        assert diff_values(_state(graph, "t-big"), _state(graph, "t-big-r")).same
+
+
 def test_async_replay_of_an_async_graph(
     dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
