@@ -1,7 +1,8 @@
 """``lgx``: inspect and verify what langgraph-external recorded.
 
 The commands read the Postgres ledger (the system of record) and the file workspace (its
-mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given).
+mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given;
+``lgx replay`` records a new thread).
 The queries, filters and readers live in :mod:`langgraph_external.inspection` and the
 embedded server's management in :mod:`langgraph_external.embedded`; this module parses
 options and prints.
