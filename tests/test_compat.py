@@ -95,6 +95,9 @@ def test_the_replay_hooks_are_where_langchain_core_has_them() -> None:
     for name in ("run", "arun"):
         params = inspect.signature(BaseTool.__dict__[name]).parameters
         assert {"callbacks", "metadata", "run_id", "config", "tool_call_id"} <= set(params)
+        from langgraph_external.replay._intercept import _RUN_POSITIONAL
+
+        assert tuple(params)[2:6] == _RUN_POSITIONAL
     model = FakeListChatModel(responses=["x"])
     params = _compat.chat_invocation_params(model, None, {"tools": ["t"]})
     assert params["tools"] == ["t"] and params["_type"] == "fake-list-chat-model"

@@ -380,11 +380,16 @@ def _tool_start_args(tool: Any, tool_input: Any, kwargs: dict[str, Any]) -> dict
     }
 
 
+_RUN_POSITIONAL = ("verbose", "start_color", "color", "callbacks")
+"""``BaseTool.run``/``arun``'s positional parameters after ``tool_input``."""
+
+
 def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
         session = ACTIVE.get()
-        if session is None or args:
+        if session is None:
             return original(self, tool_input, *args, **kwargs)
+        kwargs.update(zip(_RUN_POSITIONAL, args, strict=False))
         answer = session.before_tool(self, tool_input, kwargs)
         if answer is LIVE:
             return original(self, tool_input, **kwargs)
@@ -405,8 +410,9 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_arun(original: Callable[..., Any]) -> Callable[..., Any]:
     async def arun(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
         session = ACTIVE.get()
-        if session is None or args:
+        if session is None:
             return await original(self, tool_input, *args, **kwargs)
+        kwargs.update(zip(_RUN_POSITIONAL, args, strict=False))
         answer = session.before_tool(self, tool_input, kwargs)
         if answer is LIVE:
             return await original(self, tool_input, **kwargs)
