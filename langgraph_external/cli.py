@@ -1,7 +1,8 @@
 """``lgx``: inspect and verify what langgraph-external recorded.
 
 The commands read the Postgres ledger (the system of record) and the file workspace (its
-mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given).
+mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given;
+``lgx replay`` records a new thread).
 The queries, filters and readers live in :mod:`langgraph_external.inspection` and the
 embedded server's management in :mod:`langgraph_external.embedded`; this module parses
 options and prints.
@@ -1274,3 +1275,107 @@ def policy_mermaid(
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+# -- replay and diff (langgraph_external.replay, langgraph_external.diff) -------------------
+@app.command("replay")
+def replay_cmd(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The recorded thread.")],
+    app_ref: Annotated[
+        str,
+        typer.Option("--app", help="The graph as module:attribute (builder, graph or factory)."),
+    ],
+    into: Annotated[
+        str | None, typer.Option("--into", help="Id of the new thread (default: generated).")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="recorded or regression.")] = "recorded",
+    tools: Annotated[str, typer.Option("--tools", help="recorded or live.")] = "recorded",
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", help="Start from this checkpoint (id or prefix).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run a recorded thread again into a new thread; exit 1 if it diverged.
+
+    recorded: the app's code runs, every model and tool call is answered from the record.
+    regression: the model runs live, tools stay recorded (or --tools live).
+    """
+    from langgraph_external.external import External
+    from langgraph_external.replay import replay
+    from langgraph_external.replay._app import load_app
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        with External(dsn=dsn, workspace=s.workspace, schema=s.schema) as ext:
+            graph = load_app(app_ref, ext.checkpointer)
+            try:
+                with Progress(
+                    TextColumn("replaying"), TimeElapsedColumn(), console=err, transient=True
+                ):
+                    report = replay(
+                        graph,
+                        thread_id,
+                        ext=ext,
+                        mode=mode,
+                        tools=tools,
+                        into=into,
+                        checkpoint_id=checkpoint,
+                    )
+            except inspection.NotFoundError as exc:
+                raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(report.to_dict()))
+    else:
+        out.print(
+            f"replayed {escape(thread_id)} into {escape(report.thread_id)} ({report.mode}, "
+            f"tools {report.tools}): {_n(report.invocations, 'invocation')}, "
+            f"{report.model_calls_answered} model and {report.tool_calls_answered} tool calls "
+            f"answered from the record, {report.model_calls} model calls and "
+            f"{report.tool_calls_executed} tool calls made live",
+            soft_wrap=True,
+        )
+        for d in report.divergences:
+            out.print(f"[bold red]diverged:[/] {escape(d.message)}", soft_wrap=True)
+        if not report.diverged:
+            out.print("no divergence: same calls, same path, same state")
+    if report.diverged:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+@app.command("diff")
+def diff_cmd(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(help="THREAD, THREAD@CHECKPOINT or run:RUN_ID.")],
+    b: Annotated[
+        str | None, typer.Argument(help="The other side (default: A's thread).", show_default=False)
+    ] = None,
+    checkpoint: Annotated[
+        list[str] | None,
+        typer.Option("--checkpoint", help="Checkpoint of A, then of B (repeatable, max 2)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
+) -> None:
+    """Compare two threads, checkpoints or runs: node path and state; exit 1 if they differ."""
+    from langgraph_external import diff
+
+    cps = list(checkpoint or [])
+    with _command(ctx) as s:
+        if len(cps) > 2:
+            raise CliError("--checkpoint is given at most twice (A, then B)")
+        side_a = diff.parse_side(a, cps[0] if cps else None)
+        if b is None and side_a.thread_id is None:
+            raise CliError("give B, or two checkpoints of A's thread")
+        side_b = diff.parse_side(b or str(side_a.thread_id), cps[1] if len(cps) > 1 else None)
+        with _connect(s) as conn:
+            try:
+                result = diff.diff_sides(conn, s.ws(), side_a, side_b, s.schema)
+            except inspection.NotFoundError as exc:
+                raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(result.to_dict()))
+    else:
+        for line in result.lines():
+            out.print(escape(line), soft_wrap=True)
+    if not result.same:
+        raise typer.Exit(EXIT_PROBLEM)
