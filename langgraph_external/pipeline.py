@@ -230,7 +230,14 @@ class Pipeline:
         identity = getattr(ledger, "identity", None)
         key = identity() if callable(identity) else ledger.name
         self._wal = WriteAheadLog(Path(wal_dir or spool_dir or default_spool_dir()) / "wal" / key)
-        self._cv = threading.Condition()
+        # one lock; the flusher and the projector wait on conditions of their own, so a
+        # commit or an event wakes them only when they are idle (not on every call)
+        self._lock = threading.RLock()
+        self._cv = threading.Condition(self._lock)
+        self._fcv = threading.Condition(self._lock)  # the flusher waits here
+        self._pcv = threading.Condition(self._lock)  # the projector waits here
+        self._flusher_idle = False
+        self._projector_idle = False
         self._buf: dict[str, list[_Entry]] = {}
         self._count = 0
         self._tick = itertools.count()
@@ -307,6 +314,8 @@ class Pipeline:
                 threads.append(e.thread_id)
             self._count += len(processed)
             self._cv.notify_all()
+            if self._flusher_idle:
+                self._fcv.notify()
         if self.strict:
             for tid in dict.fromkeys(threads):
                 self._commit_now(tid)
@@ -355,7 +364,7 @@ class Pipeline:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             self._force += 1
-            self._cv.notify_all()
+            self._wake_workers()
             while self._count or self._storing or any(self._inflight.values()):
                 if not self._wait(deadline):
                     self._force -= 1
@@ -368,10 +377,16 @@ class Pipeline:
             self._commits += 1
             target = self._settle_at = self._commits
             while self._projected < target:
-                self._cv.notify_all()
+                self._wake_workers()
                 if not self._wait(deadline):
                     return False
         return True
+
+    def _wake_workers(self) -> None:
+        """Wake the flusher and the projector, whatever they wait for (under ``_cv``)."""
+        self._cv.notify_all()
+        self._fcv.notify_all()
+        self._pcv.notify_all()
 
     def catch_up(self, timeout: float = 600.0) -> tuple[int, list[str]]:
         """Bring every projection up to the ledger on every thread (``lgx repair``).
@@ -391,7 +406,7 @@ class Pipeline:
                 self._touched |= lag
                 self._commits += 1  # ask the projector for one more full pass
                 target = self._commits
-                self._cv.notify_all()
+                self._wake_workers()
                 while self._projected < target:
                     if not self._wait(deadline):
                         return len(seen), [f"{t}: still behind" for t in sorted(lag)]
@@ -448,7 +463,7 @@ class Pipeline:
         self._closed = True
         with self._cv:
             self._stop = True
-            self._cv.notify_all()
+            self._wake_workers()
         self._flusher.join(timeout=60)
         if self._projector is not None:
             self._projector.join(timeout=60)
@@ -592,6 +607,8 @@ class Pipeline:
         merged = sorted([*entries, *self._buf.get(tid, [])], key=lambda en: en.tick)
         self._buf[tid] = merged
         self._count += len(entries)
+        if self._flusher_idle:
+            self._fcv.notify()
 
     def _committed(
         self, sealed: Sequence[Event], entries: Sequence[_Entry], inflight: str | None = None
@@ -617,6 +634,8 @@ class Pipeline:
             self._last_ok = time.monotonic()
             self._ledger_down_since = None
             self._cv.notify_all()
+            if self._projector_idle:
+                self._pcv.notify()
         for fn in list(self._listeners):
             try:
                 fn(sealed)
@@ -676,8 +695,10 @@ class Pipeline:
     def _flush_loop(self) -> None:
         while True:
             with self._cv:
+                self._flusher_idle = True
                 while not self._count and not self._stop:
-                    self._cv.wait(1.0)
+                    self._fcv.wait(1.0)
+                self._flusher_idle = False
                 if self._stop and not self._count:
                     return
                 force = self._force > 0 or self._stop
@@ -693,7 +714,7 @@ class Pipeline:
                 with self._cv:
                     if self._stop and not any(self._inflight.values()):
                         return
-                    self._cv.wait(0.05)  # events waiting for their checkpoint
+                    self._fcv.wait(0.05)  # events waiting for their checkpoint
                 continue
             try:
                 self._store(batch, sealed)
@@ -706,7 +727,7 @@ class Pipeline:
                 with self._cv:
                     if self._stop:
                         return
-                    self._cv.wait(self.retry_interval)
+                    self._fcv.wait(self.retry_interval)
             else:
                 self._stored(batch)
 
@@ -858,10 +879,12 @@ class Pipeline:
         last_scan = 0.0
         while True:
             with self._cv:
+                self._projector_idle = True
                 while not self._stop and not self._touched and self._projected >= self._commits:
-                    self._cv.wait(self.poll_interval)
+                    self._pcv.wait(self.poll_interval)
                     if time.monotonic() - last_scan >= self.poll_interval:
                         break
+                self._projector_idle = False
                 if self._stop and not self._touched:
                     return
                 # gather the commits of the next few ms into one pass (one lock round
@@ -871,7 +894,7 @@ class Pipeline:
                     left = end - time.monotonic()
                     if left <= 0:
                         break
-                    self._cv.wait(left)
+                    self._pcv.wait(left)  # woken early by a flush or a close
                 touched, self._touched = self._touched, set()
                 target = self._commits
             scan = time.monotonic() - last_scan >= self.poll_interval
