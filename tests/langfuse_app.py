@@ -92,13 +92,45 @@ def main(argv: list[str]) -> int:
     with External(dsn=dsn, workspace=workspace, langfuse=True) as ext:
         app = build_app(ext.checkpointer)
         config = ext.config(thread, user_id="user-7", tags=["langfuse-test"])
-        if part == "first":
+        if part == "handler":
+            out = _with_langfuse_handler(ext, app, thread)
+        elif part == "first":
             out = app.invoke({"messages": [("user", "weather in Oslo?")]}, config)
         else:
             out = app.invoke(Command(resume="approved"), config)
         flushed = ext.flush(60)
     print(json.dumps({"interrupted": "__interrupt__" in out, "flushed": flushed}))
     return 0
+
+
+def _with_langfuse_handler(ext: Any, app: Any, thread: str) -> Any:
+    """Run and resume with Langfuse's own ``CallbackHandler`` joining our trace."""
+    import os
+    import uuid
+
+    from langfuse import Langfuse
+    from langfuse.langchain import CallbackHandler
+
+    from langgraph_external.exporters import trace_context_for_run
+
+    pk = os.environ["LANGFUSE_PUBLIC_KEY"]
+    client = Langfuse(
+        public_key=pk,
+        secret_key=os.environ["LANGFUSE_SECRET_KEY"],
+        base_url=os.environ["LANGFUSE_BASE_URL"],
+    )
+    run_id = uuid.uuid4()
+    handler = CallbackHandler(public_key=pk, trace_context=trace_context_for_run(run_id))  # type: ignore[arg-type]
+    app.invoke(
+        {"messages": [("user", "weather in Oslo?")]},
+        ext.config(thread, callbacks=[handler], run_id=run_id),
+    )
+    ext.flush(60)
+    resume_ctx = ext.langfuse.trace_context(thread)  # the trace the resume continues
+    handler = CallbackHandler(public_key=pk, trace_context=resume_ctx)
+    out = app.invoke(Command(resume="approved"), ext.config(thread, callbacks=[handler]))
+    client.flush()
+    return out
 
 
 if __name__ == "__main__":

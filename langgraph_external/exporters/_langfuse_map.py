@@ -142,6 +142,7 @@ class ThreadMapper:
     _task_node: dict[tuple[str, str], str] = field(default_factory=dict)
     _last_chain: _Chain | None = None
     _trace_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _offloaded: dict[str, str] = field(default_factory=dict)  # event id -> artifact digest
 
     # -- public ---------------------------------------------------------------------------
     def feed(self, events: list[Event]) -> list[SpanRecord]:
@@ -156,9 +157,11 @@ class ThreadMapper:
 
     # -- per kind -------------------------------------------------------------------------
     def _one(self, e: Event) -> SpanRecord | None:
+        e = self._expand(e)
         k = e.kind
         if k == "run_start":
-            return self._run_start(e)
+            self._run_start(e)
+            return None
         if k in ("node_start", "tool_start", "llm_start"):
             if e.run_id:
                 self._open[e.run_id] = _Open(e)
@@ -187,7 +190,7 @@ class ThreadMapper:
 
     def _run_start(self, e: Event) -> None:
         if not e.run_id:
-            return None
+            return
         last = self._last_chain
         if last is not None and last.interrupted and _is_continuation(e):
             chain = last
@@ -199,7 +202,6 @@ class ThreadMapper:
         self._graph_chain[e.run_id] = chain
         self._runs[e.run_id] = span_id_for_run(e.run_id)
         self._open[e.run_id] = _Open(e)
-        return None
 
     def _run_end(self, e: Event) -> SpanRecord | None:
         chain = self._graph_chain.get(e.run_id or "")
@@ -210,14 +212,13 @@ class ThreadMapper:
         resumed = span_id != chain.root_span
         attrs = {
             OBS_TYPE: "agent",
-            OBS_INPUT: self._value(start.payload if start else None, e, "input"),
             OBS_OUTPUT: self._value(e.payload.get("output"), e, "output"),
             **self._meta({"run_id": e.run_id, "resumed": resumed or None, "seq": e.seq}),
         }
         if start is not None and start.payload.get("command") == "resume":
-            attrs[OBS_INPUT] = self._value(start.payload, e, "input")
+            attrs[OBS_INPUT] = self._value(start.payload, start, "input")
         elif start is not None:
-            attrs[OBS_INPUT] = self._value(start.payload.get("input"), e, "input")
+            attrs[OBS_INPUT] = self._value(start.payload.get("input"), start, "input")
         if not resumed:
             trace = self._trace_attrs.get(chain.trace_id, {})
             attrs.update(trace)
@@ -257,8 +258,13 @@ class ThreadMapper:
             **self._meta(meta),
         }
         return self._record(
-            e, chain, span_id_for_run(e.run_id), self._parent(e), e.node or e.name or "node",
-            start, attrs,
+            e,
+            chain,
+            span_id_for_run(e.run_id),
+            self._parent(e),
+            e.node or e.name or "node",
+            start,
+            attrs,
         )
 
     def _tool_end(self, e: Event) -> SpanRecord | None:
@@ -276,10 +282,10 @@ class ThreadMapper:
             raw = {"artifact": self._artifact_path(e.artifact)}
         attrs = {
             OBS_TYPE: "tool",
-            OBS_INPUT: self._value(start.payload.get("args") if start else None, e, "input"),
-            OBS_OUTPUT: self._value(
-                e.payload.get("parsed", e.payload.get("result")), e, "output"
+            OBS_INPUT: self._value(
+                start.payload.get("args") if start else None, start or e, "input"
             ),
+            OBS_OUTPUT: self._value(e.payload.get("parsed", e.payload.get("result")), e, "output"),
             **self._meta(
                 {
                     "tool_call_id": e.payload.get("tool_call_id"),
@@ -318,7 +324,7 @@ class ThreadMapper:
             OBS_MODEL: sp.get("model") or e.name,
             OBS_MODEL_PARAMS: _json({k: v for k, v in params.items() if v is not None}),
             OBS_INPUT: self._value(
-                sp.get("messages") if "messages" in sp else sp.get("prompts"), e, "input"
+                sp.get("messages") if "messages" in sp else sp.get("prompts"), start or e, "input"
             ),
             OBS_OUTPUT: self._value(output, e, "output"),
             **self._meta(
@@ -392,6 +398,23 @@ class ThreadMapper:
         return self._record(e, chain, _span_id_for_event(e.event_id), parent, name, None, attrs)
 
     # -- helpers --------------------------------------------------------------------------
+    def _expand(self, e: Event) -> Event:
+        """An event whose payload was offloaded to an artifact, with the payload back."""
+        p = e.payload
+        if not (isinstance(p, Mapping) and "$artifact" in p and len(p) <= 2):
+            return e
+        body = e.attachments.get(f"artifacts/{p['$artifact']}")
+        if body is None:
+            return e
+        try:
+            full = json.loads(body)
+        except ValueError:
+            return e
+        self._offloaded[e.event_id] = str(p["$artifact"])
+        while len(self._offloaded) > 10_000:
+            self._offloaded.pop(next(iter(self._offloaded)))
+        return e.replace(payload=full if isinstance(full, dict) else {"value": full})
+
     def _take_start(self, e: Event) -> Event | None:
         opened = self._open.pop(e.run_id or "", None)
         return opened.event if opened else None
@@ -475,6 +498,8 @@ class ThreadMapper:
             return text
         if e.artifact and part == "raw":
             where = self._artifact_path(e.artifact)
+        elif e.event_id in self._offloaded:
+            where = self._artifact_path(self._offloaded[e.event_id])
         else:
             where = f"threads/{encode_thread_id(self.thread_id)}/events.jsonl#seq={e.seq}"
         return _json(

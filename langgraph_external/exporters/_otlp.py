@@ -61,7 +61,9 @@ def encode(records: Sequence[SpanRecord], *, service_version: str | None = None)
     spans = []
     for r in records:
         ctx = SpanContext(
-            int(r.trace_id, 16), int(r.span_id, 16), is_remote=False,
+            int(r.trace_id, 16),
+            int(r.span_id, 16),
+            is_remote=False,
             trace_flags=TraceFlags(TraceFlags.SAMPLED),
         )
         parent = (

@@ -1,4 +1,4 @@
-"""SQL of the exporters (read-only over the ledger, plus their cursors in ``projection_cursors``)."""
+"""SQL of the exporters: reads of the ledger, and their cursors in ``projection_cursors``."""
 
 from __future__ import annotations
 

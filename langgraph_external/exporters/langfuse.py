@@ -213,7 +213,9 @@ class LangfuseExporter:
         self._version = _package_version()
 
     # -- one thread -----------------------------------------------------------------------
-    def export_thread(self, thread_id: str, *, on_spans: Callable[[int], None] | None = None) -> int | None:
+    def export_thread(
+        self, thread_id: str, *, on_spans: Callable[[int], None] | None = None
+    ) -> int | None:
         """Send every observation of ``thread_id`` after the cursor; returns the new cursor.
 
         ``None`` when another exporter holds the thread right now.
@@ -312,7 +314,11 @@ class LangfuseExporter:
         start = chain_start([(int(r[0]), r[1], r[2] or {}) for r in rows], cursor)
         mapper = ThreadMapper(thread_id, self.options, pos=start - 1)
         while mapper.pos < cursor:
-            events = [e for e in self.ledger.read(thread_id, after=mapper.pos) if e.seq and e.seq <= cursor]
+            events = [
+                e
+                for e in self.ledger.read(thread_id, after=mapper.pos)
+                if e.seq and e.seq <= cursor
+            ]
             if not events:
                 break
             mapper.feed(events)
