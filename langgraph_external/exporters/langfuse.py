@@ -22,7 +22,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -69,6 +70,8 @@ class LangfuseExport:
         proxies: ``{"https": "http://proxy:3128"}``; ``HTTPS_PROXY`` works too.
         environment, release: Langfuse environment and release of every trace.
         poll_interval: seconds between scans for threads written by other processes.
+        linger: seconds the live exporter waits after a commit to batch what follows
+            (``flush()`` does not wait).
         backoff_max: most seconds between retries while Langfuse is unreachable.
     """
 
@@ -84,6 +87,7 @@ class LangfuseExport:
     environment: str | None = None
     release: str | None = None
     poll_interval: float = 1.0
+    linger: float = 0.5
     backoff_max: float = 30.0
 
     def resolved(self) -> LangfuseExport:
@@ -204,6 +208,7 @@ class LangfuseExporter:
         self._done: dict[str, int] = {}  # thread -> exported seq
         self._touched: set[str] = set()
         self._stop = False
+        self._force = 0  # flush() calls waiting: no linger
         self._thread: threading.Thread | None = None
         self._backoff = 0.0
         self.spans_sent = 0
@@ -211,6 +216,8 @@ class LangfuseExporter:
         self.last_error: str | None = None
         self._last_logged: tuple[str, float] | None = None
         self._version = _package_version()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._db_lock = threading.Lock()
 
     # -- one thread -----------------------------------------------------------------------
     def export_thread(
@@ -292,25 +299,36 @@ class LangfuseExporter:
         else:
             logger.warning("langfuse export deferred: %s; retrying with backoff", detail)
 
+    @contextmanager
+    def _db(self) -> Iterator[psycopg.Connection[Any]]:
+        """The exporter's own connection (kept open; reopened after a failure)."""
+        with self._db_lock:
+            try:
+                if self._conn is None or self._conn.closed or self._conn.broken:
+                    self._conn = ledger_sql.connect(
+                        self.dsn,
+                        autocommit=True,
+                        connect_timeout=10,
+                        options="-c timezone=UTC -c statement_timeout=30000",
+                    )
+                yield self._conn
+            except psycopg.Error as exc:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                raise LedgerUnavailableError(f"cannot read the ledger: {exc}") from exc
+
     def _cursor(self, thread_id: str) -> tuple[int, str | None]:
-        try:
-            with ledger_sql.connect(
-                self.dsn, autocommit=True, connect_timeout=10, options="-c statement_timeout=30000"
-            ) as conn:
-                row = conn.execute(self._sql["cursor"], (self.name, thread_id)).fetchone()
-        except psycopg.Error as exc:
-            raise LedgerUnavailableError(f"cannot read the langfuse cursor: {exc}") from exc
+        with self._db() as conn:
+            row = conn.execute(self._sql["cursor"], (self.name, thread_id)).fetchone()
         return (int(row[0]), row[1]) if row else (0, None)
 
     def _rebuild(self, thread_id: str, cursor: int) -> ThreadMapper:
         """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent."""
         if cursor == 0:
             return ThreadMapper(thread_id, self.options)
-        try:
-            with ledger_sql.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-                rows = conn.execute(self._sql["markers"], (thread_id, cursor)).fetchall()
-        except psycopg.Error as exc:
-            raise LedgerUnavailableError(f"cannot read the ledger: {exc}") from exc
+        with self._db() as conn:
+            rows = conn.execute(self._sql["markers"], (thread_id, cursor)).fetchall()
         start = chain_start([(int(r[0]), r[1], r[2] or {}) for r in rows], cursor)
         mapper = ThreadMapper(thread_id, self.options, pos=start - 1)
         while mapper.pos < cursor:
@@ -337,24 +355,21 @@ class LangfuseExporter:
 
         Without ``thread_ids`` and ``all_threads``: the threads Langfuse is behind on.
         """
-        try:
-            with ledger_sql.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-                rows = conn.execute(
-                    self._sql["threads"],
-                    {
-                        "projection": self.name,
-                        "all": bool(all_threads),
-                        "threads": list(thread_ids),
-                        "since": since,
-                    },
-                ).fetchall()
-        except psycopg.Error as exc:
-            raise LedgerUnavailableError(f"cannot list threads: {exc}") from exc
+        with self._db() as conn:
+            rows = conn.execute(
+                self._sql["threads"],
+                {
+                    "projection": self.name,
+                    "all": bool(all_threads),
+                    "threads": list(thread_ids),
+                    "since": since,
+                },
+            ).fetchall()
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
     def resend(self, thread_ids: Sequence[str]) -> None:
         """Set the cursors of ``thread_ids`` back to the start (the same ids are sent again)."""
-        with ledger_sql.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+        with self._db() as conn:
             conn.execute(self._sql["reset"], {"projection": self.name, "threads": list(thread_ids)})
         for tid in thread_ids:
             self._mappers.pop(tid, None)
@@ -474,6 +489,14 @@ class LangfuseExporter:
                         break
                 if self._stop:
                     return
+                if self._touched and not self._force and self.config.linger:
+                    # let the run go on: export its commits together, off its hot path
+                    deadline = time.monotonic() + self.config.linger
+                    while not self._stop and not self._force:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cv.wait(left)
                 touched, self._touched = self._touched, set()
             todo = dict.fromkeys(sorted(touched))
             if time.monotonic() - last_scan >= self.config.poll_interval:
@@ -504,14 +527,18 @@ class LangfuseExporter:
         with self._cv:
             target = dict(self._target)
             self._touched |= {t for t, s in target.items() if self._done.get(t, 0) < s}
+            self._force += 1
             self._cv.notify_all()
-            while any(self._done.get(t, 0) < s for t, s in target.items()):
-                if self._thread is None or not self._thread.is_alive():
-                    return False
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cv.wait(0.1 if left is None else min(left, 0.1))
+            try:
+                while any(self._done.get(t, 0) < s for t, s in target.items()):
+                    if self._thread is None or not self._thread.is_alive():
+                        return False
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cv.wait(0.1 if left is None else min(left, 0.1))
+            finally:
+                self._force -= 1
         return True
 
     def health(self) -> dict[str, Any]:
@@ -540,6 +567,10 @@ class LangfuseExporter:
                 self._cv.notify_all()
             self._thread.join(timeout=self.config.timeout + 5)
         self.sender.close()
+        with self._db_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
         if self._own_ledger:
             self.ledger.close()
 
@@ -551,7 +582,7 @@ class LangfuseExporter:
         interrupt, else ``None`` (the next run opens a new trace: use
         :func:`trace_context_for_run`).
         """
-        with ledger_sql.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+        with self._db() as conn:
             rows = conn.execute(self._sql["open_chain"], (thread_id,)).fetchall()
         root: str | None = None
         interrupted = False
