@@ -125,16 +125,21 @@ class OtlpSender:
         self.gzip_body = gzip_body
         self.timeout = timeout
         self.session = requests.Session()
-        self.session.verify = verify
-        if proxies:
-            self.session.proxies.update(proxies)
+        # per request, so that an explicit value wins over REQUESTS_CA_BUNDLE / *_PROXY
+        self.verify = verify
+        self.proxies = dict(proxies) if proxies else None
 
     def send(self, body: bytes) -> Outcome:
         """POST one encoded batch; never raises."""
         data = gzip.compress(body, mtime=0) if self.gzip_body else body
         try:
             resp = self.session.post(
-                self.url, data=data, headers=self.headers, timeout=self.timeout
+                self.url,
+                data=data,
+                headers=self.headers,
+                timeout=self.timeout,
+                verify=self.verify,
+                proxies=self.proxies,
             )
         except requests.Timeout:
             return Outcome(Verdict.RETRY, f"no answer from {self.url} within {self.timeout}s")
