@@ -27,14 +27,12 @@ import logging
 import socket
 import statistics
 import tempfile
-import time
 import uuid
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import bare_saver, git_info, versions
+from _common import Setup, bare_saver, git_info, interleaved, versions
 from bench_audit import Receiver, build_graph
 
 
@@ -94,31 +92,13 @@ def main() -> None:
     def flush_c() -> None:
         flushed["c"] = ext_c.flush(120) and flushed.get("c", True)
 
-    setups: dict[str, tuple[Any, Callable[[], Any], Callable[[], Any]]] = {
+    setups: dict[str, Setup] = {
         "a": (graph_a, lambda: ext_a.config(f"a-{uuid.uuid4().hex}"), ext_a.flush),
         "b": (graph_b, cfg_b, langfuse.flush),
         "c": (graph_c, lambda: ext_c.config(f"c-{uuid.uuid4().hex}"), flush_c),
         "d": (graph_d, lambda: ext_d.config(f"d-{uuid.uuid4().hex}"), lambda: None),
     }
-    lat: dict[str, list[float]] = {k: [] for k in setups}
-    wall: dict[str, float] = dict.fromkeys(setups, 0.0)
-    for graph, cfg, flush in setups.values():  # warm up
-        for _ in range(5):
-            graph.invoke(question, cfg(), durability="sync")
-        flush()
-    order = list(setups)
-    rounds = max(1, args.n // args.batch)
-    for r in range(rounds):
-        for key in order if r % 2 == 0 else list(reversed(order)):
-            graph, cfg, flush = setups[key]
-            start = time.perf_counter()
-            for _ in range(args.batch):
-                t = time.perf_counter()
-                graph.invoke(question, cfg(), durability="sync")
-                lat[key].append(time.perf_counter() - t)
-            flush()
-            wall[key] += time.perf_counter() - start
-    n = rounds * args.batch
+    lat, wall, n = interleaved(setups, question, args.n, args.batch, warmup=5)
     med = {k: statistics.median(v) * 1000 for k, v in lat.items()}
     per = {k: wall[k] / n * 1000 for k in wall}
     health_c = ext_c.health()["langfuse"]

@@ -65,6 +65,22 @@ def langfuse_env(rx: OtlpReceiver, keys: tuple[str, str]) -> dict[str, str]:
     }
 
 
+def app_process(
+    rx: OtlpReceiver, keys: tuple[str, str], dsn: str, ws: Path, thread: str, part: str
+) -> Any:
+    """Play ``part`` of ``tests/langfuse_app.py`` in another process; its JSON answer."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.langfuse_app", dsn, str(ws), thread, part],
+        env={**os.environ, **langfuse_env(rx, keys), "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def expected_spans(dsn: str, thread_id: str) -> dict[str, Any]:
     """What the whole thread maps to, computed from the ledger alone (span id → record)."""
     led = PostgresLedger(dsn)
@@ -103,16 +119,10 @@ def test_a_run_and_its_resume_in_another_process_are_one_trace(
         assert "__interrupt__" in out
         assert ext.flush(60)
     # the human answers days later, from another process
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.langfuse_app", dsn, str(ws), "trip-1", "resume"],
-        env={**os.environ, **langfuse_env(rx, keys), "PYTHONPATH": str(ROOT)},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1]) == {"interrupted": False, "flushed": True}
+    assert app_process(rx, keys, dsn, ws, "trip-1", "resume") == {
+        "interrupted": False,
+        "flushed": True,
+    }
 
     spans = rx.by_key(keys[0])
     by_id = tree(spans)
@@ -456,15 +466,7 @@ def test_langfuse_callback_handler_joins_the_same_trace(
     dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]
 ) -> None:
     # Langfuse's own SDK installs a global tracer provider: run it in its own process
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.langfuse_app", dsn, str(tmp_path / "ws"), "h-1", "handler"],
-        env={**os.environ, **langfuse_env(rx, keys), "PYTHONPATH": str(ROOT)},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
+    app_process(rx, keys, dsn, tmp_path / "ws", "h-1", "handler")
     spans = rx.by_key(keys[0])
     assert len({s.trace_id for s in spans}) == 1
     scopes = {s.scope for s in spans}
@@ -475,3 +477,23 @@ def test_langfuse_callback_handler_joins_the_same_trace(
     theirs = [s for s in spans if s.scope != "langgraph-external"]
     assert all(s.parent_id in by_id for s in theirs)
     assert any(s.parent_id == root.span_id for s in theirs)
+
+
+def test_lgx_export_langfuse_usage_errors(
+    dsn: str, rx: OtlpReceiver, keys: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_BASE_URL", "LANGFUSE_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    import psycopg
+
+    from langgraph_external import ledger
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ledger.setup(conn)
+    no_keys = CliRunner().invoke(cli_app, ["--dsn", dsn, "export", "langfuse"])
+    assert no_keys.exit_code == 2
+    assert "LANGFUSE_PUBLIC_KEY" in no_keys.output and "Traceback" not in no_keys.output
+    missing = CliRunner(env=langfuse_env(rx, keys)).invoke(
+        cli_app, ["--dsn", dsn, "export", "langfuse", "no-such-thread"]
+    )
+    assert missing.exit_code == 1 and "no such thread: no-such-thread" in missing.output

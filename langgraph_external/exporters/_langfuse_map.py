@@ -196,6 +196,9 @@ class ThreadMapper:
             chain = last
             chain.interrupted = False
         else:
+            # a new trace: what earlier traces needed is no longer needed (a late event of
+            # an earlier run still finds its trace: the id comes from its root run id)
+            self._forget_earlier_traces()
             chain = _Chain(trace_id_for_run(e.run_id), span_id_for_run(e.run_id))
             self._trace_attrs[chain.trace_id] = self._trace_level(e)
         self._last_chain = chain
@@ -233,14 +236,21 @@ class ThreadMapper:
             attrs,
         )
 
-    def _node_end(self, e: Event) -> SpanRecord | None:
+    def _closing(self, e: Event) -> tuple[_Open | None, _Chain, str] | None:
+        """For an end event: the run it closes (if its start was read), its trace, its id."""
         if not e.run_id:
             return None
-        opened = self._open.pop(e.run_id, None)
-        start = opened.event if opened else None
         chain = self._chain_of(e)
         if chain is None:
             return None
+        return self._open.pop(e.run_id, None), chain, span_id_for_run(e.run_id)
+
+    def _node_end(self, e: Event) -> SpanRecord | None:
+        closing = self._closing(e)
+        if closing is None:
+            return None
+        opened, chain, span_id = closing
+        start = opened.event if opened else None
         sp = start.payload if start else {}
         meta = {
             "step": e.step,
@@ -258,23 +268,15 @@ class ThreadMapper:
             **self._meta(meta),
         }
         return self._record(
-            e,
-            chain,
-            span_id_for_run(e.run_id),
-            self._parent(e),
-            e.node or e.name or "node",
-            start,
-            attrs,
+            e, chain, span_id, self._parent(e), e.node or e.name or "node", start, attrs
         )
 
     def _tool_end(self, e: Event) -> SpanRecord | None:
-        if not e.run_id:
+        closing = self._closing(e)
+        if closing is None:
             return None
-        opened = self._open.pop(e.run_id, None)
+        opened, chain, span_id = closing
         start = opened.event if opened else None
-        chain = self._chain_of(e)
-        if chain is None:
-            return None
         raw: Any = None
         if e.raw is not None:
             raw = e.raw.decode("utf-8", "replace")
@@ -298,18 +300,14 @@ class ThreadMapper:
                 }
             ),
         }
-        return self._record(
-            e, chain, span_id_for_run(e.run_id), self._parent(e), e.name or "tool", start, attrs
-        )
+        return self._record(e, chain, span_id, self._parent(e), e.name or "tool", start, attrs)
 
     def _llm_end(self, e: Event) -> SpanRecord | None:
-        if not e.run_id:
+        closing = self._closing(e)
+        if closing is None:
             return None
-        opened = self._open.pop(e.run_id, None)
+        opened, chain, span_id = closing
         start = opened.event if opened else None
-        chain = self._chain_of(e)
-        if chain is None:
-            return None
         sp = start.payload if start else {}
         gens = e.payload.get("generations") or []
         output: Any = gens[0] if len(gens) == 1 else gens
@@ -340,9 +338,7 @@ class ThreadMapper:
         }
         if usage:
             attrs[OBS_USAGE] = _json(usage)
-        return self._record(
-            e, chain, span_id_for_run(e.run_id), self._parent(e), e.name or "llm", start, attrs
-        )
+        return self._record(e, chain, span_id, self._parent(e), e.name or "llm", start, attrs)
 
     def _retrieval(self, e: Event) -> SpanRecord | None:
         chain = self._chain_of(e)
@@ -398,6 +394,19 @@ class ThreadMapper:
         return self._record(e, chain, _span_id_for_event(e.event_id), parent, name, None, attrs)
 
     # -- helpers --------------------------------------------------------------------------
+    def _forget_earlier_traces(self) -> None:
+        if self._open and len(self._runs) < 10_000:
+            return  # a run of the thread is still going: keep what its events need
+        for known in (
+            self._runs,
+            self._task_node,
+            self._graph_chain,
+            self._trace_attrs,
+            self._offloaded,
+            self._open,  # left open by a process that died: bounded memory anyway
+        ):
+            known.clear()
+
     def _expand(self, e: Event) -> Event:
         """An event whose payload was offloaded to an artifact, with the payload back."""
         p = e.payload

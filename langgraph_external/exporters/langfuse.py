@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,8 @@ logger = logging.getLogger("langgraph_external")
 
 PROJECTION = "langfuse"
 """The exporter's cursor name in ``projection_cursors``."""
+
+_MAPPERS_KEPT = 512
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,7 @@ class LangfuseExporter:
                 "open_chain": _sql.OPEN_CHAIN,
             }.items()
         }
-        self._mappers: dict[str, ThreadMapper] = {}
+        self._mappers: OrderedDict[str, ThreadMapper] = OrderedDict()  # most recent last
         self._cv = threading.Condition()
         self._target: dict[str, int] = {}  # thread -> highest committed seq seen (live)
         self._done: dict[str, int] = {}  # thread -> exported seq
@@ -240,6 +243,9 @@ class LangfuseExporter:
             if mapper is None or mapper.pos != cursor:
                 mapper = self._rebuild(thread_id, cursor)
             self._mappers[thread_id] = mapper
+            self._mappers.move_to_end(thread_id)
+            while len(self._mappers) > _MAPPERS_KEPT:  # an evicted one is rebuilt when needed
+                self._mappers.popitem(last=False)
             try:
                 while True:
                     events = self.ledger.read(thread_id, after=mapper.pos, limit=500)
