@@ -237,6 +237,15 @@ def test_nothing_is_lost_while_langfuse_refuses_fails_hangs_then_recovers(
         expected.update(expected_spans(dsn, tid))
     got = tree(rx.by_key(keys[0]))
     assert set(got) == set(expected)  # every expected span arrived ...
+    traces: dict[str, list[str]] = {}
+    for span in got.values():
+        traces.setdefault(span.trace_id, []).append(span.name)
+    assert len(traces) == len(threads)
+    for names in traces.values():  # a whole ReAct run each: graph, 5 nodes, 3 models, 2 tools
+        assert sorted(names) == sorted(
+            ["LangGraph", "agent", "agent", "agent", "tools", "tools", "get_weather", "get_time"]
+            + ["FakeMessagesListChatModel"] * 3
+        )
     for sid, rec in expected.items():
         assert got[sid].name == rec.name and got[sid].start_ns == rec.start_ns
     assert rx.resent_identically()  # ... and a resent id always carried the same content
@@ -433,6 +442,43 @@ def test_policy_violations_are_warnings_and_errors_are_errors(
     assert "card declined" in pay.attributes["langfuse.observation.status_message"]
     assert pay.status_code == 2  # OTel STATUS_CODE_ERROR
     assert spans["LangGraph"].attributes["langfuse.observation.level"] == "ERROR"
+
+
+def test_retriever_hits_are_retriever_observations_with_ids_and_scores(
+    dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]
+) -> None:
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class Shelf(BaseRetriever):
+        def _get_relevant_documents(self, query: str, **kwargs: Any) -> list[Document]:
+            return [
+                Document("refunds take 5 days", id="doc-1", metadata={"score": 0.91}),
+                Document("shipping is free", id="doc-2", metadata={"score": 0.42}),
+            ]
+
+    def look(s: MessagesState) -> dict[str, Any]:
+        docs = Shelf().invoke("refund time")
+        return {"messages": [AIMessage(docs[0].page_content)]}
+
+    b = StateGraph(MessagesState)
+    b.add_node("look", look)
+    b.add_edge(START, "look")
+    with External(dsn=dsn, workspace=tmp_path / "ws", langfuse=export_config(rx, keys)) as ext:
+        b.compile(checkpointer=ext.checkpointer).invoke(
+            {"messages": [("user", "hi")]}, ext.config("shelf")
+        )
+        assert ext.flush(60)
+    spans = rx.by_key(keys[0])
+    (ret,) = [s for s in spans if s.type == "retriever"]
+    by_id = tree(spans)
+    assert path_of(ret, by_id) == ["LangGraph", "look", "Shelf"]
+    assert ret.attributes["langfuse.observation.input"] == "refund time"
+    hits = ret.json_attr("langfuse.observation.output")
+    assert [(h["id"], h["score"], h["rank"]) for h in hits] == [
+        ("doc-1", 0.91, 1),
+        ("doc-2", 0.42, 2),
+    ]
 
 
 def test_trace_ids_are_the_ones_langfuse_derives_from_the_run_id() -> None:

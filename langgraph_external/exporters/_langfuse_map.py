@@ -58,6 +58,7 @@ _POINT_KINDS = {
     "memory_put": ("event", "DEFAULT"),
 }
 _RETRIEVER_KINDS = ("retrieval", "memory_search", "memory_get")
+_QUERY_KEYS = ("query_hash", "collection", "namespace", "filter", "top_k", "limit", "threshold")
 
 
 def trace_id_for_run(root_run_id: str) -> str:
@@ -346,9 +347,12 @@ class ThreadMapper:
             return None
         p = e.payload
         hits = p.get("hits", p.get("results", p))
+        query = p.get("query")
+        if query is None:  # the memory adapter records a hash of the query, and its scope
+            query = {k: p[k] for k in _QUERY_KEYS if p.get(k) is not None} or None
         attrs = {
             OBS_TYPE: "retriever",
-            OBS_INPUT: self._value(p.get("query"), e, "input"),
+            OBS_INPUT: self._value(query, e, "input"),
             OBS_OUTPUT: self._value(hits, e, "output"),
             **self._meta({"node": e.node, "step": e.step, "kind": e.kind, "seq": e.seq}),
         }
