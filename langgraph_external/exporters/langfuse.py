@@ -141,6 +141,15 @@ class ExportReport:
     behind: dict[str, str] = field(default_factory=dict)  # thread -> why it is not done
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """Records of the events after ``cursor`` up to ``upto``, not yet accepted."""
+
+    cursor: int
+    records: list[SpanRecord]
+    upto: int
+
+
 class ExportStalled(Exception):
     """Langfuse did not accept a batch; the thread's cursor stays where it was."""
 
@@ -206,6 +215,8 @@ class LangfuseExporter:
             }.items()
         }
         self._mappers: OrderedDict[str, ThreadMapper] = OrderedDict()  # most recent last
+        self._pending: dict[str, _Pending] = {}
+        self.stalled = False  # the last delivery failed: Langfuse is down or refusing
         self._cv = threading.Condition()
         self._target: dict[str, int] = {}  # thread -> highest committed seq seen (live)
         self._done: dict[str, int] = {}  # thread -> exported seq
@@ -240,13 +251,23 @@ class LangfuseExporter:
                 return None
             cursor, _ = self._cursor(thread_id)
             mapper = self._mappers.get(thread_id)
-            if mapper is None or mapper.pos != cursor:
+            pending = self._pending.pop(thread_id, None)
+            if pending is not None and (
+                pending.cursor != cursor or mapper is None or mapper.pos != pending.upto
+            ):
+                pending, mapper = None, None  # another exporter moved on meanwhile
+            if pending is None and (mapper is None or mapper.pos != cursor):
                 mapper = self._rebuild(thread_id, cursor)
+            assert mapper is not None
             self._mappers[thread_id] = mapper
             self._mappers.move_to_end(thread_id)
             while len(self._mappers) > _MAPPERS_KEPT:  # an evicted one is rebuilt when needed
                 self._mappers.popitem(last=False)
             try:
+                unsent = pending
+                if pending is not None:  # what Langfuse did not take last time, as it was
+                    self._settle(thread_id, pending, on_spans)
+                    cursor = pending.upto
                 while True:
                     events = self.ledger.read(thread_id, after=mapper.pos, limit=500)
                     if not events:
@@ -255,17 +276,30 @@ class LangfuseExporter:
                         mapper = ThreadMapper(thread_id, self.options, pos=(events[0].seq or 1) - 1)
                         self._mappers[thread_id] = mapper
                     for chunk in _chunks(events, 100):
-                        records = mapper.feed(chunk)
-                        self._deliver(records)
-                        if on_spans is not None:
-                            on_spans(len(records))
                         assert chunk[-1].seq is not None
-                        self.ledger.set_cursor(self.name, thread_id, chunk[-1].seq, None)
-                        self._mark_done(thread_id, chunk[-1].seq)
+                        unsent = _Pending(cursor, mapper.feed(chunk), chunk[-1].seq)
+                        self._settle(thread_id, unsent, on_spans)
+                        cursor = unsent.upto
+            except ExportStalled:
+                # keep the mapper and the unsent records: the retry sends the same bytes
+                # without mapping the thread again
+                assert unsent is not None
+                self._pending[thread_id] = unsent
+                raise
             except BaseException:
                 self._mappers.pop(thread_id, None)  # rebuilt from the cursor next time
                 raise
             return mapper.pos
+
+    def _settle(
+        self, thread_id: str, batch: _Pending, on_spans: Callable[[int], None] | None
+    ) -> None:
+        """Deliver ``batch``; once accepted, move the cursor past it."""
+        self._deliver(batch.records)
+        if on_spans is not None:
+            on_spans(len(batch.records))
+        self.ledger.set_cursor(self.name, thread_id, batch.upto, None)
+        self._mark_done(thread_id, batch.upto)
 
     def _deliver(self, records: Sequence[SpanRecord]) -> None:
         """POST ``records`` in batches; raise :class:`ExportStalled` unless all accepted."""
@@ -274,6 +308,7 @@ class LangfuseExporter:
         for batch in _chunks(list(records), self.config.batch_spans):
             outcome = self.sender.send(encode(batch, service_version=self._version))
             if outcome.verdict is not Verdict.ACCEPTED:
+                self.stalled = True
                 self.last_error = outcome.detail
                 self._log_failure(outcome.verdict.value, outcome.detail)
                 self._backoff = (
@@ -286,6 +321,7 @@ class LangfuseExporter:
                 raise ExportStalled(outcome.detail)
             self.spans_sent += len(batch)
             self.batches_sent += 1
+            self.stalled = False
             if self.last_error is not None:
                 logger.warning("langfuse export: delivering again (%s)", outcome.detail)
             self.last_error = None
@@ -391,10 +427,19 @@ class LangfuseExporter:
         """Export each thread up to the ledger's head (back-fill).
 
         A thread Langfuse does not accept after ``attempts`` tries (with backoff), or that
-        another exporter holds, is reported in ``behind``; nothing is lost either way.
+        another exporter holds, is reported in ``behind``; once Langfuse refused a thread
+        that many times, the remaining threads are reported behind with the same reason
+        without trying them. Nothing is lost either way.
         """
         report = ExportReport()
+        down: str | None = None
         for tid in thread_ids:
+            if down is not None:
+                report.behind[tid] = down
+                report.threads += 1
+                if on_thread is not None:
+                    on_thread(tid, 0)
+                continue
             sent_before = self.spans_sent
             for attempt in range(attempts):
                 try:
@@ -410,6 +455,8 @@ class LangfuseExporter:
                     continue
                 report.behind.pop(tid, None)
                 break
+            if self.stalled and tid in report.behind:
+                down = report.behind[tid]
             report.threads += 1
             report.spans += self.spans_sent - sent_before
             if on_thread is not None:
@@ -429,8 +476,9 @@ class LangfuseExporter:
                 if stop.is_set():
                     return
                 self._export_quietly(tid, on_spans)
-                if self._backoff:
+                if self.stalled:  # Langfuse is down for every thread: wait, then rescan
                     stop.wait(self._backoff)
+                    break
             stop.wait(self.config.poll_interval if not lag else 0.05)
 
     def _export_quietly(self, tid: str, on_spans: Callable[[int], None] | None = None) -> bool:
@@ -517,6 +565,9 @@ class LangfuseExporter:
                     return
                 if not self._export_quietly(tid):
                     failed.add(tid)
+                    if self.stalled:  # Langfuse is down for every thread: wait, then retry
+                        failed.update(todo)
+                        break
             if failed:
                 with self._cv:
                     self._touched |= failed
