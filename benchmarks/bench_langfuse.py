@@ -73,9 +73,15 @@ def main() -> None:
     down = LangfuseExport(
         public_key="pk-lf-bench-d", secret_key="sk", base_url=f"http://127.0.0.1:{_closed_port()}"
     )
-    ext_c = External(dsn=dsn, workspace=tmp / "ws-c", spool_dir=tmp / "spool", langfuse=up)
-    ext_d = External(dsn=dsn, workspace=tmp / "ws-d", spool_dir=tmp / "spool", langfuse=down)
-    ext_a = External(dsn=dsn, workspace=tmp / "ws-a", spool_dir=tmp / "spool")
+    # one ledger schema each: a live exporter also exports what other processes left behind
+    # in its ledger, and c must export c's threads only
+    ext_c = External(
+        dsn=dsn, workspace=tmp / "ws-c", schema="lgx_c", spool_dir=tmp / "spool", langfuse=up
+    )
+    ext_d = External(
+        dsn=dsn, workspace=tmp / "ws-d", schema="lgx_d", spool_dir=tmp / "spool", langfuse=down
+    )
+    ext_a = External(dsn=dsn, workspace=tmp / "ws-a", schema="lgx_a", spool_dir=tmp / "spool")
     ext_a.setup()
     ext_c.setup()
     ext_d.setup()

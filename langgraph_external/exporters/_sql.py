@@ -33,3 +33,14 @@ OPEN_CHAIN = """
 select seq, kind, run_id, payload from {schema}.events
 where thread_id = %s and kind in ('run_start', 'interrupt') order by seq
 """
+
+# what the exporter maps: checkpoint and writes events without their (bulky) payload/detail
+SELECT_EVENTS_LEAN = """
+select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms,
+    case when kind in ('checkpoint', 'writes') then '{{}}'::jsonb else payload end,
+    case when kind in ('checkpoint', 'writes') then null else raw end,
+    artifact, redactions, prev, hash,
+    case when kind in ('checkpoint', 'writes') then null else detail end
+from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
+"""

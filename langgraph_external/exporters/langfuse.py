@@ -43,7 +43,7 @@ from langgraph_external.exporters._langfuse_map import (
     span_id_for_run,
     trace_id_for_run,
 )
-from langgraph_external.sinks.postgres import PostgresLedger
+from langgraph_external.sinks.postgres import PostgresLedger, unpack_detail
 
 logger = logging.getLogger("langgraph_external")
 
@@ -212,6 +212,7 @@ class LangfuseExporter:
                 "threads": _sql.SELECT_THREADS,
                 "reset": _sql.RESET_CURSORS,
                 "open_chain": _sql.OPEN_CHAIN,
+                "events": _sql.SELECT_EVENTS_LEAN,
             }.items()
         }
         self._mappers: OrderedDict[str, ThreadMapper] = OrderedDict()  # most recent last
@@ -269,7 +270,7 @@ class LangfuseExporter:
                     self._settle(thread_id, pending, on_spans)
                     cursor = pending.upto
                 while True:
-                    events = self.ledger.read(thread_id, after=mapper.pos, limit=500)
+                    events = self._read(thread_id, mapper.pos, 500)
                     if not events:
                         break
                     if events[0].seq != mapper.pos + 1:  # older events deleted with the thread
@@ -360,6 +361,18 @@ class LangfuseExporter:
                     self._conn = None
                 raise LedgerUnavailableError(f"cannot read the ledger: {exc}") from exc
 
+    def _read(self, thread_id: str, after: int, limit: int) -> list[Event]:
+        """Events after ``after``; checkpoint and writes events without their bulk."""
+        with self._db() as conn:
+            rows = conn.execute(self._sql["events"], (thread_id, after, limit)).fetchall()
+        out = []
+        for row in rows:
+            _, files = unpack_detail(row[-1])
+            out.append(
+                Event.from_envelope(ledger_sql.row_to_envelope(row[:-1])).replace(attachments=files)
+            )
+        return out
+
     def _cursor(self, thread_id: str) -> tuple[int, str | None]:
         with self._db() as conn:
             row = conn.execute(self._sql["cursor"], (self.name, thread_id)).fetchone()
@@ -375,9 +388,7 @@ class LangfuseExporter:
         mapper = ThreadMapper(thread_id, self.options, pos=start - 1)
         while mapper.pos < cursor:
             events = [
-                e
-                for e in self.ledger.read(thread_id, after=mapper.pos)
-                if e.seq and e.seq <= cursor
+                e for e in self._read(thread_id, mapper.pos, 2000) if e.seq and e.seq <= cursor
             ]
             if not events:
                 break
