@@ -236,7 +236,7 @@ class External:
         """Flush every recorded event, close connections, stop the embedded server."""
         if self.langfuse is not None:
             if self.pipeline is not None:
-                self.pipeline.flush(30.0)
+                self.pipeline.flush(10.0)  # so the exporter sees the last commits
             self.langfuse.close()  # what it could not send waits in the ledger
             self.langfuse = None
         if self._recording is not None:
