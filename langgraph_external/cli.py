@@ -1273,6 +1273,105 @@ def policy_mermaid(
         typer.echo(policy.mermaid(obj))
 
 
+# -- lgx export ----------------------------------------------------------------------------
+export_app = typer.Typer(
+    help="Export the record to other systems (Langfuse).", no_args_is_help=True
+)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("langfuse")
+def export_langfuse(
+    ctx: typer.Context,
+    thread_ids: Annotated[
+        list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
+    ] = None,
+    all_threads: Annotated[
+        bool, typer.Option("--all", help="Visit every thread (not only those behind).")
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="Keep exporting as threads are recorded (Ctrl-C stops)."),
+    ] = False,
+    resend: Annotated[
+        bool,
+        typer.Option("--resend", help="Send the chosen threads again from their first event."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Send recorded threads to Langfuse (keys and URL from LANGFUSE_* variables).
+
+    Every thread's observations after its Langfuse cursor are sent; the cursor moves only
+    when Langfuse accepted them, and ids are derived from the record, so running it again
+    sends nothing new. Several exporters may run at once (one per thread at a time).
+    Exit 1 if a thread could not be brought up to date (Langfuse down, keys refused).
+    """
+    import signal
+    import threading
+
+    from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        exporter = LangfuseExporter(LangfuseExport(), dsn, s.schema)
+        try:
+            if follow:
+                stop = threading.Event()
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                err.print(f"following the ledger into {exporter.config.base_url} (Ctrl-C stops)")
+                with contextlib.suppress(KeyboardInterrupt):
+                    exporter.follow(stop)
+                typer.echo(
+                    json.dumps({"spans": exporter.spans_sent})
+                    if as_json
+                    else f"sent {_n(exporter.spans_sent, 'span')}"
+                )
+                return
+            since_at = _time_option(since, "--since")
+            if resend:
+                chosen = [
+                    t
+                    for t, _, _ in exporter.threads(
+                        thread_ids or (), since=since_at, all_threads=True
+                    )
+                ]
+                exporter.resend(chosen)
+            todo = exporter.threads(thread_ids or (), since=since_at, all_threads=all_threads)
+            missing = sorted(set(thread_ids or ()) - {t for t, _, _ in todo})
+            if missing:
+                raise CliError(f"no such thread: {', '.join(missing)}", EXIT_PROBLEM)
+            total = sum(max(0, head - done) for _, head, done in todo)
+            with Progress(
+                TextColumn("exporting to Langfuse"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("threads"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("export", total=len(todo))
+                report = exporter.export(
+                    [t for t, _, _ in todo], on_thread=lambda *_: bar.advance(task)
+                )
+        finally:
+            exporter.close()
+    if as_json:
+        typer.echo(json.dumps({**report.__dict__, "events_behind": total, "ok": not report.behind}))
+    else:
+        out.print(
+            f"exported {_n(report.threads, 'thread')}, {_n(report.spans, 'span')} sent"
+            f" to {escape(exporter.config.base_url or '')}"
+        )
+        for tid, why in sorted(report.behind.items()):
+            out.print(f"[bold red]behind:[/] {escape(tid)}: {escape(why)}")
+    if report.behind:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
 

@@ -45,6 +45,12 @@ logger = logging.getLogger("langgraph_external")
 POLICY_HASH_KEY = "lgx_policy_hash"
 """Config metadata key carrying the content hash of the transition policy of a run."""
 
+USER_ID_KEY = "langfuse_user_id"
+"""Config metadata key of the run's user id (``External.config(user_id=...)``)."""
+
+TAGS_KEY = "langfuse_tags"
+"""Config metadata key of the run's tags (``External.config(tags=...)``)."""
+
 NO_THREAD = "_no_thread"
 """Thread id recorded for runs invoked without ``configurable.thread_id``."""
 
@@ -291,6 +297,11 @@ class AuditCallbackHandler(GraphCallbackHandler):
                         build=_render_payload,
                     )
                 )
+            if md.get(USER_ID_KEY) is not None:
+                payload["user_id"] = str(md[USER_ID_KEY])
+            run_tags = md.get(TAGS_KEY) or tags
+            if run_tags:
+                payload["tags"] = [str(t) for t in run_tags]
             self._emit(
                 self._event(
                     EventKind.RUN_START, run, run_id, None, payload=payload, build=_render_payload
