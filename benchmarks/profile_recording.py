@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import yappi
-from _common import build_graph, invoke_chain, postgres
+from _common import bare_saver, build_graph, invoke_chain, postgres
 from bench_load import build_chat, chat_turn
 
 
@@ -29,23 +29,38 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=0, help="chain invokes, a new thread each")
     ap.add_argument("--turns", type=int, default=0, help="turns of one chat thread")
     ap.add_argument("--audit", action="store_true", help="attach the callback handler")
+    ap.add_argument("--bare", action="store_true", help="the official saver alone (baseline)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--dsn")
     a = ap.parse_args()
     from langgraph_external import External
 
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
-        ext = External(
-            dsn=dsn, workspace=Path(tmp) / "ws", spool_dir=Path(tmp) / "spool", schema="lgx_prof"
-        ).setup()
-        chain, chat = build_graph(ext.checkpointer), build_chat(ext.checkpointer)
+        if a.bare:
+            saver, pool = bare_saver(dsn, 8)
+            ext = None
+        else:
+            ext = External(
+                dsn=dsn,
+                workspace=Path(tmp) / "ws",
+                spool_dir=Path(tmp) / "spool",
+                schema="lgx_prof",
+            ).setup()
+            saver = ext.checkpointer
+        chain, chat = build_graph(saver), build_chat(saver)
 
         def cfg(tid: str) -> dict:
-            return ext.config(tid) if a.audit else {"configurable": {"thread_id": tid}}
+            if ext is not None and a.audit:
+                return ext.config(tid)
+            return {"configurable": {"thread_id": tid}}
+
+        def flush() -> None:
+            if ext is not None:
+                ext.flush(120)
 
         for _ in range(5):  # warm up
             invoke_chain(chain, cfg(uuid.uuid4().hex))
-        ext.flush()
+        flush()
         yappi.set_clock_type("cpu")
         yappi.start()
         t0 = time.perf_counter()
@@ -55,15 +70,17 @@ def main() -> None:
         for t in range(a.turns):
             chat_turn(chat, cfg(tid), t)
         t1 = time.perf_counter()
-        ext.flush(120)
+        flush()
         t2 = time.perf_counter()
         yappi.stop()
         print(f"wall: invokes {t1 - t0:.2f}s, drain {t2 - t1:.2f}s")
         threads = sorted(yappi.get_thread_stats(), key=lambda t: -t.ttot)
         big = [t for t in threads if t.ttot >= 0.2]
         small = [t for t in threads if t.ttot < 0.2]
-        print(f"{len(small)} short-lived threads (LangGraph's executors): "
-              f"{sum(t.ttot for t in small):.2f}s CPU")
+        print(
+            f"{len(small)} short-lived threads (LangGraph's executors): "
+            f"{sum(t.ttot for t in small):.2f}s CPU"
+        )
         for th in big:
             print(f"thread {th.name} ({th.id}): {th.ttot:.2f}s CPU")
         groups = [(f"thread {t.id}", [t.id]) for t in big] + [
@@ -86,7 +103,10 @@ def main() -> None:
                 for key, m in sorted(merged.items(), key=lambda kv: -kv[1][idx])[: a.top]:
                     mod = key[1].split("site-packages/")[-1].split("wt-perf/")[-1]
                     print(f"  {m[0]:7.3f} sub {m[1]:7.3f} tot {m[2]:7d}  {key[0]}  {mod}:{key[2]}")
-        ext.close()
+        if ext is not None:
+            ext.close()
+        else:
+            pool.close()
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ class WorkspaceProjection:
         self._bytes_size = 0
         self._described: set[str] = set()  # threads whose thread.json exists
         self._file_size: dict[str, int | None] = {}  # path -> size after our last append
+        self._by_dir: dict[str, set[str]] = {}  # thread directory -> its cached log paths
         self._state_due: dict[str, Event] = {}  # thread -> newest root checkpoint not in state.json
         self._state_at: OrderedDict[str, float] = OrderedDict()  # thread -> last state.json write
 
@@ -106,9 +107,8 @@ class WorkspaceProjection:
         """Drop what is cached about ``thread_id``'s files (another writer may have moved)."""
         self._last_seq.pop(thread_id, None)
         prefix = self.ws.thread_dir(thread_id) + "/"
-        for path in [p for p in self._file_seq if p.startswith(prefix)]:
-            del self._file_seq[path]
-            self._file_size.pop(path, None)
+        for path in self._paths_of(prefix):
+            self._drop_path(path)
 
     def revalidate(self, thread_id: str) -> None:
         """:meth:`forget` what another writer changed: a file whose size is not the size
@@ -118,10 +118,9 @@ class WorkspaceProjection:
         if thread_id in self._last_seq and self.ws.size(events) != self._file_size.get(events):
             self.forget(thread_id)
             return
-        for path in [p for p in self._file_seq if p.startswith(prefix)]:
+        for path in self._paths_of(prefix):
             if self.ws.size(path) != self._file_size.get(path):
-                del self._file_seq[path]
-                self._file_size.pop(path, None)
+                self._drop_path(path)
 
     def settle(self) -> None:
         """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL`."""
@@ -158,8 +157,7 @@ class WorkspaceProjection:
             except BaseException:
                 # part of the append may have landed: the next attempt reads the tail
                 # again (cutting a torn line) instead of trusting what it knew
-                self._file_seq.pop(path, None)
-                self._file_size.pop(path, None)
+                self._drop_path(path)
                 raise
             held = max(seq for seq, _ in lines)
             self._file_size[path] = self.ws.size(path)
@@ -167,9 +165,23 @@ class WorkspaceProjection:
             self._file_size[path] = self.ws.size(path)
         self._file_seq[path] = held
         self._file_seq.move_to_end(path)
+        self._by_dir.setdefault(_dir_of(path), set()).add(path)
         while len(self._file_seq) > _CACHE:
-            old, _ = self._file_seq.popitem(last=False)
-            self._file_size.pop(old, None)
+            old = next(iter(self._file_seq))
+            self._drop_path(old)
+
+    def _paths_of(self, prefix: str) -> list[str]:
+        """Cached log paths under a thread's directory (``prefix`` ends with ``/``)."""
+        return list(self._by_dir.get(prefix[:-1], ()))
+
+    def _drop_path(self, path: str) -> None:
+        self._file_seq.pop(path, None)
+        self._file_size.pop(path, None)
+        held = self._by_dir.get(_dir_of(path))
+        if held is not None:
+            held.discard(path)
+            if not held:
+                del self._by_dir[_dir_of(path)]
 
     def close(self) -> None:
         """Write what :meth:`settle` would."""
@@ -469,7 +481,7 @@ class WorkspaceProjection:
                                 ref["in"] = doc["checkpoint_id"]
                     kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
                 self.ws.write_atomic(path, b"".join(x + b"\n" for x in kept))
-                self._file_seq.pop(path, None)
+                self._drop_path(path)
             for cid in gone:
                 self._channel_maps.pop((tid, ns, cid), None)
 
@@ -504,9 +516,15 @@ class WorkspaceProjection:
         self._described.discard(tid)
         self._state_due.pop(tid, None)
         prefix = self.ws.thread_dir(tid) + "/"
-        for path in [p for p in self._file_seq if p.startswith(prefix)]:
-            del self._file_seq[path]
-            self._file_size.pop(path, None)
+        for path in self._paths_of(prefix):
+            self._drop_path(path)
+
+
+def _dir_of(path: str) -> str:
+    """The thread directory of a log path (``<dir>/events.jsonl``, ``<dir>/checkpoints/..``)."""
+    if path.endswith("/events.jsonl"):
+        return path[: -len("/events.jsonl")]
+    return path.rsplit("/", 2)[0]
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:
