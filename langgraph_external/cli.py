@@ -1030,7 +1030,11 @@ def repair(
     ] = None,
     key: Annotated[
         str | None,
-        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+        typer.Option(
+            "--key",
+            envvar="LGX_KEY",
+            help="The deployment key (default: $LGX_KEY or the key file).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
@@ -1041,7 +1045,7 @@ def repair(
     mirrors every thread the workspace is behind on. Idempotent. Exit 1 if something
     could not be brought up to date.
     """
-    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.keys import load_key
     from langgraph_external.repair import repair as run_repair
 
     with _command(ctx) as s:
@@ -1051,7 +1055,7 @@ def repair(
                 dsn=dsn,
                 workspace=s.ws(),
                 schema=s.schema,
-                cipher=WorkspaceCipher(key) if key else None,
+                cipher=load_key(key, create=False),
                 rebuild=rebuild or (),
             )
     if as_json:
@@ -1084,7 +1088,11 @@ def restore(
     ] = None,
     key: Annotated[
         str | None,
-        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+        typer.Option(
+            "--key",
+            envvar="LGX_KEY",
+            help="The deployment key (default: $LGX_KEY or the key file).",
+        ),
     ] = None,
 ) -> None:
     """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
@@ -1109,7 +1117,7 @@ def restore(
                 )
             dsn = s.resolve_dsn(create=True)
             with External(
-                dsn=dsn, workspace=ws.location, schema=s.schema, encryption_key=key or None
+                dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None
             ) as ext:
                 if ext.checkpointer.get_tuple({"configurable": {"thread_id": target}}):
                     raise CliError(

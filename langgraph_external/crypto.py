@@ -21,14 +21,14 @@ import hashlib
 import hmac
 import os
 
-from langgraph_external.errors import ConfigurationError, ExternalError
+from langgraph_external.errors import ConfigurationError, RestoreError
 
 __all__ = ["DecryptionError", "WorkspaceCipher"]
 
 ALGORITHM = "aes-256-gcm"
 
 
-class DecryptionError(ExternalError):
+class DecryptionError(RestoreError):
     """Encrypted workspace bytes cannot be decrypted (wrong key, or tampered)."""
 
 
@@ -49,6 +49,11 @@ class WorkspaceCipher:
             raise ConfigurationError("encryption needs the 'cryptography' package") from exc
         self._aead = AESGCM(raw)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
+        self._address = hmac.new(self._mac_key, digestmod=hashlib.sha256)
+        tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
+        self._tag = hmac.new(tag_key, digestmod=hashlib.sha256)
+        # names the key without revealing it (key rotation, error messages)
+        self.key_id = hashlib.sha256(b"langgraph-external key id\x00" + raw).hexdigest()[:16]
 
     @staticmethod
     def generate_key() -> str:
@@ -57,7 +62,21 @@ class WorkspaceCipher:
 
     def address(self, data: bytes) -> str:
         """Keyed content address (HMAC-SHA256 hex) of plaintext ``data``."""
-        return hmac.new(self._mac_key, data, hashlib.sha256).hexdigest()
+        mac = self._address.copy()
+        mac.update(data)
+        return mac.hexdigest()
+
+    def tag(self, purpose: str, *parts: object) -> str:
+        """HMAC-SHA256 hex over ``purpose`` and ``parts`` (chain heads, ``state.json``).
+
+        Example:
+            >>> c = WorkspaceCipher(bytes(32))
+            >>> c.tag("head", "t", 1, "h") == c.tag("head", "t", 1, "h") != c.tag("x", "t")
+            True
+        """
+        mac = self._tag.copy()
+        mac.update("\x1f".join([purpose, *(str(p) for p in parts)]).encode("utf-8", "surrogatepass"))
+        return mac.hexdigest()
 
     def encrypt(self, data: bytes, aad: bytes) -> bytes:
         """``nonce || ciphertext+tag``."""

@@ -29,6 +29,7 @@ from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
+from langgraph_external.keys import load_key
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
 from langgraph_external.sinks.base import Projection
@@ -61,8 +62,15 @@ class External:
         inner: a saver to wrap instead of the official Postgres saver.
         projections: more views fed from the ledger after the workspace (e.g. an exporter).
         record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
-        encryption_key: encrypt the workspace's exact checkpoint copies (AES-256-GCM);
-            default ``$LGX_WORKSPACE_KEY``. See :mod:`langgraph_external.crypto`.
+        key: the deployment key (32 bytes, or base64 / hex text). Default ``$LGX_KEY``,
+            else the key file ``$LGX_KEY_FILE`` or ``~/.config/langgraph-external/key``,
+            created (mode 0600) on first use. It keys every content address (HMAC), anchors
+            each thread's chain head, and encrypts the exact checkpoint copies. See
+            :mod:`langgraph_external.keys` and ``docs/security.md``.
+        encrypt: encrypt the exact checkpoint copies (ledger and workspace) with the key,
+            AES-256-GCM (default). ``False`` keeps them in clear: they are your app's
+            state, unredacted.
+        encryption_key: the earlier name of ``key``.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -86,6 +94,8 @@ class External:
         inner: BaseCheckpointSaver[Any] | None = None,
         projections: Sequence[Projection] = (),
         record_behaviour: bool = True,
+        key: str | bytes | None = None,
+        encrypt: bool = True,
         encryption_key: str | bytes | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
@@ -100,8 +110,11 @@ class External:
         self._projections = list(projections)
         self._recording: Recording | None = None
         self.record_behaviour = record_behaviour
-        key = encryption_key if encryption_key is not None else os.environ.get("LGX_WORKSPACE_KEY")
-        self.cipher = WorkspaceCipher(key) if key else None
+        self.cipher: WorkspaceCipher = load_key(
+            key if key is not None else encryption_key,
+            workspace_root=self.workspace.root if self.workspace.is_local else None,
+        )
+        self.encrypt = encrypt
         self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
@@ -121,6 +134,7 @@ class External:
             schema=self.schema,
             redactor=self.redactor,
             cipher=self.cipher,
+            encrypt=self.encrypt,
             strict=self.strict,
             offload_threshold=self.offload_threshold,
             spool_dir=self.spool_dir,
@@ -212,7 +226,6 @@ class External:
         self._checkpointer = ExternalCheckpointer(
             inner,
             pipeline=self.pipeline,
-            digest=self.cipher.address if self.cipher is not None else None,
             outbox=outbox,
         )
         self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None

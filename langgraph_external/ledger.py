@@ -206,6 +206,59 @@ MIGRATIONS: list[str] = [
      and w.checkpoint_ns = c.checkpoint_ns and w.checkpoint_id = c.parent_checkpoint_id
      and w.node = any(c.nodes);
     """,
+    # v5: security. Each thread's head carries a keyed tag (HMAC of the deployment key over
+    # thread, seq and hash), so an edit re-hashed through the chain, or a truncation, no
+    # longer verifies. Head moves and deletions run as the schema owner (security definer):
+    # an application role granted only these functions and INSERT on events can append to
+    # the record but never update, delete or truncate it (``lgx setup --roles``).
+    """
+    alter table {schema}.threads add column if not exists head_mac text;
+    create or replace function {schema}.advance_thread(
+        p_thread text, p_expected bigint, p_prev text, p_seq bigint, p_hash text,
+        p_ts timestamptz, p_mac text
+    ) returns void language plpgsql security definer
+    set search_path = pg_catalog, pg_temp as $$
+    begin
+        if p_expected = 0 then
+            insert into {schema}.threads as t
+                (thread_id, created_at, updated_at, last_seq, last_hash, head_mac)
+            values (p_thread, p_ts, p_ts, p_seq, p_hash, p_mac)
+            on conflict (thread_id) do update
+                set last_seq = excluded.last_seq, last_hash = excluded.last_hash,
+                    head_mac = excluded.head_mac,
+                    updated_at = greatest(t.updated_at, excluded.updated_at)
+                where t.last_seq = 0;
+        else
+            update {schema}.threads
+                set last_seq = p_seq, last_hash = p_hash, head_mac = p_mac,
+                    updated_at = greatest(updated_at, p_ts)
+                where thread_id = p_thread and last_seq = p_expected
+                  and last_hash is not distinct from p_prev;
+        end if;
+        if not found then
+            raise exception using errcode = 'LX001', message = format(
+                'thread %s is no longer at seq %s: another writer recorded it first',
+                p_thread, p_expected);
+        end if;
+    end
+    $$;
+    -- a deleted thread's older events go only with its tombstone, which stays
+    create or replace function {schema}.forget_thread(
+        p_thread text, p_seq bigint, p_ts timestamptz
+    ) returns void language plpgsql security definer
+    set search_path = pg_catalog, pg_temp as $$
+    begin
+        if not exists (select 1 from {schema}.events where thread_id = p_thread
+                       and seq = p_seq and kind = 'thread_deleted') then
+            raise exception using errcode = 'LX002', message = format(
+                'thread %s has no tombstone at seq %s', p_thread, p_seq);
+        end if;
+        delete from {schema}.events where thread_id = p_thread and seq < p_seq;
+        delete from {schema}.checkpoints where thread_id = p_thread;
+        update {schema}.threads set deleted_at = p_ts where thread_id = p_thread;
+    end
+    $$;
+    """,
 ]
 
 POSITION_MOVED = "LX001"
@@ -274,7 +327,7 @@ values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s
 
 ADVANCE_THREAD = (
     "select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
-    " %s::timestamptz)"
+    " %s::timestamptz, %s::text)"
 )
 
 UPSERT_CHECKPOINT = """
@@ -331,10 +384,7 @@ where projection = %s and error is not null
 TRY_PROJECTION_LOCK = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
 PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
 
-DELETE_THREAD_ROWS = (
-    "delete from {schema}.events where thread_id = %s and seq < %s",
-    "delete from {schema}.checkpoints where thread_id = %s",
-)
+FORGET_THREAD = "select {schema}.forget_thread(%s::text, %s::bigint, %s::timestamptz)"
 
 DELETE_CHECKPOINT_ROWS = """
 delete from {schema}.checkpoints
@@ -350,10 +400,6 @@ select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source
     replace(workspace_path, %(src_dir)s, %(dst_dir)s), null
 from {schema}.checkpoints where thread_id = %(src)s
 on conflict do nothing
-"""
-
-MARK_THREAD_DELETED = """
-update {schema}.threads set deleted_at = %s where thread_id = %s
 """
 
 

@@ -375,5 +375,25 @@ def _protocols(fs: Any) -> tuple[str, ...]:
 
 
 def dumps_readable(obj: Any) -> str:
-    """Pretty JSON for files people read."""
-    return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n"
+    """Pretty JSON for files people read; never the bare tokens ``NaN``/``Infinity``.
+
+    Example:
+        >>> dumps_readable({"x": float("nan")})
+        '{\n  "x": "NaN"\n}\n'
+    """
+    return dumps_json(obj, indent=2) + "\n"
+
+
+def dumps_json(obj: Any, indent: int | None = None) -> str:
+    """JSON text every parser accepts: non-finite floats become ``"NaN"``/``"Infinity"``.
+
+    Example:
+        >>> dumps_json([1.5, float("-inf")])
+        '[1.5, "-Infinity"]'
+    """
+    try:
+        return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
+        from langgraph_external.events import json_safe
+
+        return json.dumps(json_safe(obj), indent=indent, ensure_ascii=False, default=str)

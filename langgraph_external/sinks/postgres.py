@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.events import Event
 from langgraph_external.workspace import encode_thread_id
@@ -51,6 +52,8 @@ class PostgresLedger:
         schema: ledger schema (validated).
         connect_timeout: seconds to wait for a connection (every network call is bounded:
             statements time out after 30 s, idle transactions after 60 s).
+        cipher: the deployment key; every head move stores its keyed tag
+            (:func:`head_tag`), which ``lgx verify`` checks.
 
     Example:
         >>> PostgresLedger("postgresql:///nowhere").name
@@ -60,9 +63,15 @@ class PostgresLedger:
     name = "ledger"
 
     def __init__(
-        self, dsn: str, schema: str = ledger.DEFAULT_SCHEMA, *, connect_timeout: int = 10
+        self,
+        dsn: str,
+        schema: str = ledger.DEFAULT_SCHEMA,
+        *,
+        connect_timeout: int = 10,
+        cipher: WorkspaceCipher | None = None,
     ) -> None:
         self.dsn = dsn
+        self.cipher = cipher  # tags each thread's head (see the v5 migration)
         self.schema = ledger.validate_schema(schema)
         self.connect_timeout = connect_timeout
         self._pool: ConnectionPool[Any] | None = None
@@ -80,11 +89,10 @@ class PostgresLedger:
                 "cursor": ledger.UPSERT_CURSOR,
                 "clear": ledger.CLEAR_QUARANTINE,
                 "del_cp": ledger.DELETE_CHECKPOINT_ROWS,
-                "mark_deleted": ledger.MARK_THREAD_DELETED,
+                "forget": ledger.FORGET_THREAD,
                 "copy_cp": ledger.COPY_CHECKPOINT_ROWS,
             }.items()
         }
-        self._del_thread = [ledger.q(t, self.schema) for t in ledger.DELETE_THREAD_ROWS]
 
     # -- connection ------------------------------------------------------------------------
     @contextmanager
@@ -150,7 +158,8 @@ class PostgresLedger:
             group = events[i:j]
             first, last = group[0], group[-1]
             assert first.seq is not None and last.seq is not None
-            head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts)
+            tag = head_tag(self.cipher, tid, last.seq, last.hash)
+            head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts, tag)
             out.append((self._sql["advance"], head))
             for e in group:
                 out.append((self._sql["event"], _event_row(e)))
@@ -162,9 +171,7 @@ class PostgresLedger:
         if e.kind == "checkpoint":
             yield (self._sql["checkpoint"], _checkpoint_row(e))
         elif e.kind == "thread_deleted":
-            yield (self._del_thread[0], (e.thread_id, e.seq))
-            yield (self._del_thread[1], (e.thread_id,))
-            yield (self._sql["mark_deleted"], (e.ts, e.thread_id))
+            yield (self._sql["forget"], (e.thread_id, e.seq, e.ts))
         elif e.kind in ("thread_pruned", "runs_deleted"):
             for ns, ids in (e.payload.get("removed") or {}).items():
                 if ids:
@@ -307,6 +314,17 @@ class PostgresLedger:
             pool.close()
 
 
+def head_tag(cipher: WorkspaceCipher | None, thread_id: str, seq: int, hash_: str | None) -> str | None:
+    """The keyed tag of a thread's head ``(seq, hash)``; ``None`` without a key.
+
+    Example:
+        >>> from langgraph_external.crypto import WorkspaceCipher
+        >>> len(head_tag(WorkspaceCipher(bytes(32)), "t", 3, "ab")), head_tag(None, "t", 3, "ab")
+        (64, None)
+    """
+    return None if cipher is None else cipher.tag("head", thread_id, seq, hash_ or "")
+
+
 def translate(exc: psycopg.Error) -> Exception:
     """A typed error for the failures callers act on; other errors unchanged."""
     if getattr(exc, "sqlstate", None) == ledger.POSITION_MOVED:
@@ -387,4 +405,4 @@ def _row_to_event(row: Sequence[Any]) -> Event:
     return Event.from_envelope(env).replace(detail=detail, attachments=files)
 
 
-__all__ = ["PostgresLedger", "pack_detail", "translate", "unpack_detail"]
+__all__ = ["PostgresLedger", "head_tag", "pack_detail", "translate", "unpack_detail"]
