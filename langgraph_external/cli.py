@@ -1116,9 +1116,7 @@ def restore(
                     f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
                 )
             dsn = s.resolve_dsn(create=True)
-            with External(
-                dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None
-            ) as ext:
+            with External(dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None) as ext:
                 if ext.checkpointer.get_tuple({"configurable": {"thread_id": target}}):
                     raise CliError(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",

@@ -75,7 +75,9 @@ class WorkspaceCipher:
             True
         """
         mac = self._tag.copy()
-        mac.update("\x1f".join([purpose, *(str(p) for p in parts)]).encode("utf-8", "surrogatepass"))
+        mac.update(
+            "\x1f".join([purpose, *(str(p) for p in parts)]).encode("utf-8", "surrogatepass")
+        )
         return mac.hexdigest()
 
     def encrypt(self, data: bytes, aad: bytes) -> bytes:

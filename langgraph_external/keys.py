@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -116,10 +117,8 @@ def _create_key_file(path: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        try:
+        with contextlib.suppress(FileExistsError):
             os.link(tmp, path)  # never replaces a key another process just created
-        except FileExistsError:
-            pass
     except OSError as exc:
         raise ConfigurationError(f"cannot create the key file {path}: {exc}") from exc
     finally:

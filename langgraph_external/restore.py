@@ -35,8 +35,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, RestoreError
-from langgraph_external.keys import load_key
 from langgraph_external.events import Event, EventKind, verify_chain
+from langgraph_external.keys import load_key
 from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
 
 if TYPE_CHECKING:

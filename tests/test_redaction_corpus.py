@@ -10,6 +10,7 @@ through a real graph under ``External`` and searches the ledger and the workspac
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import random
@@ -473,15 +474,11 @@ def expand(value: Any) -> Iterator[str]:
         yield value
         if _B64.match(value):
             for decode in (base64.b64decode, base64.urlsafe_b64decode):
-                try:
+                with contextlib.suppress(ValueError):
                     yield from expand(decode(value + "=" * (-len(value) % 4)))
-                except ValueError:
-                    pass
         if value[:1] in "[{":
-            try:
+            with contextlib.suppress(ValueError):
                 yield from expand(json.loads(value))
-            except ValueError:
-                pass
     elif isinstance(value, dict):
         for k, v in value.items():
             yield from expand(k)
@@ -506,7 +503,7 @@ def _ledger_schema_texts(dsn: str) -> list[str]:
         ]
         assert {"events", "threads", "checkpoints"} <= set(tables)
         for table in tables:
-            for row in conn.execute(f"select * from langgraph_external.{table}"):  # noqa: S608
+            for row in conn.execute(f"select * from langgraph_external.{table}"):
                 out.extend(t for v in row for t in expand(v))
     return out
 

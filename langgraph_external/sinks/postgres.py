@@ -314,7 +314,9 @@ class PostgresLedger:
             pool.close()
 
 
-def head_tag(cipher: WorkspaceCipher | None, thread_id: str, seq: int, hash_: str | None) -> str | None:
+def head_tag(
+    cipher: WorkspaceCipher | None, thread_id: str, seq: int, hash_: str | None
+) -> str | None:
     """The keyed tag of a thread's head ``(seq, hash)``; ``None`` without a key.
 
     Example:
