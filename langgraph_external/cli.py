@@ -55,8 +55,9 @@ from rich.table import Table
 from rich.text import Text
 
 from langgraph_external import embedded, inspection, ledger
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
-from langgraph_external.errors import ExternalError, RestoreError
+from langgraph_external.errors import ConfigurationError, ExternalError, RestoreError
 from langgraph_external.verify import (
     ThreadNotFoundError,
     VerifyResult,
@@ -433,11 +434,15 @@ def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | 
 
 # -- verify ------------------------------------------------------------------------------
 def _verify_one(
-    conn: psycopg.Connection[Any], ws: Workspace, tid: str, schema: str
+    conn: psycopg.Connection[Any],
+    ws: Workspace,
+    tid: str,
+    schema: str,
+    cipher: WorkspaceCipher | None = None,
 ) -> VerifyResult:
     """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
     try:
-        return verify_thread(conn, ws, tid, schema)
+        return verify_thread(conn, ws, tid, schema, cipher=cipher)
     except ThreadNotFoundError:
         return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
     except Exception as exc:  # a hostile file must not stop the other threads
@@ -446,6 +451,19 @@ def _verify_one(
         return VerifyResult(
             tid, problems=[f"cannot verify: {type(exc).__name__}: {_one_line(exc)}"]
         )
+
+
+def _verify_key(key: str | None) -> WorkspaceCipher | None:
+    """The deployment key for the keyed checks; without one they are skipped (noted)."""
+    from langgraph_external.keys import load_key
+
+    try:
+        return load_key(key, create=False)
+    except ConfigurationError as exc:
+        if key:
+            raise
+        err.print(f"note: {escape(_one_line(exc))}; the keyed checks are skipped")
+        return None
 
 
 @app.command()
@@ -457,20 +475,31 @@ def verify(
     all_threads: Annotated[
         bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
     ] = False,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar="LGX_KEY",
+            help="The deployment key (default: $LGX_KEY or the key file).",
+        ),
+    ] = None,
 ) -> None:
     """Verify hash chains in the ledger and workspace, and that both hold the same events.
 
-    Exit code 0 when everything checks out, 1 naming the first problem otherwise.
+    With the deployment key also: the keyed tag of each thread's head, every exact copy,
+    ``state.json`` and the artifacts. Exit code 0 when everything checks out, 1 naming the
+    first problem otherwise.
     """
     if (thread_id is None) == (not all_threads):
         _fail("give either a THREAD_ID or --all")
     results: list[VerifyResult] = []
     with _command(ctx) as s, _connect(s) as conn:
         ws = s.ws()
+        cipher = _verify_key(key)
         if not all_threads:
             assert thread_id is not None
             try:
-                results.append(verify_thread(conn, ws, thread_id, s.schema))
+                results.append(verify_thread(conn, ws, thread_id, s.schema, cipher=cipher))
             except ThreadNotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
         else:
@@ -486,7 +515,7 @@ def verify(
             ) as progress:
                 task = progress.add_task("verify", total=len(ids))
                 for tid in ids:
-                    results.append(_verify_one(conn, ws, tid, s.schema))
+                    results.append(_verify_one(conn, ws, tid, s.schema, cipher))
                     progress.advance(task)
 
     failed = [r for r in results if not r.ok]

@@ -169,7 +169,7 @@ class PostgresLedger:
 
     def _side_effects(self, e: Event) -> Iterator[Statement]:
         if e.kind == "checkpoint":
-            yield (self._sql["checkpoint"], _checkpoint_row(e))
+            yield (self._sql["checkpoint"], checkpoint_row(e))
         elif e.kind == "thread_deleted":
             yield (self._sql["forget"], (e.thread_id, e.seq, e.ts))
         elif e.kind in ("thread_pruned", "runs_deleted"):
@@ -380,7 +380,8 @@ def _event_row(e: Event) -> tuple[Any, ...]:
     )
 
 
-def _checkpoint_row(e: Event) -> tuple[Any, ...]:
+def checkpoint_row(e: Event) -> tuple[Any, ...]:
+    """The checkpoint index row a ``checkpoint`` event stores (``lgx verify`` re-derives it)."""
     p = e.payload
     writers = p.get("writers") or []
     return (
@@ -407,4 +408,11 @@ def _row_to_event(row: Sequence[Any]) -> Event:
     return Event.from_envelope(env).replace(detail=detail, attachments=files)
 
 
-__all__ = ["PostgresLedger", "head_tag", "pack_detail", "translate", "unpack_detail"]
+__all__ = [
+    "PostgresLedger",
+    "checkpoint_row",
+    "head_tag",
+    "pack_detail",
+    "translate",
+    "unpack_detail",
+]

@@ -29,7 +29,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import ALGORITHM, DecryptionError, WorkspaceCipher
-from langgraph_external.events import SCHEMA_VERSION, Event, canonical_line
+from langgraph_external.events import SCHEMA_VERSION, Event, canonical_json, canonical_line
 from langgraph_external.processors import Redactor
 from langgraph_external.render import to_readable
 from langgraph_external.workspace import Workspace, dumps_json, encode_thread_id
@@ -371,16 +371,16 @@ class WorkspaceProjection:
         values = {
             ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
         }
-        self.ws.write_json(
-            f"{self.ws.thread_dir(tid)}/state.json",
-            {
-                "thread_id": tid,
-                "checkpoint_id": e.checkpoint_id,
-                "step": e.step,
-                "updated": datetime.now(timezone.utc).isoformat(),
-                "values": self._redact(values),
-            },
-        )
+        doc: dict[str, Any] = {
+            "thread_id": tid,
+            "checkpoint_id": e.checkpoint_id,
+            "step": e.step,
+            "updated": datetime.now(timezone.utc).isoformat(),
+            "values": json.loads(dumps_json(self._redact(values))),
+        }
+        if self.cipher is not None:
+            doc["tag"] = state_tag(self.cipher, doc)
+        self.ws.write_json(f"{self.ws.thread_dir(tid)}/state.json", doc)
 
     # -- thread operations -------------------------------------------------------------
     def _remove_checkpoints(self, tid: str, e: Event) -> None:
@@ -449,6 +449,23 @@ class WorkspaceProjection:
         prefix = self.ws.thread_dir(tid) + "/"
         for path in [p for p in self._file_seq if p.startswith(prefix)]:
             del self._file_seq[path]
+
+
+def state_tag(cipher: WorkspaceCipher, doc: dict[str, Any]) -> str:
+    """The keyed tag of a ``state.json`` document (its thread, checkpoint, step and values).
+
+    ``lgx verify`` recomputes it: a ``state.json`` edited without the key no longer matches.
+
+    Example:
+        >>> c = WorkspaceCipher(bytes(32))
+        >>> d = {"thread_id": "t", "checkpoint_id": "c", "step": 1, "values": {"x": 1}}
+        >>> state_tag(c, d) == state_tag(c, {**d, "updated": "now"})
+        True
+        >>> state_tag(c, d) == state_tag(c, {**d, "step": 2})
+        False
+    """
+    body = {k: doc.get(k) for k in ("thread_id", "checkpoint_id", "step", "values")}
+    return cipher.tag("state", canonical_json(body))
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:
