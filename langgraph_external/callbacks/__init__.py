@@ -34,6 +34,7 @@ from uuid import UUID
 from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
 
 from langgraph_external.crypto import WorkspaceCipher
+from langgraph_external.errors import InvalidThreadIdError
 from langgraph_external.events import Event, EventKind, canonical_json
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import message_to_dict, to_readable
@@ -178,6 +179,17 @@ class AuditCallbackHandler(GraphCallbackHandler):
 
     # -- plumbing ----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
+        if "\x00" in event.thread_id:
+            # PostgreSQL text cannot hold NUL and the checkpointer refuses such a thread:
+            # recording it under an escaped id would file the run under another thread
+            if self.pipeline.strict:
+                raise InvalidThreadIdError(f"thread id {event.thread_id!r} contains NUL")
+            logger.warning(
+                "langgraph-external: not recording a %s event: thread id %r contains NUL",
+                event.kind,
+                event.thread_id,
+            )
+            return
         try:
             self.pipeline.emit(event)
         except Exception:
@@ -201,8 +213,6 @@ class AuditCallbackHandler(GraphCallbackHandler):
         thread = md.get("thread_id")
         if thread is None:
             thread = parent.thread_id if parent else NO_THREAD
-        elif "\x00" in str(thread):  # PostgreSQL text cannot hold NUL: keep it visible
-            thread = str(thread).replace("\x00", "\\u0000")
         task_id, ns = _task_ns(md)
         run = _Run(
             kind=kind,
