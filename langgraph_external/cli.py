@@ -261,15 +261,53 @@ def _global(
 
 # -- setup -------------------------------------------------------------------------------
 @app.command()
-def setup(ctx: typer.Context) -> None:
-    """Create the ledger schema (or bring it up to date) and print its version."""
+def setup(
+    ctx: typer.Context,
+    roles: Annotated[
+        bool,
+        typer.Option(
+            "--roles",
+            help="Print the grants of an append-only application role (see --apply).",
+        ),
+    ] = False,
+    app_role: Annotated[
+        str, typer.Option("--app-role", help="The application's role (must exist).")
+    ] = "lgx_app",
+    apply: Annotated[
+        bool, typer.Option("--apply", help="With --roles: set up, then apply the grants.")
+    ] = False,
+) -> None:
+    """Create the ledger schema (or bring it up to date) and print its version.
+
+    With ``--roles``: print the SQL that gives ``--app-role`` append-only rights on the
+    ledger (``--apply`` runs it, as the schema owner, after creating the ledger and the
+    official saver's tables). See docs/security.md.
+    """
+    from langgraph_external.roles import apply_grants, grant_script
+
+    if roles and not apply:
+        with _command(ctx) as s:
+            typer.echo(grant_script(s.schema, app_role), nl=False)
+        return
     with _command(ctx) as s:
         with _connect(s, create=True) as conn:
             version = ledger.setup(conn, s.schema)
+            if roles:
+                _saver_setup(conn)
+                applied = apply_grants(conn, s.schema, app_role, saver=True)
         where = f" (embedded server in {s._embedded.datadir})" if s._embedded else ""
         out.print(
             f"ledger schema [bold]{escape(s.schema)}[/] is at version {version}{escape(where)}"
         )
+        if roles:
+            out.print(f"granted {escape(app_role)} append-only rights ({len(applied)} statements)")
+
+
+def _saver_setup(conn: psycopg.Connection[Any]) -> None:
+    """Create the official saver's tables as the owner (the app role cannot)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    PostgresSaver(conn).setup()  # type: ignore[arg-type]
 
 
 # -- threads -----------------------------------------------------------------------------

@@ -169,7 +169,8 @@ class External:
                     open=True,
                 )
                 saver = PostgresSaver(self._pool)
-                _saver_setup(saver.setup)
+                if not _saver_current(self._pool, len(saver.MIGRATIONS)):
+                    _saver_setup(saver.setup)
                 _compat.replace_lock(saver, NoLock())
                 inner = saver
                 outbox = True  # same database as the ledger: the record commits with it
@@ -202,7 +203,8 @@ class External:
                 )
                 await self._apool.open()
                 saver = AsyncPostgresSaver(self._apool)
-                for attempt in range(_SETUP_ATTEMPTS):
+                current = await asyncio.to_thread(_saver_current, dsn, len(saver.MIGRATIONS))
+                for attempt in range(0 if current else _SETUP_ATTEMPTS):
                     try:
                         await saver.setup()
                         break
@@ -352,6 +354,32 @@ _SETUP_RACES = (
     psycopg.errors.DuplicateObject,  # both created the same table (its row type)
     psycopg.errors.DuplicateTable,
 )
+
+
+_SAVER_VERSION_SQL = (
+    "select case when to_regclass('checkpoint_migrations') is null then -1"
+    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
+)
+
+
+def _saver_current(where: ConnectionPool[Any] | str, migrations: int) -> bool:
+    """Whether the official saver's tables are set up already (a read: no DDL rights needed).
+
+    An application role granted only data rights (``lgx setup --roles``) cannot run the
+    saver's ``setup()``, whose first statement is a ``CREATE TABLE IF NOT EXISTS``.
+    """
+    try:
+        if isinstance(where, str):
+            with psycopg.connect(where, autocommit=True, connect_timeout=10) as conn:
+                row = conn.execute(_SAVER_VERSION_SQL).fetchone()
+                version = row[0] if row else -1
+        else:
+            with where.connection() as conn:
+                found = conn.execute(_SAVER_VERSION_SQL).fetchone()
+                version = found["v"] if found else -1
+    except psycopg.Error:
+        return False
+    return int(version) >= migrations - 1
 
 
 def _saver_setup(setup: Any) -> None:

@@ -290,6 +290,9 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
     """
     validate_schema(schema)
     ident = sql.Identifier(schema)
+    if _up_to_date(conn, schema):
+        # nothing to create: a role without DDL rights (``lgx setup --roles``) starts too
+        return len(MIGRATIONS) - 1
     with conn.transaction():
         conn.execute("select pg_advisory_xact_lock(%s)", (_lock_key(schema),))
         conn.execute(sql.SQL("create schema if not exists {}").format(ident))
@@ -302,6 +305,18 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
             conn.execute(sql.SQL(text).format(schema=ident))
             conn.execute(sql.SQL("insert into {}.migrations (v) values (%s)").format(ident), (v,))
     return len(MIGRATIONS) - 1
+
+
+def _up_to_date(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether every migration is recorded already (read-only: needs no DDL rights)."""
+    with conn.transaction():
+        row = conn.execute("select to_regclass(%s)", (f"{schema}.migrations",)).fetchone()
+        if row is None or row[0] is None:
+            return False
+        done = conn.execute(
+            sql.SQL("select count(*) from {}.migrations").format(sql.Identifier(schema))
+        ).fetchone()
+    return done is not None and int(done[0]) >= len(MIGRATIONS)
 
 
 def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
