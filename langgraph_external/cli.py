@@ -307,7 +307,7 @@ def _saver_setup(conn: psycopg.Connection[Any]) -> None:
     """Create the official saver's tables as the owner (the app role cannot)."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    PostgresSaver(conn).setup()  # type: ignore[arg-type]
+    PostgresSaver(conn).setup()
 
 
 # -- threads -----------------------------------------------------------------------------
