@@ -1,11 +1,13 @@
-"""Encryption at rest for the workspace's exact checkpoint copies (AES-256-GCM).
+"""Encryption and keyed hashes with the deployment key (AES-256-GCM, HMAC-SHA256).
 
 Redaction governs the *record*; the checkpoint is the app's own state and is mirrored
-exactly. When a key is configured, every exact copy in the workspace (the inline bytes of
-the checkpoint logs, pending writes, and the blob files) is encrypted with AES-256-GCM,
-and content addresses become keyed (HMAC-SHA256), so a reader without the key can
-neither decrypt a value nor confirm a guess of it from its address. Readable views
-(``state.json``, the ``updates`` of a checkpoint line) stay readable and are redacted.
+exactly. Those exact copies (the inline bytes of checkpoint and writes events, the blob
+files) are encrypted with AES-256-GCM where they are made, before they reach the ledger,
+the write-ahead log or the workspace, and their content addresses are keyed
+(HMAC-SHA256), so a reader without the key can neither decrypt a value nor confirm a guess
+of it from its address. :meth:`WorkspaceCipher.tag` keys the other hashes the record keeps
+(chain heads, ``state.json``, prompt hashes). The key itself is found by
+:mod:`langgraph_external.keys`.
 
 Example:
     >>> key = WorkspaceCipher.generate_key()
@@ -37,8 +39,8 @@ class WorkspaceCipher:
 
     Args:
         key: 32 raw bytes, or their URL-safe base64 / hex text
-            (:meth:`generate_key` makes one). ``$LGX_WORKSPACE_KEY`` is read by
-            ``External`` when no key is passed.
+            (:meth:`generate_key` makes one). :func:`langgraph_external.keys.load_key`
+            finds the deployment key.
     """
 
     def __init__(self, key: bytes | str) -> None:
