@@ -114,6 +114,8 @@ class CheckpointLog:
             if not isinstance(line, dict):
                 raise RestoreError(f"{path}: line {n} is not a JSON object")
             kind, cid = line.get("record"), cast(str, line.get("checkpoint_id"))
+            if kind in ("checkpoint", "write", "writer") and not isinstance(cid, str):
+                raise RestoreError(f"{path}: line {n} has no checkpoint id (a {kind} line)")
             if kind == "checkpoint":
                 self.docs[cid] = line
                 self.line_of[cid] = n
@@ -373,8 +375,18 @@ def verify_thread(
         return logs
     by_seq = {env["seq"]: env for env in read_verified_events(ws, thread_id)}
     for log in logs.values():
-        log.verify(by_seq)
+        try:
+            log.verify(by_seq)
+        except _MALFORMED as exc:  # a line of the wrong shape (hand-edited, hostile)
+            raise RestoreError(f"{log.path}: a malformed line ({_describe(exc)})") from exc
     return logs
+
+
+_MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def _namespaces(ws: Workspace, thread_id: str) -> list[str]:
@@ -552,12 +564,20 @@ def _decode_all(
     plan: _Plan = []
     for ns, cid in iter_checkpoint_ids(ws, thread_id):
         log = logs[ns]
-        tup = _build_tuple(log, cid, serde)
-        by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
-        for w in log.pending_writes(cid):
-            value = serde.loads_typed((w["type"], log.bytes_of(w)))
-            key = (w["task_id"], w.get("task_path") or "")
-            by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
+        try:
+            tup = _build_tuple(log, cid, serde)
+            by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
+            for w in log.pending_writes(cid):
+                value = serde.loads_typed((w["type"], log.bytes_of(w)))
+                key = (w["task_id"], w.get("task_path") or "")
+                by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
+        except RestoreError:
+            raise
+        except Exception as exc:  # the serializer refuses bytes, or a line's shape is off
+            raise RestoreError(
+                f"{log.path}: checkpoint {cid} cannot be decoded ({_describe(exc)}); "
+                "nothing was restored"
+            ) from exc
         plan.append((ns, tup, by_task))
     return plan
 
