@@ -275,3 +275,24 @@ def test_nan_and_infinity_are_never_bare_tokens_and_restore_round_trips_them(rec
         t for t in target.list({"configurable": {"thread_id": "t2"}}) if t.metadata["step"] == 1
     ]
     assert math.isnan(first[0].checkpoint["channel_values"]["x"]["v"])
+
+
+def test_a_symlinked_thread_directory_is_never_written_through(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A workspace writer plants ``threads/evil`` -> a directory outside the root."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    outside.mkdir()
+    (ws / "threads").mkdir(parents=True)
+    (ws / "threads" / "evil").symlink_to(outside, target_is_directory=True)
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        for tid in ("evil", "fine", "fine-2"):
+            react_agent(ext.checkpointer).invoke(
+                {"messages": [HumanMessage("hi")]}, ext.config(tid)
+            )
+        ext.flush(timeout=5)
+        assert len(ext.events("evil")) > 0  # the ledger has it all
+        failures = " ".join(f["error"] for f in ext.health()["failures"])
+    assert list(outside.iterdir()) == []
+    assert "outside the workspace root" in failures
+    assert (ws / "threads" / "fine" / "events.jsonl").exists()
