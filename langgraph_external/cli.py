@@ -504,6 +504,25 @@ def _verify_key(key: str | None) -> WorkspaceCipher | None:
         return None
 
 
+def _verify_heads(
+    conn: psycopg.Connection[Any], schema: str, path: Path, cipher: WorkspaceCipher | None
+) -> VerifyResult:
+    """The ``--heads`` snapshot as one more result (it needs the key)."""
+    from langgraph_external.verify import heads_problems
+
+    if cipher is None:
+        raise CliError("--heads needs the deployment key (--key, LGX_KEY or the key file)")
+    try:
+        snapshot = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the heads snapshot {path}: {_one_line(exc)}") from exc
+    if not isinstance(snapshot, dict):
+        raise CliError(f"the heads snapshot {path} is not a JSON object")
+    return VerifyResult(
+        f"heads snapshot {path}", problems=heads_problems(conn, schema, snapshot, cipher)
+    )
+
+
 @app.command()
 def verify(
     ctx: typer.Context,
@@ -520,6 +539,10 @@ def verify(
             envvar="LGX_KEY",
             help="The deployment key (default: $LGX_KEY or the key file).",
         ),
+    ] = None,
+    heads: Annotated[
+        Path | None,
+        typer.Option("--heads", help="Also check a snapshot saved by `lgx heads FILE`."),
     ] = None,
 ) -> None:
     """Verify hash chains in the ledger and workspace, and that both hold the same events.
@@ -555,10 +578,17 @@ def verify(
                 for tid in ids:
                     results.append(_verify_one(conn, ws, tid, s.schema, cipher))
                     progress.advance(task)
+        if heads is not None:
+            results.append(_verify_heads(conn, s.schema, heads, cipher))
 
-    failed = [r for r in results if not r.ok]
-    for r in results if not all_threads else failed:
-        if r.ok:
+    snap = [r for r in results if r.thread_id.startswith("heads snapshot ")]
+    results = [r for r in results if r not in snap]
+    failed = [r for r in [*results, *snap] if not r.ok]
+    shown = results if not all_threads else [r for r in results if not r.ok]
+    for r in [*shown, *snap]:
+        if r.ok and r in snap:
+            out.print(f"[green]OK[/] {escape(r.thread_id)}: every head it saw is still there")
+        elif r.ok:
             out.print(
                 f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
                 "hash chain intact, ledger and workspace agree"
@@ -1347,3 +1377,27 @@ def policy_mermaid(
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+# -- heads -------------------------------------------------------------------------------
+@app.command()
+def heads(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Where to write the snapshot (JSON).")],
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="LGX_KEY", help="The deployment key."),
+    ] = None,
+) -> None:
+    """Save a keyed snapshot of every thread's head (keep it outside the database).
+
+    ``lgx verify --all --heads FILE`` later finds any thread that is gone or no longer
+    holds that head (an old backup restored, a record rewritten). Take one periodically.
+    """
+    from langgraph_external.keys import load_key
+    from langgraph_external.verify import snapshot_heads
+
+    with _command(ctx) as s, _connect(s) as conn:
+        snapshot = snapshot_heads(conn, s.schema, load_key(key, create=False))
+        file.write_text(json.dumps(snapshot, indent=1) + "\n")
+    out.print(f"saved the heads of {_n(len(snapshot['heads']), 'thread')} to {escape(str(file))}")

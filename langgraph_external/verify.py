@@ -28,7 +28,7 @@ import psycopg
 from langgraph_external import inspection, ledger
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import ExternalError, RestoreError
-from langgraph_external.events import Event, verify_chain
+from langgraph_external.events import Event, canonical_json, verify_chain
 from langgraph_external.sinks.postgres import checkpoint_row, head_tag
 from langgraph_external.sinks.workspace import state_tag
 from langgraph_external.workspace import Workspace, sha256_hex
@@ -437,3 +437,64 @@ def _agreement_problem(
             "workspace but missing from the ledger (still spooled?)"
         )
     return None
+
+
+# -- signed snapshots of every head ---------------------------------------------------------
+SELECT_HEADS = "select thread_id, last_seq, last_hash, deleted_at from {schema}.threads"
+SELECT_EVENT_HASH = "select hash from {schema}.events where thread_id = %s and seq = %s"
+
+
+def snapshot_heads(
+    conn: psycopg.Connection[Any], schema: str, cipher: WorkspaceCipher
+) -> dict[str, Any]:
+    """A keyed snapshot of every thread's head, to keep outside the database.
+
+    Checked later by :func:`heads_problems`: a thread that is gone, or whose record no
+    longer holds the head it had (rolled back to an older backup, rewritten), is found,
+    which a per-thread tag alone cannot show. Take one periodically (``lgx heads FILE``).
+    """
+    from datetime import datetime, timezone
+
+    rows = conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall()
+    body = {
+        "v": 1,
+        "schema": schema,
+        "taken": datetime.now(timezone.utc).isoformat(),
+        "key_id": cipher.key_id,
+        "heads": {r[0]: [int(r[1]), r[2]] for r in rows if r[3] is None and int(r[1]) > 0},
+    }
+    return {**body, "tag": cipher.tag("heads", canonical_json(body))}
+
+
+def heads_problems(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    snapshot: Mapping[str, Any],
+    cipher: WorkspaceCipher,
+) -> list[str]:
+    """What changed since ``snapshot`` other than appending (see :func:`snapshot_heads`)."""
+    body = {k: v for k, v in snapshot.items() if k != "tag"}
+    tag = snapshot.get("tag")
+    if not isinstance(tag, str) or not hmac.compare_digest(
+        tag, cipher.tag("heads", canonical_json(body))
+    ):
+        return ["heads snapshot: its keyed tag does not match (edited, or another key)"]
+    heads = snapshot.get("heads")
+    if not isinstance(heads, Mapping):
+        return ["heads snapshot: no heads"]
+    deleted = {
+        r[0] for r in conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall() if r[3] is not None
+    }
+    out = []
+    for tid, (seq, hash_) in sorted(heads.items()):
+        row = conn.execute(ledger.q(SELECT_EVENT_HASH, schema), (tid, seq)).fetchone()
+        if row is not None and row[0] == hash_:
+            continue
+        if tid in deleted:
+            continue  # erased since, by a recorded tombstone
+        what = "is gone" if row is None else "holds another event there"
+        out.append(
+            f"thread {tid!r}: the snapshot of {snapshot.get('taken')} saw seq {seq}; the "
+            f"ledger {what} (rolled back, rewritten or deleted)"
+        )
+    return out

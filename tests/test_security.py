@@ -296,3 +296,22 @@ def test_a_symlinked_thread_directory_is_never_written_through(
     assert list(outside.iterdir()) == []
     assert "outside the workspace root" in failures
     assert (ws / "threads" / "fine" / "events.jsonl").exists()
+
+
+def test_a_heads_snapshot_finds_a_thread_rolled_back_or_deleted(rec: Rec, tmp_path: Path) -> None:
+    """What a per-thread tag cannot show: an older, correctly tagged state put back."""
+    snap = tmp_path / "heads.json"
+    assert lgx(rec, "heads", str(snap)).exit_code == 0
+    ok = lgx(rec, "verify", "--all", "--heads", str(snap))
+    assert ok.exit_code == 0 and "every head it saw is still there" in ok.output, ok.output
+    with psycopg.connect(rec.dsn, autocommit=True) as conn:  # the admin drops thread t2
+        conn.execute("delete from langgraph_external.events where thread_id = 't2'")
+        conn.execute("delete from langgraph_external.checkpoints where thread_id = 't2'")
+        conn.execute("delete from langgraph_external.threads where thread_id = 't2'")
+    res = lgx(rec, "verify", "t", "--heads", str(snap))
+    assert res.exit_code == 1 and "thread 't2'" in res.output and "is gone" in res.output
+    forged = json.loads(snap.read_text())
+    forged["heads"].pop("t2")
+    snap.write_text(json.dumps(forged))
+    res = lgx(rec, "verify", "t", "--heads", str(snap))
+    assert res.exit_code == 1 and "keyed tag does not match" in res.output, res.output
