@@ -778,10 +778,15 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
         task_path = event.payload["task_path"]
         with self._book:
-            if event.node is None and task_path.startswith(_PUSH) and key not in self._sends:
-                # the Send packets arrive with this step's checkpoint: wait for it
-                self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
-                return
+            if event.node is None and task_path.startswith(_PUSH):
+                if key not in self._sends:
+                    # the Send packets arrive with this step's checkpoint: wait for it
+                    self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
+                    return
+                # they arrived while the event was being built: name the node now
+                node = self._node_of(event.thread_id, event.checkpoint_ns, key[2], task_path)
+                if node:
+                    event = event.replace(node=node, name=node)
         self.pipeline.emit(event)
 
     def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:
