@@ -26,6 +26,7 @@ from langgraph_external import ledger
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+from langgraph_external.keys import load_key
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
 from langgraph_external.redaction import as_redactor
@@ -93,6 +94,8 @@ def assemble(
     redaction: str = "standard",
     redactor: Redactor | None = None,
     cipher: WorkspaceCipher | None = None,
+    key: str | bytes | None = None,
+    encrypt: bool = True,
     serde: SerializerProtocol | None = None,
     strict: bool = False,
     offload_threshold: int = 64 * 1024,
@@ -105,6 +108,9 @@ def assemble(
     """Start what is needed, set the ledger up, and build the pipeline.
 
     ``dsn=None`` reads ``LGX_DSN`` and otherwise starts an embedded PostgreSQL.
+    ``cipher`` (else ``key``, else the deployment key: ``$LGX_KEY`` or the key file,
+    created on first use, see :mod:`langgraph_external.keys`) keys every content
+    address, anchors the chain heads and, with ``encrypt``, seals the exact copies.
 
     Raises:
         LedgerUnavailableError: Postgres cannot be reached.
@@ -113,6 +119,8 @@ def assemble(
     schema = ledger.validate_schema(schema)
     red = resolve_redactor(redaction, redactor)
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    if cipher is None:
+        cipher = load_key(key, workspace_root=ws.root if ws.is_local else None)
     dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
     server = embedded
     if dsn is None:
@@ -128,12 +136,14 @@ def assemble(
             raise LedgerUnavailableError(f"cannot set up the ledger: {exc}") from exc
         mirror = WorkspaceProjection(ws, serde=serde, redactor=red, cipher=cipher)
         pipeline = Pipeline(
-            PostgresLedger(dsn, schema),
+            PostgresLedger(dsn, schema, cipher=cipher),
             projections=[mirror, *projections],
             redactor=red,
             offload_threshold=offload_threshold,
             strict=strict,
             spool_dir=spool_dir,
+            cipher=cipher,
+            encrypt=encrypt,
             **pipeline_options,
         )
     except BaseException:

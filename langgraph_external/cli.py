@@ -56,8 +56,9 @@ from rich.table import Table
 from rich.text import Text
 
 from langgraph_external import embedded, inspection, ledger
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
-from langgraph_external.errors import ExternalError, RestoreError
+from langgraph_external.errors import ConfigurationError, ExternalError, RestoreError
 from langgraph_external.verify import (
     ThreadNotFoundError,
     VerifyResult,
@@ -261,15 +262,53 @@ def _global(
 
 # -- setup -------------------------------------------------------------------------------
 @app.command()
-def setup(ctx: typer.Context) -> None:
-    """Create the ledger schema (or bring it up to date) and print its version."""
+def setup(
+    ctx: typer.Context,
+    roles: Annotated[
+        bool,
+        typer.Option(
+            "--roles",
+            help="Print the grants of an append-only application role (see --apply).",
+        ),
+    ] = False,
+    app_role: Annotated[
+        str, typer.Option("--app-role", help="The application's role (must exist).")
+    ] = "lgx_app",
+    apply: Annotated[
+        bool, typer.Option("--apply", help="With --roles: set up, then apply the grants.")
+    ] = False,
+) -> None:
+    """Create the ledger schema (or bring it up to date) and print its version.
+
+    With ``--roles``: print the SQL that gives ``--app-role`` append-only rights on the
+    ledger (``--apply`` runs it, as the schema owner, after creating the ledger and the
+    official saver's tables). See docs/security.md.
+    """
+    from langgraph_external.roles import apply_grants, grant_script
+
+    if roles and not apply:
+        with _command(ctx) as s:
+            typer.echo(grant_script(s.schema, app_role), nl=False)
+        return
     with _command(ctx) as s:
         with _connect(s, create=True) as conn:
             version = ledger.setup(conn, s.schema)
+            if roles:
+                _saver_setup(conn)
+                applied = apply_grants(conn, s.schema, app_role, saver=True)
         where = f" (embedded server in {s._embedded.datadir})" if s._embedded else ""
         out.print(
             f"ledger schema [bold]{escape(s.schema)}[/] is at version {version}{escape(where)}"
         )
+        if roles:
+            out.print(f"granted {escape(app_role)} append-only rights ({len(applied)} statements)")
+
+
+def _saver_setup(conn: psycopg.Connection[Any]) -> None:
+    """Create the official saver's tables as the owner (the app role cannot)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    PostgresSaver(conn).setup()
 
 
 # -- threads -----------------------------------------------------------------------------
@@ -434,11 +473,15 @@ def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | 
 
 # -- verify ------------------------------------------------------------------------------
 def _verify_one(
-    conn: psycopg.Connection[Any], ws: Workspace, tid: str, schema: str
+    conn: psycopg.Connection[Any],
+    ws: Workspace,
+    tid: str,
+    schema: str,
+    cipher: WorkspaceCipher | None = None,
 ) -> VerifyResult:
     """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
     try:
-        return verify_thread(conn, ws, tid, schema)
+        return verify_thread(conn, ws, tid, schema, cipher=cipher)
     except ThreadNotFoundError:
         return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
     except Exception as exc:  # a hostile file must not stop the other threads
@@ -447,6 +490,38 @@ def _verify_one(
         return VerifyResult(
             tid, problems=[f"cannot verify: {type(exc).__name__}: {_one_line(exc)}"]
         )
+
+
+def _verify_key(key: str | None) -> WorkspaceCipher | None:
+    """The deployment key for the keyed checks; without one they are skipped (noted)."""
+    from langgraph_external.keys import load_key
+
+    try:
+        return load_key(key, create=False)
+    except ConfigurationError as exc:
+        if key:
+            raise
+        err.print(f"note: {escape(_one_line(exc))}; the keyed checks are skipped")
+        return None
+
+
+def _verify_heads(
+    conn: psycopg.Connection[Any], schema: str, path: Path, cipher: WorkspaceCipher | None
+) -> VerifyResult:
+    """The ``--heads`` snapshot as one more result (it needs the key)."""
+    from langgraph_external.verify import heads_problems
+
+    if cipher is None:
+        raise CliError("--heads needs the deployment key (--key, LGX_KEY or the key file)")
+    try:
+        snapshot = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the heads snapshot {path}: {_one_line(exc)}") from exc
+    if not isinstance(snapshot, dict):
+        raise CliError(f"the heads snapshot {path} is not a JSON object")
+    return VerifyResult(
+        f"heads snapshot {path}", problems=heads_problems(conn, schema, snapshot, cipher)
+    )
 
 
 @app.command()
@@ -458,20 +533,35 @@ def verify(
     all_threads: Annotated[
         bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
     ] = False,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar="LGX_KEY",
+            help="The deployment key (default: $LGX_KEY or the key file).",
+        ),
+    ] = None,
+    heads: Annotated[
+        Path | None,
+        typer.Option("--heads", help="Also check a snapshot saved by `lgx heads FILE`."),
+    ] = None,
 ) -> None:
     """Verify hash chains in the ledger and workspace, and that both hold the same events.
 
-    Exit code 0 when everything checks out, 1 naming the first problem otherwise.
+    With the deployment key also: the keyed tag of each thread's head, every exact copy,
+    ``state.json`` and the artifacts. Exit code 0 when everything checks out, 1 naming the
+    first problem otherwise.
     """
     if (thread_id is None) == (not all_threads):
         _fail("give either a THREAD_ID or --all")
     results: list[VerifyResult] = []
     with _command(ctx) as s, _connect(s) as conn:
         ws = s.ws()
+        cipher = _verify_key(key)
         if not all_threads:
             assert thread_id is not None
             try:
-                results.append(verify_thread(conn, ws, thread_id, s.schema))
+                results.append(verify_thread(conn, ws, thread_id, s.schema, cipher=cipher))
             except ThreadNotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
         else:
@@ -487,12 +577,19 @@ def verify(
             ) as progress:
                 task = progress.add_task("verify", total=len(ids))
                 for tid in ids:
-                    results.append(_verify_one(conn, ws, tid, s.schema))
+                    results.append(_verify_one(conn, ws, tid, s.schema, cipher))
                     progress.advance(task)
+        if heads is not None:
+            results.append(_verify_heads(conn, s.schema, heads, cipher))
 
-    failed = [r for r in results if not r.ok]
-    for r in results if not all_threads else failed:
-        if r.ok:
+    snap = [r for r in results if r.thread_id.startswith("heads snapshot ")]
+    results = [r for r in results if r not in snap]
+    failed = [r for r in [*results, *snap] if not r.ok]
+    shown = results if not all_threads else [r for r in results if not r.ok]
+    for r in [*shown, *snap]:
+        if r.ok and r in snap:
+            out.print(f"[green]OK[/] {escape(r.thread_id)}: every head it saw is still there")
+        elif r.ok:
             out.print(
                 f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
                 "hash chain intact, ledger and workspace agree"
@@ -1031,7 +1128,11 @@ def repair(
     ] = None,
     key: Annotated[
         str | None,
-        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+        typer.Option(
+            "--key",
+            envvar="LGX_KEY",
+            help="The deployment key (default: $LGX_KEY or the key file).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
@@ -1042,7 +1143,7 @@ def repair(
     mirrors every thread the workspace is behind on. Idempotent. Exit 1 if something
     could not be brought up to date.
     """
-    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.keys import load_key
     from langgraph_external.repair import repair as run_repair
 
     with _command(ctx) as s:
@@ -1052,7 +1153,7 @@ def repair(
                 dsn=dsn,
                 workspace=s.ws(),
                 schema=s.schema,
-                cipher=WorkspaceCipher(key) if key else None,
+                cipher=load_key(key, create=False),
                 rebuild=rebuild or (),
             )
     if as_json:
@@ -1085,7 +1186,11 @@ def restore(
     ] = None,
     key: Annotated[
         str | None,
-        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+        typer.Option(
+            "--key",
+            envvar="LGX_KEY",
+            help="The deployment key (default: $LGX_KEY or the key file).",
+        ),
     ] = None,
 ) -> None:
     """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
@@ -1109,9 +1214,7 @@ def restore(
                     f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
                 )
             dsn = s.resolve_dsn(create=True)
-            with External(
-                dsn=dsn, workspace=ws.location, schema=s.schema, encryption_key=key or None
-            ) as ext:
+            with External(dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None) as ext:
                 if ext.checkpointer.get_tuple({"configurable": {"thread_id": target}}):
                     raise CliError(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",
@@ -1478,3 +1581,26 @@ def diff_cmd(
             out.print(escape(line), soft_wrap=True)
     if not result.same:
         raise typer.Exit(EXIT_PROBLEM)
+
+# -- heads -------------------------------------------------------------------------------
+@app.command()
+def heads(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Where to write the snapshot (JSON).")],
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="LGX_KEY", help="The deployment key."),
+    ] = None,
+) -> None:
+    """Save a keyed snapshot of every thread's head (keep it outside the database).
+
+    ``lgx verify --all --heads FILE`` later finds any thread that is gone or no longer
+    holds that head (an old backup restored, a record rewritten). Take one periodically.
+    """
+    from langgraph_external.keys import load_key
+    from langgraph_external.verify import snapshot_heads
+
+    with _command(ctx) as s, _connect(s) as conn:
+        snapshot = snapshot_heads(conn, s.schema, load_key(key, create=False))
+        file.write_text(json.dumps(snapshot, indent=1) + "\n")
+    out.print(f"saved the heads of {_n(len(snapshot['heads']), 'thread')} to {escape(str(file))}")

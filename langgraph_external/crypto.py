@@ -1,11 +1,13 @@
-"""Encryption at rest for the workspace's exact checkpoint copies (AES-256-GCM).
+"""Encryption and keyed hashes with the deployment key (AES-256-GCM, HMAC-SHA256).
 
 Redaction governs the *record*; the checkpoint is the app's own state and is mirrored
-exactly. When a key is configured, every exact copy in the workspace (the inline bytes of
-the checkpoint logs, pending writes, and the blob files) is encrypted with AES-256-GCM,
-and content addresses become keyed (HMAC-SHA256), so a reader without the key can
-neither decrypt a value nor confirm a guess of it from its address. Readable views
-(``state.json``, the ``updates`` of a checkpoint line) stay readable and are redacted.
+exactly. Those exact copies (the inline bytes of checkpoint and writes events, the blob
+files) are encrypted with AES-256-GCM where they are made, before they reach the ledger,
+the write-ahead log or the workspace, and their content addresses are keyed
+(HMAC-SHA256), so a reader without the key can neither decrypt a value nor confirm a guess
+of it from its address. :meth:`WorkspaceCipher.tag` keys the other hashes the record keeps
+(chain heads, ``state.json``, prompt hashes). The key itself is found by
+:mod:`langgraph_external.keys`.
 
 Example:
     >>> key = WorkspaceCipher.generate_key()
@@ -21,14 +23,14 @@ import hashlib
 import hmac
 import os
 
-from langgraph_external.errors import ConfigurationError, ExternalError
+from langgraph_external.errors import ConfigurationError, RestoreError
 
 __all__ = ["DecryptionError", "WorkspaceCipher"]
 
 ALGORITHM = "aes-256-gcm"
 
 
-class DecryptionError(ExternalError):
+class DecryptionError(RestoreError):
     """Encrypted workspace bytes cannot be decrypted (wrong key, or tampered)."""
 
 
@@ -37,8 +39,8 @@ class WorkspaceCipher:
 
     Args:
         key: 32 raw bytes, or their URL-safe base64 / hex text
-            (:meth:`generate_key` makes one). ``$LGX_WORKSPACE_KEY`` is read by
-            ``External`` when no key is passed.
+            (:meth:`generate_key` makes one). :func:`langgraph_external.keys.load_key`
+            finds the deployment key.
     """
 
     def __init__(self, key: bytes | str) -> None:
@@ -49,6 +51,11 @@ class WorkspaceCipher:
             raise ConfigurationError("encryption needs the 'cryptography' package") from exc
         self._aead = AESGCM(raw)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
+        self._address = hmac.new(self._mac_key, digestmod=hashlib.sha256)
+        tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
+        self._tag = hmac.new(tag_key, digestmod=hashlib.sha256)
+        # names the key without revealing it (key rotation, error messages)
+        self.key_id = hashlib.sha256(b"langgraph-external key id\x00" + raw).hexdigest()[:16]
 
     @staticmethod
     def generate_key() -> str:
@@ -57,12 +64,43 @@ class WorkspaceCipher:
 
     def address(self, data: bytes) -> str:
         """Keyed content address (HMAC-SHA256 hex) of plaintext ``data``."""
-        return hmac.new(self._mac_key, data, hashlib.sha256).hexdigest()
+        mac = self._address.copy()
+        mac.update(data)
+        return mac.hexdigest()
+
+    def tag(self, purpose: str, *parts: object) -> str:
+        """HMAC-SHA256 hex over ``purpose`` and ``parts`` (chain heads, ``state.json``).
+
+        Example:
+            >>> c = WorkspaceCipher(bytes(32))
+            >>> c.tag("head", "t", 1, "h") == c.tag("head", "t", 1, "h") != c.tag("x", "t")
+            True
+        """
+        mac = self._tag.copy()
+        mac.update(
+            "\x1f".join([purpose, *(str(p) for p in parts)]).encode("utf-8", "surrogatepass")
+        )
+        return mac.hexdigest()
 
     def encrypt(self, data: bytes, aad: bytes) -> bytes:
         """``nonce || ciphertext+tag``."""
         nonce = os.urandom(12)
         return nonce + self._aead.encrypt(nonce, data, aad)
+
+    def seal(self, data: bytes, address: bytes) -> bytes:
+        """:meth:`encrypt` with the nonce derived from ``address`` (a keyed content
+        address): equal values give equal bytes, so a copy re-sealed from the saver's row
+        is the copy first written. A nonce repeats only with its plaintext (the address is
+        a keyed hash of it), which GCM allows.
+
+        Example:
+            >>> c = WorkspaceCipher(bytes(32))
+            >>> a = c.address(b"v").encode()
+            >>> c.seal(b"v", a) == c.seal(b"v", a) and c.decrypt(c.seal(b"v", a), a) == b"v"
+            True
+        """
+        nonce = bytes.fromhex(self.tag("nonce", address.decode("ascii", "replace")))[:12]
+        return nonce + self._aead.encrypt(nonce, data, address)
 
     def decrypt(self, blob: bytes, aad: bytes) -> bytes:
         """Inverse of :meth:`encrypt`.

@@ -35,6 +35,7 @@ from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+from langgraph_external.keys import load_key
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
 from langgraph_external.sinks.base import Projection
@@ -67,8 +68,15 @@ class External:
         inner: a saver to wrap instead of the official Postgres saver.
         projections: more views fed from the ledger after the workspace (e.g. an exporter).
         record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
-        encryption_key: encrypt the workspace's exact checkpoint copies (AES-256-GCM);
-            default ``$LGX_WORKSPACE_KEY``. See :mod:`langgraph_external.crypto`.
+        key: the deployment key (32 bytes, or base64 / hex text). Default ``$LGX_KEY``,
+            else the key file ``$LGX_KEY_FILE`` or ``~/.config/langgraph-external/key``,
+            created (mode 0600) on first use. It keys every content address (HMAC), anchors
+            each thread's chain head, and encrypts the exact checkpoint copies. See
+            :mod:`langgraph_external.keys` and ``docs/security.md``.
+        encrypt: encrypt the exact checkpoint copies (ledger and workspace) with the key,
+            AES-256-GCM (default). ``False`` keeps them in clear: they are your app's
+            state, unredacted.
+        encryption_key: the earlier name of ``key``.
         langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
             :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
             sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
@@ -95,6 +103,8 @@ class External:
         inner: BaseCheckpointSaver[Any] | None = None,
         projections: Sequence[Projection] = (),
         record_behaviour: bool = True,
+        key: str | bytes | None = None,
+        encrypt: bool = True,
         encryption_key: str | bytes | None = None,
         langfuse: bool | LangfuseExport | None = None,
     ) -> None:
@@ -110,8 +120,11 @@ class External:
         self._projections = list(projections)
         self._recording: Recording | None = None
         self.record_behaviour = record_behaviour
-        key = encryption_key if encryption_key is not None else os.environ.get("LGX_WORKSPACE_KEY")
-        self.cipher = WorkspaceCipher(key) if key else None
+        self.cipher: WorkspaceCipher = load_key(
+            key if key is not None else encryption_key,
+            workspace_root=self.workspace.root if self.workspace.is_local else None,
+        )
+        self.encrypt = encrypt
         self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
@@ -133,6 +146,7 @@ class External:
             schema=self.schema,
             redactor=self.redactor,
             cipher=self.cipher,
+            encrypt=self.encrypt,
             strict=self.strict,
             offload_threshold=self.offload_threshold,
             spool_dir=self.spool_dir,
@@ -170,7 +184,8 @@ class External:
                     open=True,
                 )
                 saver = PostgresSaver(self._pool)
-                _saver_setup(saver.setup)
+                if not _saver_current(self._pool, len(saver.MIGRATIONS)):
+                    _saver_setup(saver.setup)
                 _compat.replace_lock(saver, NoLock())
                 inner = saver
                 outbox = True  # same database as the ledger: the record commits with it
@@ -203,7 +218,8 @@ class External:
                 )
                 await self._apool.open()
                 saver = AsyncPostgresSaver(self._apool)
-                for attempt in range(_SETUP_ATTEMPTS):
+                current = await asyncio.to_thread(_saver_current, dsn, len(saver.MIGRATIONS))
+                for attempt in range(0 if current else _SETUP_ATTEMPTS):
                     try:
                         await saver.setup()
                         break
@@ -227,7 +243,6 @@ class External:
         self._checkpointer = ExternalCheckpointer(
             inner,
             pipeline=self.pipeline,
-            digest=self.cipher.address if self.cipher is not None else None,
             outbox=outbox,
             saver_blob_refs=outbox is True,
         )
@@ -400,6 +415,30 @@ def _langfuse_config(value: bool | LangfuseExport | None) -> LangfuseExport | No
     if not isinstance(config, LangfuseExport):
         raise ConfigurationError("langfuse= takes True or a LangfuseExport")
     return config.resolved()
+_SAVER_VERSION_SQL = (
+    "select case when to_regclass('checkpoint_migrations') is null then -1"
+    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
+)
+
+
+def _saver_current(where: ConnectionPool[Any] | str, migrations: int) -> bool:
+    """Whether the official saver's tables are set up already (a read: no DDL rights needed).
+
+    An application role granted only data rights (``lgx setup --roles``) cannot run the
+    saver's ``setup()``, whose first statement is a ``CREATE TABLE IF NOT EXISTS``.
+    """
+    try:
+        if isinstance(where, str):
+            with psycopg.connect(where, autocommit=True, connect_timeout=10) as conn:
+                row = conn.execute(_SAVER_VERSION_SQL).fetchone()
+                version = row[0] if row else -1
+        else:
+            with where.connection() as conn:
+                found = conn.execute(_SAVER_VERSION_SQL).fetchone()
+                version = found["v"] if found else -1
+    except psycopg.Error:
+        return False
+    return int(version) >= migrations - 1
 
 
 def _saver_setup(setup: Any) -> None:

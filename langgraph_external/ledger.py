@@ -206,8 +206,62 @@ MIGRATIONS: list[str] = [
      and w.checkpoint_ns = c.checkpoint_ns and w.checkpoint_id = c.parent_checkpoint_id
      and w.node = any(c.nodes);
     """,
-    # v5: an event's detail holds exact bytes the saver has just compressed for its own
-    # tables; compressing them again would cost the commit more than writing them
+    # v5: security. Each thread's head carries a keyed tag (HMAC of the deployment key over
+    # thread, seq and hash), so an edit re-hashed through the chain, or a truncation, no
+    # longer verifies. Head moves and deletions run as the schema owner (security definer):
+    # an application role granted only these functions and INSERT on events can append to
+    # the record but never update, delete or truncate it (``lgx setup --roles``).
+    """
+    alter table {schema}.threads add column if not exists head_mac text;
+    create or replace function {schema}.advance_thread(
+        p_thread text, p_expected bigint, p_prev text, p_seq bigint, p_hash text,
+        p_ts timestamptz, p_mac text
+    ) returns void language plpgsql security definer
+    set search_path = pg_catalog, pg_temp as $$
+    begin
+        if p_expected = 0 then
+            insert into {schema}.threads as t
+                (thread_id, created_at, updated_at, last_seq, last_hash, head_mac)
+            values (p_thread, p_ts, p_ts, p_seq, p_hash, p_mac)
+            on conflict (thread_id) do update
+                set last_seq = excluded.last_seq, last_hash = excluded.last_hash,
+                    head_mac = excluded.head_mac,
+                    updated_at = greatest(t.updated_at, excluded.updated_at)
+                where t.last_seq = 0;
+        else
+            update {schema}.threads
+                set last_seq = p_seq, last_hash = p_hash, head_mac = p_mac,
+                    updated_at = greatest(updated_at, p_ts)
+                where thread_id = p_thread and last_seq = p_expected
+                  and last_hash is not distinct from p_prev;
+        end if;
+        if not found then
+            raise exception using errcode = 'LX001', message = format(
+                'thread %s is no longer at seq %s: another writer recorded it first',
+                p_thread, p_expected);
+        end if;
+    end
+    $$;
+    -- a deleted thread's older events go only with its tombstone, which stays
+    create or replace function {schema}.forget_thread(
+        p_thread text, p_seq bigint, p_ts timestamptz
+    ) returns void language plpgsql security definer
+    set search_path = pg_catalog, pg_temp as $$
+    begin
+        if not exists (select 1 from {schema}.events where thread_id = p_thread
+                       and seq = p_seq and kind = 'thread_deleted') then
+            raise exception using errcode = 'LX002', message = format(
+                'thread %s has no tombstone at seq %s', p_thread, p_seq);
+        end if;
+        delete from {schema}.events where thread_id = p_thread and seq < p_seq;
+        delete from {schema}.checkpoints where thread_id = p_thread;
+        update {schema}.threads set deleted_at = p_ts where thread_id = p_thread;
+    end
+    $$;
+    """,
+    # v6: an event's detail holds exact bytes the saver has just compressed for its own
+    # tables (or ciphertext, which does not compress); compressing them again would cost
+    # the commit more than writing them
     """
     alter table {schema}.events alter column detail set storage external;
     """,
@@ -242,6 +296,9 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
     """
     validate_schema(schema)
     ident = sql.Identifier(schema)
+    if _up_to_date(conn, schema):
+        # nothing to create: a role without DDL rights (``lgx setup --roles``) starts too
+        return len(MIGRATIONS) - 1
     with conn.transaction():
         conn.execute("select pg_advisory_xact_lock(%s)", (_lock_key(schema),))
         conn.execute(sql.SQL("create schema if not exists {}").format(ident))
@@ -254,6 +311,18 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
             conn.execute(sql.SQL(text).format(schema=ident))
             conn.execute(sql.SQL("insert into {}.migrations (v) values (%s)").format(ident), (v,))
     return len(MIGRATIONS) - 1
+
+
+def _up_to_date(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether every migration is recorded already (read-only: needs no DDL rights)."""
+    with conn.transaction():
+        row = conn.execute("select to_regclass(%s)", (f"{schema}.migrations",)).fetchone()
+        if row is None or row[0] is None:
+            return False
+        done = conn.execute(
+            sql.SQL("select count(*) from {}.migrations").format(sql.Identifier(schema))
+        ).fetchone()
+    return done is not None and int(done[0]) >= len(MIGRATIONS)
 
 
 def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
@@ -279,7 +348,7 @@ values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s
 
 ADVANCE_THREAD = (
     "select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
-    " %s::timestamptz)"
+    " %s::timestamptz, %s::text)"
 )
 
 # One statement stores a thread's commit: the head move (which raises LX001 when the
@@ -288,7 +357,7 @@ ADVANCE_THREAD = (
 COMMIT_EVENTS = """
 with adv as materialized (
     select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
-        %s::timestamptz) as ok
+        %s::timestamptz, %s::text) as ok
 ), src as (
     select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
 ), ins as (
@@ -393,10 +462,7 @@ TRY_PROJECTION_LOCKS = (
 TRY_PROJECTION_LOCK = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
 PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
 
-DELETE_THREAD_ROWS = (
-    "delete from {schema}.events where thread_id = %s and seq < %s",
-    "delete from {schema}.checkpoints where thread_id = %s",
-)
+FORGET_THREAD = "select {schema}.forget_thread(%s::text, %s::bigint, %s::timestamptz)"
 
 DELETE_CHECKPOINT_ROWS = """
 delete from {schema}.checkpoints
@@ -412,10 +478,6 @@ select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source
     replace(workspace_path, %(src_dir)s, %(dst_dir)s), null
 from {schema}.checkpoints where thread_id = %(src)s
 on conflict do nothing
-"""
-
-MARK_THREAD_DELETED = """
-update {schema}.threads set deleted_at = %s where thread_id = %s
 """
 
 

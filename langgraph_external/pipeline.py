@@ -50,6 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import (
     LedgerUnavailableError,
     PositionMovedError,
@@ -184,6 +185,9 @@ class Pipeline:
         max_buffered: events held before producers wait (back-pressure, never a drop).
         retry_interval: seconds between attempts while the ledger is unavailable.
         poll_interval: seconds between projection catch-up scans.
+        cipher: the deployment key (:mod:`langgraph_external.keys`): sources address
+            values with it (keyed HMAC, never a bare sha256) and seal exact copies.
+        encrypt: sources encrypt the exact checkpoint copies with ``cipher``.
     """
 
     def __init__(
@@ -202,8 +206,12 @@ class Pipeline:
         max_buffered: int = 50_000,
         retry_interval: float = 1.0,
         poll_interval: float = 1.0,
+        cipher: WorkspaceCipher | None = None,
+        encrypt: bool = True,
     ) -> None:
         self.ledger = ledger
+        self.cipher = cipher
+        self.encrypt = encrypt and cipher is not None
         self.projections = list(projections)
         self.strict = strict
         self.processors: list[Processor] = [

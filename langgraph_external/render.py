@@ -2,7 +2,8 @@
 
 Readable views are for people and SQL; the exact bytes live next to them. Messages
 become ``{"role", "content", "tool_calls", ...}`` dicts, pydantic models and dataclasses
-become dicts, bytes become a size + sha256 reference.
+become dicts, bytes become their size (never a hash of them), NaN and the
+infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``.
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import hashlib
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -56,6 +57,9 @@ def to_readable(value: Any, _depth: int = 0) -> Any:
     """
     if _depth > 50:
         return "<nested too deep>"
+    if isinstance(value, float) and not math.isfinite(value):
+        # NaN and the infinities are not JSON: written as the strings json_safe uses
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     d = _depth + 1
@@ -73,7 +77,8 @@ def to_readable(value: Any, _depth: int = 0) -> Any:
         return [to_readable(v, d) for v in items]
     if isinstance(value, (bytes, bytearray, memoryview)):
         b = bytes(value)
-        return {"$bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+        # a size only: an unkeyed hash of a value could be brute-forced (docs/security.md)
+        return {"$bytes": len(b)}
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
     if isinstance(value, (uuid.UUID,)):

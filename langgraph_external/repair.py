@@ -35,7 +35,7 @@ from langgraph_external import _compat, ledger
 from langgraph_external.assembly import assemble
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.events import Event, EventKind
-from langgraph_external.workspace import Workspace, sha256_hex
+from langgraph_external.workspace import Workspace
 
 MISSING_WRITES = """
 select w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
@@ -168,7 +168,7 @@ def _reconcile(
         for (tid, ns, cid, task_id), writes in groups.items():
             task_path = writes[0][4] or ""
             node = _node_of(saver, tid, ns, cid, task_path)
-            blobs = _Blobs(sha256_hex)
+            blobs = _Blobs(wrapper._digest, wrapper._seal)
             refs = []
             for _, _, _, _, _, idx, channel, typ, blob in writes:
                 data = bytes(blob) if blob is not None else b""
@@ -184,7 +184,7 @@ def _reconcile(
                     node=node,
                     name=node,
                     payload={"task_path": task_path, "writes": refs, "recovered": True},
-                    detail={"inline": blobs.inline},
+                    detail={"inline": blobs.inline, "enc": blobs.enc},
                     attachments=blobs.files,
                 ),
                 durable=True,

@@ -34,8 +34,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import DecryptionError, WorkspaceCipher
-from langgraph_external.errors import RestoreError
+from langgraph_external.errors import ConfigurationError, RestoreError
 from langgraph_external.events import Event, EventKind, verify_chain
+from langgraph_external.keys import load_key
 from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
 
 if TYPE_CHECKING:
@@ -59,8 +60,9 @@ class CheckpointLog:
     """The parsed checkpoint log of one namespace of a thread.
 
     Every exact value read through :meth:`bytes_of` is checked against its address (the
-    digest the checkpointer named it by: sha256, or the keyed address when a cipher is
-    given) before it is returned.
+    digest the checkpointer named it by: the keyed address of ``cipher``, by default the
+    deployment key (``$LGX_KEY`` or the key file); sha256 without any key) before it is
+    returned.
 
     Attributes:
         docs: checkpoint id -> its checkpoint line (oldest first).
@@ -88,8 +90,10 @@ class CheckpointLog:
         cipher: WorkspaceCipher | None = None,
     ) -> None:
         self.ws, self.thread_id, self.checkpoint_ns = ws, thread_id, checkpoint_ns
-        self.cipher = cipher
-        self.digest: Callable[[bytes], str] = cipher.address if cipher else sha256_hex
+        self.cipher = cipher if cipher is not None else _deployment_key()
+        self.digest: Callable[[bytes], str] = (
+            self.cipher.address if self.cipher is not None else sha256_hex
+        )
         self.docs: dict[str, dict[str, Any]] = {}
         self.writes: dict[str, list[dict[str, Any]]] = {}
         self.writers: dict[str, list[dict[str, Any]]] = {}
@@ -110,6 +114,8 @@ class CheckpointLog:
             if not isinstance(line, dict):
                 raise RestoreError(f"{path}: line {n} is not a JSON object")
             kind, cid = line.get("record"), cast(str, line.get("checkpoint_id"))
+            if kind in ("checkpoint", "write", "writer") and not isinstance(cid, str):
+                raise RestoreError(f"{path}: line {n} has no checkpoint id (a {kind} line)")
             if kind == "checkpoint":
                 self.docs[cid] = line
                 self.line_of[cid] = n
@@ -161,11 +167,11 @@ class CheckpointLog:
                 )
                 holder = self.docs[holder_id]
                 data = base64.b64decode(holder["blobs"][sha], validate=True)
-                sealed = holder.get("enc") is not None
+                sealed = ref.get("enc") is not None or holder.get("enc") is not None
             else:
                 source = self.ws.blob_path(self.thread_id, sha)
                 data = self.ws.read_bytes(source)
-                sealed = self.cipher is not None
+                sealed = ref.get("enc") is not None
         except (FileNotFoundError, KeyError) as exc:
             raise RestoreError(
                 f"the bytes {sha} of thread {self.thread_id!r} are missing"
@@ -262,6 +268,14 @@ class CheckpointLog:
                 ]
                 _same_ref(at, f"write {idx} to {channel!r}", w, recorded[0] if recorded else None)
             self.bytes_of(w, where=f"line {n}")
+
+
+def _deployment_key() -> WorkspaceCipher | None:
+    """The deployment key when one is configured (``$LGX_KEY`` or the key file)."""
+    try:
+        return load_key(create=False)
+    except ConfigurationError:
+        return None
 
 
 def _event_at(
@@ -361,8 +375,18 @@ def verify_thread(
         return logs
     by_seq = {env["seq"]: env for env in read_verified_events(ws, thread_id)}
     for log in logs.values():
-        log.verify(by_seq)
+        try:
+            log.verify(by_seq)
+        except _MALFORMED as exc:  # a line of the wrong shape (hand-edited, hostile)
+            raise RestoreError(f"{log.path}: a malformed line ({_describe(exc)})") from exc
     return logs
+
+
+_MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def _namespaces(ws: Workspace, thread_id: str) -> list[str]:
@@ -540,12 +564,20 @@ def _decode_all(
     plan: _Plan = []
     for ns, cid in iter_checkpoint_ids(ws, thread_id):
         log = logs[ns]
-        tup = _build_tuple(log, cid, serde)
-        by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
-        for w in log.pending_writes(cid):
-            value = serde.loads_typed((w["type"], log.bytes_of(w)))
-            key = (w["task_id"], w.get("task_path") or "")
-            by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
+        try:
+            tup = _build_tuple(log, cid, serde)
+            by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
+            for w in log.pending_writes(cid):
+                value = serde.loads_typed((w["type"], log.bytes_of(w)))
+                key = (w["task_id"], w.get("task_path") or "")
+                by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
+        except RestoreError:
+            raise
+        except Exception as exc:  # the serializer refuses bytes, or a line's shape is off
+            raise RestoreError(
+                f"{log.path}: checkpoint {cid} cannot be decoded ({_describe(exc)}); "
+                "nothing was restored"
+            ) from exc
         plan.append((ns, tup, by_task))
     return plan
 

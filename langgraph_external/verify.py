@@ -3,6 +3,13 @@
 ``lgx verify`` calls :func:`verify_thread` per thread; a problem in one thread never stops
 the others. Each problem names the first ``seq`` (or file line) where it starts.
 
+With the deployment key (``cipher``) it also checks what an unkeyed chain cannot prove:
+the thread's head carries its keyed tag (so an edit re-hashed through both copies, or a
+truncation of both, is found), every exact copy opens and matches its keyed address and
+its hash-chained event, ``state.json`` carries its keyed tag, and every artifact matches
+its address. Without the key it checks the derived tables (``checkpoints``) against the
+events either way.
+
 Example:
     >>> VerifyResult("t").ok
     True
@@ -10,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +26,12 @@ from typing import Any
 import psycopg
 
 from langgraph_external import inspection, ledger
-from langgraph_external.errors import ExternalError
-from langgraph_external.events import verify_chain
-from langgraph_external.workspace import Workspace
+from langgraph_external.crypto import WorkspaceCipher
+from langgraph_external.errors import ExternalError, RestoreError
+from langgraph_external.events import Event, canonical_json, verify_chain
+from langgraph_external.sinks.postgres import checkpoint_row, head_tag
+from langgraph_external.sinks.workspace import state_tag
+from langgraph_external.workspace import Workspace, sha256_hex
 
 
 class ThreadNotFoundError(ExternalError, LookupError):
@@ -50,11 +61,17 @@ class VerifyResult:
 
 
 def verify_thread(
-    conn: psycopg.Connection[Any], ws: Workspace, thread_id: str, schema: str
+    conn: psycopg.Connection[Any],
+    ws: Workspace,
+    thread_id: str,
+    schema: str,
+    *,
+    cipher: WorkspaceCipher | None = None,
 ) -> VerifyResult:
     """Check one thread: the ledger's chain, the workspace's chain, and that they agree.
 
     Each problem names the first ``seq`` (or ``events.jsonl`` line) where it starts.
+    ``cipher`` (the deployment key) adds the keyed checks (see the module docs).
 
     Raises:
         ThreadNotFoundError: the thread is in neither the ledger nor the workspace.
@@ -107,8 +124,217 @@ def verify_thread(
         p = _agreement_problem(lg, wk)
         if p:
             res.problems.append(p)
+    if cipher is not None and row is not None and lg:
+        p = _head_problem(conn, thread_id, schema, cipher)
+        if p:
+            res.problems.append(p)
+    if lg:
+        res.problems.extend(derived_problems(conn, thread_id, schema, lg))
+    if wk and bad_line is None:
+        res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher))
     res.problems.extend(saver_problems(conn, thread_id, schema))
     return res
+
+
+SELECT_HEAD_TAG = "select last_seq, last_hash, head_mac from {schema}.threads where thread_id = %s"
+
+
+def _head_problem(
+    conn: psycopg.Connection[Any], thread_id: str, schema: str, cipher: WorkspaceCipher
+) -> str | None:
+    """The threads row's head must carry the keyed tag only a key holder can compute."""
+    row = conn.execute(ledger.q(SELECT_HEAD_TAG, schema), (thread_id,)).fetchone()
+    if row is None:
+        return None
+    seq, hash_, tag = row
+    if tag is None:
+        return (
+            f"ledger: the head (seq {seq}) carries no keyed tag: its chain is not anchored "
+            "(recorded without a key, by an older version, or the tag was removed)"
+        )
+    if not hmac.compare_digest(str(tag), head_tag(cipher, thread_id, seq, hash_) or ""):
+        return (
+            f"ledger: the head (seq {seq}) does not carry its keyed tag: the record was "
+            "edited and re-hashed, truncated, or written with another key"
+        )
+    return None
+
+
+SELECT_CHECKPOINT_ROWS = """
+select checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id, nodes,
+    channels, size_bytes, workspace_path, event_seq
+from {schema}.checkpoints where thread_id = %s
+"""
+
+_DERIVED = (
+    "parent_checkpoint_id",
+    "step",
+    "source",
+    "run_id",
+    "nodes",
+    "channels",
+    "size_bytes",
+    "workspace_path",
+    "event_seq",
+)
+
+
+def derived_problems(
+    conn: psycopg.Connection[Any],
+    thread_id: str,
+    schema: str,
+    lg: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """The ledger's checkpoint index (``checkpoints``) must be what its events say.
+
+    Every checkpoint event (not pruned or deleted since) has its row, with the same
+    parent, step, source, run, nodes, channels, size, path and event ``seq``; no row
+    claims an event the thread does not hold. (Rows copied by ``copy_thread`` name no
+    event of this thread and are left alone.)
+    """
+    expected: dict[tuple[str, str], dict[str, Any]] = {}
+    for env in lg:
+        kind = env["kind"]
+        if kind == "checkpoint" and env.get("checkpoint_id"):
+            row = checkpoint_row(Event.from_envelope(env))
+            expected[(env["checkpoint_ns"] or "", env["checkpoint_id"])] = dict(
+                zip(_INDEX_COLUMNS, row, strict=True)
+            )
+        elif kind in ("thread_pruned", "runs_deleted"):
+            for ns, ids in ((env.get("payload") or {}).get("removed") or {}).items():
+                for cid in ids or ():
+                    expected.pop((ns, cid), None)
+    rows = conn.execute(ledger.q(SELECT_CHECKPOINT_ROWS, schema), (thread_id,)).fetchall()
+    names = ("checkpoint_ns", "checkpoint_id", *_DERIVED)
+    held = {(r[0], r[1]): dict(zip(names, r, strict=True)) for r in rows}
+    out = []
+    for key, want in expected.items():
+        got = held.get(key)
+        if got is None:
+            out.append(
+                f"ledger checkpoints: checkpoint {key[1]} (seq {want['event_seq']}) "
+                "has no row in the checkpoint index"
+            )
+            continue
+        for col in _DERIVED:
+            a, b = got[col], want[col]
+            if col in ("nodes", "channels"):
+                a, b = sorted(a or []), sorted(b or [])
+            if a != b:
+                out.append(
+                    f"ledger checkpoints: checkpoint {key[1]} (seq {want['event_seq']}): "
+                    f"{col} is {a!r} but its event says {b!r} (the index was edited)"
+                )
+                break
+    for key, got in held.items():
+        if key not in expected and got["event_seq"] is not None:
+            out.append(
+                f"ledger checkpoints: checkpoint {key[1]} claims event seq "
+                f"{got['event_seq']}, which is not a checkpoint event of the thread"
+            )
+    return out[:20]
+
+
+_INDEX_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "step",
+    "source",
+    "run_id",
+    "task_ids",
+    "nodes",
+    "channels",
+    "created_at",
+    "size_bytes",
+    "workspace_path",
+    "event_seq",
+)
+
+
+def workspace_problems(
+    ws: Workspace,
+    thread_id: str,
+    wk: Sequence[Mapping[str, Any]],
+    lg: Sequence[Mapping[str, Any]],
+    cipher: WorkspaceCipher | None,
+) -> list[str]:
+    """Exact copies, checkpoint logs, artifacts and ``state.json`` against the record."""
+    from langgraph_external.restore import verify_thread as verify_copies
+
+    out = []
+    try:
+        verify_copies(ws, thread_id, cipher=cipher)
+    except RestoreError as exc:  # DecryptionError too: an edited ciphertext or wrong key
+        out.append(f"workspace exact copies: {_one_line(exc)}")
+    out.extend(_artifact_problems(ws, thread_id, wk))
+    p = _state_problem(ws, thread_id, lg or wk, cipher)
+    if p:
+        out.append(p)
+    return out
+
+
+def _artifact_problems(ws: Workspace, thread_id: str, wk: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every artifact an event names exists and matches its address (sha256 of content)."""
+    names: dict[str, int] = {}
+    for env in wk:
+        payload = env.get("payload")
+        ref = payload.get("$artifact") if isinstance(payload, Mapping) else None
+        for name in (env.get("artifact"), ref):
+            if isinstance(name, str):
+                names.setdefault(name, env["seq"])
+    out = []
+    for name, seq in sorted(names.items(), key=lambda x: x[1]):
+        path = ws.artifact_path(thread_id, name)
+        try:
+            data = ws.read_bytes(path)
+        except FileNotFoundError:
+            out.append(f"workspace {path}: missing (named by seq {seq})")
+            continue
+        if sha256_hex(data) != name:
+            out.append(
+                f"workspace {path}: the artifact of seq {seq} does not match its address "
+                "(it was edited)"
+            )
+    return out
+
+
+def _state_problem(
+    ws: Workspace,
+    thread_id: str,
+    events: Sequence[Mapping[str, Any]],
+    cipher: WorkspaceCipher | None,
+) -> str | None:
+    """``state.json`` shows the latest root checkpoint, under its keyed tag."""
+    latest = next(
+        (
+            e
+            for e in reversed(events)
+            if e["kind"] == "checkpoint" and not (e.get("checkpoint_ns") or "")
+        ),
+        None,
+    )
+    path = f"{ws.thread_dir(thread_id)}/state.json"
+    if latest is None or not ws.exists(path):
+        return None if latest is None else f"workspace {path}: missing"
+    try:
+        doc = json.loads(ws.read_bytes(path))
+    except ValueError as exc:
+        return f"workspace {path}: not JSON ({_one_line(exc)})"
+    if not isinstance(doc, dict):
+        return f"workspace {path}: not a JSON object"
+    if doc.get("checkpoint_id") != latest.get("checkpoint_id"):
+        return (
+            f"workspace {path}: shows checkpoint {doc.get('checkpoint_id')}, but the latest "
+            f"is {latest.get('checkpoint_id')} (seq {latest.get('seq')})"
+        )
+    if cipher is None:
+        return None
+    tag = doc.get("tag")
+    if not isinstance(tag, str) or not hmac.compare_digest(tag, state_tag(cipher, doc)):
+        return f"workspace {path}: its content does not match its keyed tag (it was edited)"
+    return None
 
 
 SAVER_AGREEMENT = """
@@ -211,3 +437,64 @@ def _agreement_problem(
             "workspace but missing from the ledger (still spooled?)"
         )
     return None
+
+
+# -- signed snapshots of every head ---------------------------------------------------------
+SELECT_HEADS = "select thread_id, last_seq, last_hash, deleted_at from {schema}.threads"
+SELECT_EVENT_HASH = "select hash from {schema}.events where thread_id = %s and seq = %s"
+
+
+def snapshot_heads(
+    conn: psycopg.Connection[Any], schema: str, cipher: WorkspaceCipher
+) -> dict[str, Any]:
+    """A keyed snapshot of every thread's head, to keep outside the database.
+
+    Checked later by :func:`heads_problems`: a thread that is gone, or whose record no
+    longer holds the head it had (rolled back to an older backup, rewritten), is found,
+    which a per-thread tag alone cannot show. Take one periodically (``lgx heads FILE``).
+    """
+    from datetime import datetime, timezone
+
+    rows = conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall()
+    body = {
+        "v": 1,
+        "schema": schema,
+        "taken": datetime.now(timezone.utc).isoformat(),
+        "key_id": cipher.key_id,
+        "heads": {r[0]: [int(r[1]), r[2]] for r in rows if r[3] is None and int(r[1]) > 0},
+    }
+    return {**body, "tag": cipher.tag("heads", canonical_json(body))}
+
+
+def heads_problems(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    snapshot: Mapping[str, Any],
+    cipher: WorkspaceCipher,
+) -> list[str]:
+    """What changed since ``snapshot`` other than appending (see :func:`snapshot_heads`)."""
+    body = {k: v for k, v in snapshot.items() if k != "tag"}
+    tag = snapshot.get("tag")
+    if not isinstance(tag, str) or not hmac.compare_digest(
+        tag, cipher.tag("heads", canonical_json(body))
+    ):
+        return ["heads snapshot: its keyed tag does not match (edited, or another key)"]
+    heads = snapshot.get("heads")
+    if not isinstance(heads, Mapping):
+        return ["heads snapshot: no heads"]
+    deleted = {
+        r[0] for r in conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall() if r[3] is not None
+    }
+    out = []
+    for tid, (seq, hash_) in sorted(heads.items()):
+        row = conn.execute(ledger.q(SELECT_EVENT_HASH, schema), (tid, seq)).fetchone()
+        if row is not None and row[0] == hash_:
+            continue
+        if tid in deleted:
+            continue  # erased since, by a recorded tombstone
+        what = "is gone" if row is None else "holds another event there"
+        out.append(
+            f"thread {tid!r}: the snapshot of {snapshot.get('taken')} saw seq {seq}; the "
+            f"ledger {what} (rolled back, rewritten or deleted)"
+        )
+    return out

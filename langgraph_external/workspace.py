@@ -128,6 +128,7 @@ class Workspace:
         self.root = root.rstrip("/") or "/"
         self.location = loc
         self.is_local = "file" in _protocols(fs)
+        self._real_root = os.path.realpath(self.root) if self.is_local else self.root
         self.fsync = fsync and self.is_local
         self._can_append = self.is_local or "memory" in _protocols(fs)
 
@@ -195,12 +196,34 @@ class Workspace:
             return
         self._write_local(path, data)
 
-    def _write_local(self, path: str, data: bytes) -> None:
+    def _inside(self, path: str) -> None:
+        """Refuse a local write whose directory resolves outside the root (a symlink).
+
+        Raises:
+            WorkspaceError: the path escapes the workspace root.
+        """
+        root = self._real_root
+        real = os.path.realpath(path.rsplit("/", 1)[0])
+        if real != root and not real.startswith(root + os.sep):
+            raise WorkspaceError(
+                f"refusing to write {path}: its directory resolves to {real}, outside the "
+                f"workspace root {root} (a symlink?)"
+            )
+
+    def _open_local(self, path: str, flags: int) -> Any:
+        """Open for writing inside the root, never through a symlink (``O_NOFOLLOW``)."""
+        flags |= os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         try:
-            f = open(path, "wb")  # noqa: SIM115 - reopened below after makedirs
+            self._inside(path)
+            fd = os.open(path, flags, 0o666)
         except FileNotFoundError:
             os.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-            f = open(path, "wb")  # noqa: SIM115
+            self._inside(path)
+            fd = os.open(path, flags, 0o666)
+        return os.fdopen(fd, "ab" if flags & os.O_APPEND else "wb")
+
+    def _write_local(self, path: str, data: bytes) -> None:
+        f = self._open_local(path, os.O_TRUNC)
         with f:
             f.write(data)
             if self.fsync:
@@ -223,11 +246,7 @@ class Workspace:
             return
         parent = path.rsplit("/", 1)[0]
         if self.is_local:
-            try:
-                f = open(path, "ab")  # noqa: SIM115 - reopened below after makedirs
-            except FileNotFoundError:
-                os.makedirs(parent, exist_ok=True)
-                f = open(path, "ab")  # noqa: SIM115
+            f = self._open_local(path, os.O_APPEND)
             with f:
                 f.write(data)
                 if self.fsync:
@@ -382,5 +401,29 @@ def _protocols(fs: Any) -> tuple[str, ...]:
 
 
 def dumps_readable(obj: Any) -> str:
-    """Pretty JSON for files people read."""
-    return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n"
+    """Pretty JSON for files people read; never the bare tokens ``NaN``/``Infinity``.
+
+    Example:
+        >>> dumps_readable({"x": float("nan")}).split()
+        ['{', '"x":', '"NaN"', '}']
+    """
+    return dumps_json(obj, indent=2) + "\n"
+
+
+def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) -> str:
+    """JSON text every parser accepts: non-finite floats become ``"NaN"``/``"Infinity"``.
+
+    Example:
+        >>> dumps_json([1.5, float("-inf")])
+        '[1.5, "-Infinity"]'
+    """
+    try:
+        return json.dumps(
+            obj, indent=indent, ensure_ascii=False, allow_nan=False, default=str, sort_keys=sort_keys
+        )
+    except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
+        from langgraph_external.events import json_safe
+
+        return json.dumps(
+            json_safe(obj), indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys
+        )

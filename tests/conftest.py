@@ -59,6 +59,18 @@ def spool_dir(tmp_path: Path) -> Path:
     return tmp_path / "spool"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_key_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One deployment key file for the session, never the user's own (created on first use)."""
+    path = tmp_path_factory.mktemp("deployment-key") / "key"
+    saved = {k: os.environ.pop(k, None) for k in ("LGX_KEY", "LGX_WORKSPACE_KEY")}
+    os.environ["LGX_KEY_FILE"] = str(path)
+    yield path
+    for k, v in saved.items():
+        if v is not None:
+            os.environ[k] = v
+
+
 @pytest.fixture(autouse=True)
 def _private_spool(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("LGX_SPOOL_DIR", str(tmp_path / "default-spool"))

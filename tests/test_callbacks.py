@@ -117,6 +117,10 @@ def test_react_agent_is_recorded_completely_and_in_order(ext: External) -> None:
     # the hash is reproducible from what was recorded (ids are not part of the prompt)
     first = llm_starts[0]["payload"]
     assert first["prompt_context_hash"] == prompt_context_hash(
+        [HumanMessage("Refund order A-17")], first["tools"], first["params"], key=ext.cipher
+    )
+    # keyed: the plain sha256 of the prompt (what a dictionary attack computes) differs
+    assert first["prompt_context_hash"] != prompt_context_hash(
         [HumanMessage("Refund order A-17")], first["tools"], first["params"]
     )
     assert llm_starts[1]["payload"]["prompt_context_hash"] != first["prompt_context_hash"]

@@ -583,7 +583,7 @@ def test_restore_of_an_altered_workspace_is_refused_and_writes_nothing(
     holder["blobs"][sha] = base64.b64encode(bytes(raw)).decode()
     _rewrite_lines(log, [json.dumps(x) for x in lines])
     result = lgx(runner, recorded, "restore", "thread-1", "--as", "tampered")
-    assert_clean_failure(result, 1, "restore refused", "_root.jsonl", "do not match their address")
+    assert_clean_failure(result, 1, "restore refused", "_root.jsonl", "wrong key or altered")
     assert _ledger_events(recorded.dsn, "tampered") == []
     with psycopg.connect(recorded.dsn) as conn:
         row = conn.execute(
@@ -611,4 +611,4 @@ def test_restore_of_an_encrypted_workspace_needs_its_key(
     assert _ledger_events(dsn, "enc-2") == []
     right = lgx(runner, rec, "restore", "enc", "--as", "enc-2", "--key", key)
     assert right.exit_code == 0, right.output
-    assert lgx(runner, rec, "verify", "enc-2").exit_code == 0
+    assert lgx(runner, rec, "verify", "enc-2", "--key", key).exit_code == 0

@@ -33,7 +33,7 @@ def _graph(checkpointer: Any) -> Any:
 
 
 def test_exact_copies_are_encrypted_and_restore_needs_the_key(
-    dsn: str, tmp_path: Path, spool_dir: Path
+    dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = WorkspaceCipher.generate_key()
     ws_dir = tmp_path / "ws"
@@ -72,6 +72,7 @@ def test_exact_copies_are_encrypted_and_restore_needs_the_key(
     ns, cid = ids[-1]
     from langgraph_external import Workspace
 
+    monkeypatch.setenv("LGX_KEY_FILE", str(tmp_path / "no-key-here"))  # no deployment key
     with pytest.raises(RestoreError, match="encrypted"):
         load_checkpoint(Workspace(ws_dir), "enc", ns, cid)
     with pytest.raises(DecryptionError):

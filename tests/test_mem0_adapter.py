@@ -85,7 +85,9 @@ def test_add_infer_false_writes_vector_and_exact_audit_row(adapter: Mem0Adapter,
         "new_text": "I prefer window seats",
         "old_hash": None,
     }
-    assert e["new_hash"] == text_hash("I prefer window seats")
+    assert e["new_hash"] == text_hash("I prefer window seats", adapter.key)
+    # keyed: not the plain sha256 a dictionary attack would compare with
+    assert e["new_hash"] != text_hash("I prefer window seats")
     assert (e["user_id"], e["agent_id"], e["scope_run_id"]) == ("alice", None, None)
     assert (e["actor"], e["reason"], e["infer"], e["role"]) == (
         "tests",
@@ -143,7 +145,7 @@ def test_search_writes_retrieval_rows_matching_the_results(adapter: Mem0Adapter,
         len(hits),
         "alice",
     )
-    assert qhash == text_hash(query)
+    assert qhash == text_hash(query, adapter.key)
     stored = rows(
         dsn, f"select rank, memory_id::text, score from {S}.memory_retrieval_hits order by rank"
     )
@@ -167,8 +169,8 @@ def test_update_delete_history_and_views(adapter: Mem0Adapter, dsn: str) -> None
     ]
     upd, dele = evs[2], evs[3]
     assert (upd["old_hash"], upd["new_hash"]) == (
-        text_hash("I live in Lyon"),
-        text_hash("I live in Paris"),
+        text_hash("I live in Lyon", adapter.key),
+        text_hash("I live in Paris", adapter.key),
     )
     assert (upd["actor"], upd["reason"], dele["reason"], dele["new_hash"]) == (
         "support-agent",

@@ -13,6 +13,7 @@ from psycopg import sql
 
 from langgraph_external import External
 from langgraph_external.memory_adapters import ErasureVerificationError, Mem0Adapter
+from langgraph_external.memory_adapters._mem0_store import text_hash
 from langgraph_external.memory_adapters.testing import (
     HashingEmbeddings,
     ScriptedChatModel,
@@ -226,7 +227,9 @@ def test_erase_user_leaves_no_trace_and_a_verifiable_receipt(
     assert receipt.row_counts["messages"] == 1 and receipt.row_counts["retrievals"] == 2
     import hashlib
 
-    assert hashlib.sha256(SECRETS["alice"][0].encode()).hexdigest() in receipt.content_hashes
+    # the fingerprint of an erased text is keyed: a guess cannot be confirmed without the key
+    assert text_hash(SECRETS["alice"][0], memory.key) in receipt.content_hashes
+    assert hashlib.sha256(SECRETS["alice"][0].encode()).hexdigest() not in receipt.content_hashes
     assert memory.verify_erasure(receipt.erasure_id) == receipt
     assert (tmp_path / "ws" / "memory" / "erasures" / f"{receipt.erasure_id}.json").exists()
     assert [

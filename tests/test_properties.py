@@ -281,3 +281,57 @@ def _is_unicode(text: str) -> bool:
 def test_a_container_thread_id_is_refused(recording_saver: ExternalCheckpointer) -> None:
     with pytest.raises(InvalidThreadIdError):
         recording_saver.get_tuple({"configurable": {"thread_id": ["a"], "checkpoint_ns": ""}})
+
+
+# -- hostile workspace files ---------------------------------------------------------------
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+log_line = st.one_of(
+    st.binary(max_size=64),  # not UTF-8, not JSON, torn
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {"record": st.sampled_from(["checkpoint", "write", "writer", "x"])},
+        optional={
+            "checkpoint_id": json_values,
+            "seq": json_values,
+            "channels": json_values,
+            "checkpoint": json_values,
+            "blobs": json_values,
+            "sha256": json_values,
+            "task_id": json_values,
+            "idx": json_values,
+            "channel": json_values,
+            "type": json_values,
+            "b64": json_values,
+            "inline": json_values,
+            "in": json_values,
+            "enc": json_values,
+        },
+    ).map(lambda d: json.dumps(d).encode()),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(log_line, max_size=4), st.lists(log_line, max_size=3))
+def test_hostile_workspace_files_are_refused_with_a_typed_error(
+    log: list[bytes], events: list[bytes]
+) -> None:
+    """Restore of a workspace holding anything: a count, or a RestoreError, nothing else."""
+    from langgraph_external.errors import RestoreError
+    from langgraph_external.restore import restore_thread
+
+    ws = Workspace(f"memory://lgx-prop-{os.urandom(6).hex()}")
+    ws.write_atomic(ws.checkpoint_log_path("t", ""), b"\n".join(log))
+    ws.write_atomic(f"{ws.thread_dir('t')}/events.jsonl", b"\n".join(events))
+    target = InMemorySaver()
+    try:
+        restore_thread(ws, "t", target)
+    except RestoreError:
+        assert list(target.list(None)) == []  # nothing half-written

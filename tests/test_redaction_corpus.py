@@ -10,23 +10,36 @@ through a real graph under ``External`` and searches the ledger and the workspac
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
 import json
 import random
+import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ormsgpack
 import psycopg
 import pytest
+from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command, interrupt
+from typer.testing import CliRunner
 
 from langgraph_external import External
+from langgraph_external.cli import app as lgx_app
 from langgraph_external.redaction import Redactor, redact_text
 
 ALNUM = string.ascii_letters + string.digits
@@ -374,6 +387,7 @@ def test_url_credentials_with_an_empty_user() -> None:
 # -- end to end ---------------------------------------------------------------------------
 class State(MessagesState):
     vault: dict[str, Any]
+    answer: Any
 
 
 def _texts() -> list[str]:
@@ -386,22 +400,34 @@ def lookup(query: str, config_blob: dict[str, Any]) -> dict[str, Any]:
     return {"found": _texts(), "by_name": {s.name: s.secret for s in CORPUS if s.bare}}
 
 
-def _graph(checkpointer: Any) -> Any:
+@tool
+def broken(query: str) -> str:
+    """Fails, quoting every secret in its error message."""
+    raise ValueError("vault unreachable with " + " | ".join(_texts()))
+
+
+class VaultRetriever(BaseRetriever):
+    """Returns one document per corpus secret (text and metadata)."""
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return [Document(s.text, metadata={"secret": s.secret, "name": s.name}) for s in CORPUS]
+
+
+def _graph(checkpointer: Any, store: Any) -> Any:
+    calls = [
+        {
+            "id": "call-1",
+            "name": "lookup",
+            "args": {
+                "query": "\n".join(_texts()),
+                "config_blob": {"password": "x", "texts": _texts()},
+            },
+        },
+        {"id": "call-2", "name": "broken", "args": {"query": _texts()[1]}},
+    ]
     model = FakeMessagesListChatModel(
         responses=[
-            AIMessage(
-                "",
-                tool_calls=[
-                    {
-                        "id": "call-1",
-                        "name": "lookup",
-                        "args": {
-                            "query": "\n".join(_texts()),
-                            "config_blob": {"password": "x", "texts": _texts()},
-                        },
-                    }
-                ],
-            ),
+            AIMessage("", tool_calls=calls),
             AIMessage("Here is everything: " + " | ".join(_texts())),
         ]
     )
@@ -412,80 +438,172 @@ def _graph(checkpointer: Any) -> Any:
             "vault": {"texts": _texts(), "secrets": [s.secret for s in CORPUS if s.bare]},
         }
 
+    def remember(state: State, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
+        store.put(("vault",), "all", {"texts": _texts(), "token": CORPUS[0].secret})
+        found = store.get(("vault",), "all")
+        docs = VaultRetriever().invoke("everything", config)
+        answer = interrupt({"confirm": _texts(), "found": found.value if found else None})
+        return {"answer": {"resumed": answer, "docs": [d.page_content for d in docs]}}
+
     g = StateGraph(State)
     g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([lookup]))
+    g.add_node("tools", ToolNode([lookup, broken], handle_tool_errors=True))
+    g.add_node("remember", remember)
     g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
+    g.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "remember"})
     g.add_edge("tools", "agent")
-    return g.compile(checkpointer=checkpointer)
+    g.add_edge("remember", END)
+    return g.compile(checkpointer=checkpointer, store=store)
 
 
-def _events_text(dsn: str) -> str:
+_B64 = re.compile(r"^[A-Za-z0-9+/=_-]{16,}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def expand(value: Any) -> Iterator[str]:
+    """Every text a value holds, also inside base64 text, msgpack bytes and JSON text."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        yield data.decode("latin-1")
+        try:
+            unpacked = ormsgpack.unpackb(data)
+        except Exception:
+            return
+        yield from expand(unpacked)
+    elif isinstance(value, str):
+        yield value
+        if _B64.match(value):
+            for decode in (base64.b64decode, base64.urlsafe_b64decode):
+                with contextlib.suppress(ValueError):
+                    yield from expand(decode(value + "=" * (-len(value) % 4)))
+        if value[:1] in "[{":
+            with contextlib.suppress(ValueError):
+                yield from expand(json.loads(value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from expand(k)
+            yield from expand(v)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            yield from expand(v)
+    elif value is not None:
+        yield str(value)
+
+
+def _ledger_schema_texts(dsn: str) -> list[str]:
+    """Every value of every table of the ledger schema."""
+    out: list[str] = []
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "select row_to_json(e)::text, e.raw from langgraph_external.events e"
-        ).fetchall()
-    parts = []
-    for row_json, raw in rows:
-        parts.append(row_json)
-        if raw is not None:
-            parts.append(bytes(raw).decode("latin-1"))
-    return "\n".join(parts)
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "select table_name from information_schema.tables "
+                "where table_schema = 'langgraph_external' and table_type = 'BASE TABLE'"
+            )
+        ]
+        assert {"events", "threads", "checkpoints"} <= set(tables)
+        for table in tables:
+            for row in conn.execute(f"select * from langgraph_external.{table}"):
+                out.extend(t for v in row for t in expand(v))
+    return out
 
 
-def _is_exact_copy(path: Path, ws: Path) -> bool:
-    """Exact serde bytes of checkpoints: the app's own state, exact by design."""
-    parts = path.relative_to(ws).parts
-    return len(parts) == 5 and parts[0] == "threads" and parts[2:4] == ("checkpoints", "blobs")
+def _workspace_file_texts(ws: Path) -> dict[str, list[str]]:
+    """Every workspace file (exact copies included), with base64 and JSON expanded."""
+    out = {}
+    for p in sorted(ws.rglob("*")):
+        if not p.is_file() or ".lgx" in p.parts:
+            continue
+        data = p.read_bytes()
+        texts = list(expand(data))
+        if p.suffix in (".json", ".jsonl"):
+            for line in data.decode().splitlines():
+                if line.strip():
+                    texts.extend(expand(json.loads(line)) if p.suffix == ".jsonl" else [])
+            if p.suffix == ".json":
+                texts.extend(expand(json.loads(data)))
+        out[str(p.relative_to(ws))] = texts
+    return out
 
 
-def _readable(path: Path, data: bytes) -> str:
-    """What a person reads in a workspace file, with embedded bytes decoded."""
-    text = data.decode("latin-1")
-    if path.suffix != ".jsonl":
-        return text
-    parts = []
-    for line in data.decode().splitlines():
-        record = json.loads(line)
-        if "checkpoints" in path.parts:
-            record.pop("blobs", None)  # inline exact bytes (base64), like the blob files
-        raw = record.get("raw")
-        if isinstance(raw, str):  # raw tool responses are base64 inside events.jsonl
-            parts.append(base64.b64decode(raw).decode("latin-1"))
-        parts.append(json.dumps(record, ensure_ascii=False))
-    return "\n".join(parts)
+def _exports(dsn: str, ws: Path, thread_id: str) -> dict[str, str]:
+    runner = CliRunner(env={"LGX_DSN": None, "COLUMNS": "200"})
+    out = {}
+    for args in (
+        ["events", thread_id, "--json"],
+        ["show", thread_id, "--json", "--limit", "0"],
+        ["state", thread_id, "--json"],
+    ):
+        res = runner.invoke(lgx_app, ["--dsn", dsn, "--workspace", str(ws), *args])
+        assert res.exit_code == 0, res.output
+        out[" ".join(args)] = res.stdout
+    return out
 
 
-def _workspace_texts(ws: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(ws)): _readable(p, p.read_bytes())
-        for p in sorted(ws.rglob("*"))
-        if p.is_file() and ".lgx" not in p.parts and not _is_exact_copy(p, ws)
-    }
+def _unkeyed_digests(values: list[Any]) -> set[str]:
+    """sha256 of each corpus value as a dictionary attack would compute it."""
+    serde = JsonPlusSerializer()
+    out = set()
+    for v in values:
+        forms: list[bytes] = []
+        if isinstance(v, str):
+            forms += [v.encode(), json.dumps(v).encode()]
+        forms.append(serde.dumps_typed(v)[1])
+        out |= {hashlib.sha256(f).hexdigest() for f in forms}
+    return out
 
 
-def test_no_corpus_secret_reaches_the_ledger_or_the_readable_workspace(
+def test_the_corpus_leaves_no_secret_and_no_unkeyed_hash_in_the_ledger_workspace_or_exports(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
+    """Tool args and results, LLM input and output, state, interrupt and resume values,
+    retriever documents, store values, config metadata and exceptions: 0 occurrences."""
     ws = tmp_path / "ws"
     with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
-        app = _graph(ext.checkpointer)
+        app = _graph(ext.checkpointer, ext.store(InMemoryStore()))
+        config = ext.config("corpus-thread")
+        config["metadata"] = {"note": "\n".join(_texts()), "api_key": CORPUS[0].secret}
         question = HumanMessage("Please use these:\n" + "\n".join(_texts()))
-        out = app.invoke({"messages": [question], "vault": {}}, ext.config("corpus-thread"))
+        app.invoke({"messages": [question], "vault": {}, "answer": None}, config)
+        out = app.invoke(Command(resume={"ok": _texts()}), config)
         assert out["vault"]["texts"] == _texts()  # the app itself is unchanged
+        assert out["answer"]["resumed"] == {"ok": _texts()}
+        assert len(out["answer"]["docs"]) == len(CORPUS)
         ext.flush()
-    events = _events_text(dsn)
-    files = _workspace_texts(ws)
-    assert "[REDACTED:" in events and any("[REDACTED:" in t for t in files.values())
-    assert {"events.jsonl", "state.json", "_root.jsonl"} <= {Path(name).name for name in files}
-    # the exact copies hold the app's state as it is, secrets included (by design)
-    copies = b"".join(
-        p.read_bytes() for p in ws.rglob("*") if p.is_file() and _is_exact_copy(p, ws)
-    )
-    assert CORPUS[0].secret.encode() in copies
-    leaks = [s.name for s in CORPUS if leaked(s.secret, events)]
-    assert leaks == [], f"in the ledger's events: {leaks}"
-    for name, text in files.items():
-        leaks = [s.name for s in CORPUS if leaked(s.secret, text)]
+        kinds = {e["kind"] for e in ext.events("corpus-thread")}
+        state_values = [out["vault"], out["answer"], out["messages"], _texts()]
+    # every position was recorded
+    assert {
+        "tool_start",
+        "tool_end",
+        "tool_error",
+        "llm_start",
+        "llm_end",
+        "checkpoint",
+        "interrupt",
+        "resume",
+        "retrieval",
+        "memory_put",
+        "memory_get",
+    } <= kinds, kinds
+    ledger_texts = _ledger_schema_texts(dsn)
+    files = _workspace_file_texts(ws)
+    exports = _exports(dsn, ws, "corpus-thread")
+    assert any("[REDACTED:" in t for t in ledger_texts)
+    assert {"events.jsonl", "state.json", "_root.jsonl"} <= {Path(n).name for n in files}
+    assert any("checkpoints/blobs/" in n for n in files)  # exact copies are searched too
+    leaks = [s.name for s in CORPUS if leaked(s.secret, ledger_texts)]
+    assert leaks == [], f"in the ledger schema: {leaks}"
+    for name, texts in files.items():
+        leaks = [s.name for s in CORPUS if leaked(s.secret, texts)]
         assert leaks == [], f"in {name}: {leaks}"
+    for name, text in exports.items():
+        leaks = [s.name for s in CORPUS if leaked(s.secret, text)]
+        assert leaks == [], f"in `lgx {name}`: {leaks}"
+    # no stored hash of a corpus value is its plain sha256 (each would invert by guessing)
+    digests = _unkeyed_digests([s.secret for s in CORPUS] + [s.text for s in CORPUS] + state_values)
+    stored = {h for t in [*ledger_texts, *exports.values()] for h in _HEX64.findall(t)}
+    stored |= {h for texts in files.values() for t in texts for h in _HEX64.findall(t)}
+    stored |= {Path(n).name for n in files}
+    assert stored, "content addresses are expected in the record"
+    assert digests & stored == set()

@@ -45,9 +45,13 @@ def _graph(checkpointer: Any) -> Any:
 
 @pytest.fixture
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Path:
-    """A workspace holding thread ``r`` (inline values, a blob file, pending writes)."""
+    """A workspace holding thread ``r`` (inline values, a blob file, pending writes).
+
+    Exact copies in clear (``encrypt=False``), so the tests can alter them byte by byte;
+    their addresses are keyed either way. Encrypted copies: ``tests/test_security.py``.
+    """
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, encrypt=False) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
         ext.flush()
     return ws

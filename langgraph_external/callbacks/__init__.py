@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -34,6 +35,8 @@ from langchain_core.load import dumpd
 from langchain_core.messages import BaseMessage, messages_to_dict
 from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
 
+from langgraph_external.crypto import WorkspaceCipher
+from langgraph_external.errors import InvalidThreadIdError
 from langgraph_external.events import Event, EventKind, canonical_json
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import message_to_dict, to_readable
@@ -73,12 +76,18 @@ class _Run:
 
 
 def prompt_context_hash(
-    messages: Sequence[Any], tools: Any = None, params: Mapping[str, Any] | None = None
+    messages: Sequence[Any],
+    tools: Any = None,
+    params: Mapping[str, Any] | None = None,
+    *,
+    key: WorkspaceCipher | None = None,
 ) -> str:
-    """sha256 over a canonical form of everything a chat model saw.
+    """Keyed hash (HMAC-SHA256 of the deployment ``key``) of everything a chat model saw.
 
     Message ids and other bookkeeping the model never sees are left out, so the same
-    prompt always has the same hash.
+    prompt always has the same hash. The hash is of the prompt *before* redaction, so it
+    is keyed: an unkeyed sha256 of a short prompt holding a secret could be brute-forced.
+    Without ``key`` (a pipeline with no deployment key) it is a plain sha256.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -92,7 +101,10 @@ def prompt_context_hash(
         d.pop("id", None)
         msgs.append(d)
     body = {"messages": msgs, "tools": to_readable(tools), "params": to_readable(params or {})}
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    text = canonical_json(body)
+    if key is not None:
+        return key.tag("prompt", text)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _task_ns(metadata: Mapping[str, Any]) -> tuple[str | None, str]:
@@ -144,6 +156,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
 
     def __init__(self, pipeline: Pipeline, *, record_chains: bool = False) -> None:
         self.pipeline = pipeline
+        self._key: WorkspaceCipher | None = getattr(pipeline, "cipher", None)
         self.record_chains = record_chains
         self.raise_error = pipeline.strict
         self._runs: dict[UUID, _Run] = {}
@@ -174,6 +187,17 @@ class AuditCallbackHandler(GraphCallbackHandler):
 
     # -- plumbing ----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
+        if "\x00" in event.thread_id:
+            # PostgreSQL text cannot hold NUL and the checkpointer refuses such a thread:
+            # recording it under an escaped id would file the run under another thread
+            if self.pipeline.strict:
+                raise InvalidThreadIdError(f"thread id {event.thread_id!r} contains NUL")
+            logger.warning(
+                "langgraph-external: not recording a %s event: thread id %r contains NUL",
+                event.kind,
+                event.thread_id,
+            )
+            return
         try:
             self.pipeline.emit(event)
         except Exception:
@@ -197,8 +221,6 @@ class AuditCallbackHandler(GraphCallbackHandler):
         thread = md.get("thread_id")
         if thread is None:
             thread = parent.thread_id if parent else NO_THREAD
-        elif "\x00" in str(thread):  # PostgreSQL text cannot hold NUL: keep it visible
-            thread = str(thread).replace("\x00", "\\u0000")
         task_id, ns = _task_ns(md)
         run = _Run(
             kind=kind,
@@ -481,7 +503,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
                 run_id,
                 parent_run_id,
                 payload={"params": params, "messages": batch},
-                build=_render_llm_start,
+                build=functools.partial(_render_llm_start, key=self._key),
             )
         )
 
@@ -506,7 +528,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
                 run_id,
                 parent_run_id,
                 payload={"params": params, "prompts": list(prompts)},
-                build=_render_llm_start,
+                build=functools.partial(_render_llm_start, key=self._key),
             )
         )
 
@@ -702,7 +724,7 @@ def _render_tool_result(event: Event) -> Event:
     return event.replace(payload=p, build=None)
 
 
-def _render_llm_start(event: Event) -> Event:
+def _render_llm_start(event: Event, key: WorkspaceCipher | None = None) -> Event:
     p = event.payload
     params = dict(p.get("params") or {})
     tools = params.pop("tools", None)
@@ -716,11 +738,14 @@ def _render_llm_start(event: Event) -> Event:
         batch = p["messages"]
         flat = batch[0] if len(batch) == 1 else [m for b in batch for m in b]
         out["messages"] = [message_to_dict(m) for m in flat]
-        out["prompt_context_hash"] = prompt_context_hash(flat, tools, params)
+        out["prompt_context_hash"] = prompt_context_hash(flat, tools, params, key=key)
     else:
         out["prompts"] = p.get("prompts")
         out["prompt_context_hash"] = prompt_context_hash(
-            [{"role": "user", "content": t} for t in p.get("prompts") or []], tools, params
+            [{"role": "user", "content": t} for t in p.get("prompts") or []],
+            tools,
+            params,
+            key=key,
         )
     return event.replace(payload=out, build=None)
 

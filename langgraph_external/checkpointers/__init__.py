@@ -51,6 +51,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external import _compat
 from langgraph_external.checkpointers import _postgres_ops as pg
+from langgraph_external.crypto import ALGORITHM
 from langgraph_external.errors import (
     ConfigurationError,
     InvalidThreadIdError,
@@ -139,10 +140,16 @@ larger ones are content-addressed files under ``checkpoints/blobs/``."""
 class _Blobs:
     """Collects the exact bytes of one event: small ones inline, large ones as files."""
 
-    __slots__ = ("digest", "files", "inline", "saver", "size")
+    __slots__ = ("digest", "enc", "files", "inline", "saver", "seal", "size")
 
-    def __init__(self, digest: Callable[[bytes], str] = sha256_hex) -> None:
+    def __init__(
+        self,
+        digest: Callable[[bytes], str] = sha256_hex,
+        seal: Callable[[bytes, bytes], bytes] | None = None,
+    ) -> None:
         self.digest = digest
+        self.seal = seal  # encrypts the exact bytes (address as associated data)
+        self.enc = ALGORITHM if seal is not None else None
         self.inline: dict[str, str] = {}
         self.files: dict[str, bytes] = {}
         self.saver: dict[str, list[str]] = {}  # address -> [channel, version] in the saver
@@ -154,17 +161,22 @@ class _Blobs:
         """Reference ``data``: inline when small, else a blob file; a large value the
         saver stores in this transaction (``saver_row``) is not copied into the ledger."""
         digest = self.digest(data)
-        self.size += len(data)
-        if len(data) <= INLINE_MAX:
+        size = len(data)
+        self.size += size
+        ref: dict[str, Any] = {"sha256": digest, "size": size}
+        if self.seal is not None:
+            data = self.seal(data, digest.encode())
+            ref["enc"] = ALGORITHM
+        if size <= INLINE_MAX:
             self.inline[digest] = base64.b64encode(data).decode()
-            ref: dict[str, Any] = {"sha256": digest, "size": len(data), "inline": True}
+            ref["inline"] = True
             if checkpoint_id is not None:
                 ref["in"] = checkpoint_id
             return ref
         self.files[f"checkpoints/blobs/{digest}"] = data
         if saver_row is not None:
             self.saver[digest] = saver_row
-        return {"sha256": digest, "size": len(data)}
+        return ref
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -188,8 +200,13 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         strict: raise into the app when recording fails.
         spool_dir: where failed batches wait for replay.
         reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
-        digest: content-address function for exact bytes (default sha256; keyed when the
-            workspace is encrypted, see :mod:`langgraph_external.crypto`).
+        digest: content-address function for exact bytes (default: the keyed address of
+            the pipeline's deployment key, see :mod:`langgraph_external.keys`; sha256
+            only for a pipeline without a key).
+        key: the deployment key of the pipeline built here (default: ``$LGX_KEY`` or
+            the key file, created on first use).
+        encrypt: encrypt the exact copies with the key (AES-256-GCM) when building the
+            pipeline here.
 
     The instance's class is a subclass of ``ExternalCheckpointer`` that carries
     exactly the optional methods that work for ``inner`` (see :attr:`capabilities`).
@@ -216,6 +233,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         redaction: str = "standard",
         outbox: bool | None = None,
         saver_blob_refs: bool = False,
+        key: str | bytes | None = None,
+        encrypt: bool = True,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
@@ -236,6 +255,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 strict=strict,
                 spool_dir=spool_dir,
                 serde=_untapped(inner.serde),
+                key=key,
+                encrypt=encrypt,
             )
             pipeline = self._recording.pipeline
             if outbox is None:
@@ -243,7 +264,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
-        self._digest = digest or sha256_hex
+        cipher = getattr(pipeline, "cipher", None)
+        self._digest = digest or (cipher.address if cipher is not None else sha256_hex)
+        self._seal = cipher.seal if cipher is not None and pipeline.encrypt else None
         self._task_path_arg = "task_path" in inspect.signature(inner.put_writes).parameters
         self._async_native = {
             m: _overrides(inner, m)
@@ -664,7 +687,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         changed = versions if full else rec.new_versions
         values = checkpoint["channel_values"]
         refs: dict[str, Any] = {}
-        blobs = _Blobs(self._digest)
+        blobs = _Blobs(self._digest, self._seal)
         by_ref = self.saver_blob_refs and self.outbox is True and rec.in_tx
         for ch, ver in versions.items():
             kept = None if full or ch in changed else (before or {}).get(ch)
@@ -713,6 +736,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                     "updated_channels": sorted(checkpoint.get("updated_channels") or []),
                 },
                 "inline": blobs.inline,
+                "enc": blobs.enc,
                 **({"saver_blobs": blobs.saver} if blobs.saver else {}),
             },
             attachments=blobs.files,
@@ -751,7 +775,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         cid = conf.get("checkpoint_id")
         with self._book:
             node = self._node_of(tid, ns, cid, task_path)
-        blobs = _Blobs(self._digest)
+        blobs = _Blobs(self._digest, self._seal)
         refs = []
         for idx, (channel, value) in enumerate(writes):
             typ, data = self._dump(value, cap)
@@ -766,7 +790,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             node=node,
             name=node,
             payload={"task_path": task_path, "writes": refs},
-            detail={"inline": blobs.inline},
+            detail={"inline": blobs.inline, "enc": blobs.enc},
             attachments=blobs.files,
         )
 
@@ -774,10 +798,15 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
         task_path = event.payload["task_path"]
         with self._book:
-            if event.node is None and task_path.startswith(_PUSH) and key not in self._sends:
-                # the Send packets arrive with this step's checkpoint: wait for it
-                self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
-                return
+            if event.node is None and task_path.startswith(_PUSH):
+                if key not in self._sends:
+                    # the Send packets arrive with this step's checkpoint: wait for it
+                    self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
+                    return
+                # they arrived while the event was being built: name the node now
+                node = self._node_of(event.thread_id, event.checkpoint_ns, key[2], task_path)
+                if node:
+                    event = event.replace(node=node, name=node)
         self.pipeline.emit(event)
 
     def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:

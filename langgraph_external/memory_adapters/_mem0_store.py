@@ -39,6 +39,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.events import json_safe, new_id
 from langgraph_external.ledger import q
@@ -57,9 +58,18 @@ _CORE_KEYS = frozenset(
 )
 
 
-def text_hash(text: str | None) -> str | None:
-    """sha256 hex of ``text`` (``None`` stays ``None``); the content-free fingerprint."""
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+def text_hash(text: str | None, key: WorkspaceCipher | None = None) -> str | None:
+    """The content-free fingerprint of ``text`` (``None`` stays ``None``).
+
+    Keyed (HMAC-SHA256 of the deployment ``key``) in everything the adapter records: a
+    plain sha256 of a short memory or query, kept after the text was erased, would let
+    anyone confirm a guess of it. Without ``key``: sha256 hex.
+    """
+    if text is None:
+        return None
+    if key is not None:
+        return key.tag("memory", text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def parse_session_scope(scope: str) -> dict[str, str]:
@@ -298,8 +308,10 @@ class AuditedVectorStore:
         schema: str,
         *,
         max_memory_chars: int,
+        key: WorkspaceCipher | None = None,
     ) -> None:
         self.inner = inner
+        self.key = key
         self.pool = pool
         self.schema = schema
         self.collection_name: str = inner.collection_name
@@ -416,8 +428,8 @@ class AuditedVectorStore:
                 event,
                 old_text,
                 new_text,
-                text_hash(old_text),
-                text_hash(new_text),
+                text_hash(old_text, self.key),
+                text_hash(new_text, self.key),
                 scope.get("user_id"),
                 scope.get("agent_id"),
                 scope.get("run_id"),
@@ -441,7 +453,13 @@ class AuditedVectorStore:
         assert row is not None
         if op is not None:
             op.writes.append(
-                Write(event, memory_id, int(row[0]), text_hash(old_text), text_hash(new_text))
+                Write(
+                    event,
+                    memory_id,
+                    int(row[0]),
+                    text_hash(old_text, self.key),
+                    text_hash(new_text, self.key),
+                )
             )
 
 

@@ -50,8 +50,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
 from langgraph_external.callbacks import NO_THREAD
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.events import Event, EventKind, canonical_json, json_safe, new_id
+from langgraph_external.keys import load_key
 from langgraph_external.ledger import q
 from langgraph_external.memory_adapters import _mem0_sql as S
 from langgraph_external.memory_adapters._mem0_errors import (
@@ -188,6 +190,10 @@ class Mem0Adapter:
         create_extension: run ``CREATE EXTENSION vector`` in :meth:`setup` when missing.
         trace_llm: let the graph's callbacks see Mem0's LLM calls. Off by default: those
             prompts hold memory text, and the ledger they would land in is append-only.
+        key: the deployment key that keys every hash of memory or query text (default:
+            the pipeline's, else ``$LGX_KEY`` or the key file; see
+            :mod:`langgraph_external.keys`). A plain sha256 of an erased memory would let
+            anyone confirm a guess of it.
         durable_reads: write retrieval rows before ``search`` returns, durably. Off by
             default: a background writer records them (retrying; :meth:`flush` waits
             and raises if one could not be written) without waiting for the WAL flush,
@@ -215,6 +221,7 @@ class Mem0Adapter:
         create_extension: bool = True,
         trace_llm: bool = False,
         durable_reads: bool = False,
+        key: str | bytes | None = None,
     ) -> None:
         self.dsn = dsn
         self.schema = ledger.validate_schema(schema)
@@ -227,6 +234,11 @@ class Mem0Adapter:
             workspace = Workspace(workspace)
         self.workspace: Workspace | None = workspace
         self.pipeline = pipeline
+        given = getattr(pipeline, "cipher", None) if key is None else None
+        self.key: WorkspaceCipher = given or load_key(
+            key,
+            workspace_root=workspace.root if workspace is not None and workspace.is_local else None,
+        )
         self.actor = actor
         self.max_memory_chars = max_memory_chars
         self.pool_size = pool_size
@@ -292,7 +304,7 @@ class Mem0Adapter:
             inner._collection_ensured = True
             entities._collection_ensured = True
             self.vector_store = AuditedVectorStore(
-                inner, pool, self.schema, max_memory_chars=self.max_memory_chars
+                inner, pool, self.schema, max_memory_chars=self.max_memory_chars, key=self.key
             )
             self.memory = self._build_memory(pool, entities, dims)
         except BaseException:
@@ -611,7 +623,7 @@ class Mem0Adapter:
             "search_id": search_id,
             "collection": self.collection,
             "query": query,
-            "query_hash": text_hash(query),
+            "query_hash": text_hash(query, self.key),
             "filters": Jsonb(json_safe(filters)),
             "top_k": top_k,
             "threshold": threshold,
@@ -778,10 +790,10 @@ class Mem0Adapter:
             ).fetchall()
             ids = sorted({r[0] for r in rows})
             subject = "user_id"
-            subject_hash = text_hash(f"user_id:{user_id}")
+            subject_hash = text_hash(f"user_id:{user_id}", self.key)
         else:
             subject = "memory_ids"
-            subject_hash = text_hash("memory_ids:" + ",".join(ids))
+            subject_hash = text_hash("memory_ids:" + ",".join(ids), self.key)
         assert subject_hash is not None
         # lock the vector rows first: a concurrent update waits, then finds nothing
         vec_rows = conn.execute(
@@ -895,7 +907,7 @@ class Mem0Adapter:
             subject_kind=subject,
             subject_hash=subject_hash,
             memory_ids=ids,
-            content_hashes=sorted(h for h in map(text_hash, texts) if h is not None),
+            content_hashes=sorted(h for h in (text_hash(t, self.key) for t in texts) if h),
             row_counts=counts,
         ).sealed()
         conn.execute(

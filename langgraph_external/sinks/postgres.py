@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
+from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.events import Event
 from langgraph_external.workspace import encode_thread_id
@@ -53,6 +54,8 @@ class PostgresLedger:
         schema: ledger schema (validated).
         connect_timeout: seconds to wait for a connection (every network call is bounded:
             statements time out after 30 s, idle transactions after 60 s).
+        cipher: the deployment key; every head move stores its keyed tag
+            (:func:`head_tag`), which ``lgx verify`` checks.
 
     Example:
         >>> PostgresLedger("postgresql:///nowhere").name
@@ -62,9 +65,15 @@ class PostgresLedger:
     name = "ledger"
 
     def __init__(
-        self, dsn: str, schema: str = ledger.DEFAULT_SCHEMA, *, connect_timeout: int = 10
+        self,
+        dsn: str,
+        schema: str = ledger.DEFAULT_SCHEMA,
+        *,
+        connect_timeout: int = 10,
+        cipher: WorkspaceCipher | None = None,
     ) -> None:
         self.dsn = dsn
+        self.cipher = cipher  # tags each thread's head (see the v5 migration)
         self.schema = ledger.validate_schema(schema)
         self.connect_timeout = connect_timeout
         self._pool: ConnectionPool[Any] | None = None
@@ -85,11 +94,10 @@ class PostgresLedger:
                 "cursors": ledger.UPSERT_CURSORS_UNLOCK,
                 "clear": ledger.CLEAR_QUARANTINE,
                 "del_cp": ledger.DELETE_CHECKPOINT_ROWS,
-                "mark_deleted": ledger.MARK_THREAD_DELETED,
+                "forget": ledger.FORGET_THREAD,
                 "copy_cp": ledger.COPY_CHECKPOINT_ROWS,
             }.items()
         }
-        self._del_thread = [ledger.q(t, self.schema) for t in ledger.DELETE_THREAD_ROWS]
 
     # -- connection ------------------------------------------------------------------------
     @contextmanager
@@ -155,7 +163,8 @@ class PostgresLedger:
             group = events[i:j]
             first, last = group[0], group[-1]
             assert first.seq is not None and last.seq is not None
-            head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts)
+            tag = head_tag(self.cipher, tid, last.seq, last.hash)
+            head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts, tag)
             i = j
             if all(e.line and e.kind not in _THREAD_OPS for e in group):
                 out.append((self._sql["commit"], (*head, *_commit_params(group))))
@@ -168,11 +177,9 @@ class PostgresLedger:
 
     def _side_effects(self, e: Event) -> Iterator[Statement]:
         if e.kind == "checkpoint":
-            yield (self._sql["checkpoint"], _checkpoint_row(e))
+            yield (self._sql["checkpoint"], checkpoint_row(e))
         elif e.kind == "thread_deleted":
-            yield (self._del_thread[0], (e.thread_id, e.seq))
-            yield (self._del_thread[1], (e.thread_id,))
-            yield (self._sql["mark_deleted"], (e.ts, e.thread_id))
+            yield (self._sql["forget"], (e.thread_id, e.seq, e.ts))
         elif e.kind in ("thread_pruned", "runs_deleted"):
             for ns, ids in (e.payload.get("removed") or {}).items():
                 if ids:
@@ -286,9 +293,16 @@ class PostgresLedger:
             if blob is not None
         }
         files = dict(e.attachments)
+        sealed = bool((e.detail or {}).get("enc"))
+        if sealed and self.cipher is None:
+            return e  # the copies are sealed and this process holds no key: left missing
         for address, (ch, ver) in wanted.items():
             if (ch, ver) in found:
-                files[f"checkpoints/blobs/{address}"] = found[(ch, ver)]
+                data = found[(ch, ver)]
+                if sealed:  # sealed as the checkpointer sealed it: the same bytes again
+                    assert self.cipher is not None
+                    data = self.cipher.seal(data, address.encode())
+                files[f"checkpoints/blobs/{address}"] = data
         return e.replace(attachments=files)
 
     def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
@@ -390,6 +404,19 @@ class LockedPass:
     positions: dict[str, int]
 
 
+def head_tag(
+    cipher: WorkspaceCipher | None, thread_id: str, seq: int, hash_: str | None
+) -> str | None:
+    """The keyed tag of a thread's head ``(seq, hash)``; ``None`` without a key.
+
+    Example:
+        >>> from langgraph_external.crypto import WorkspaceCipher
+        >>> len(head_tag(WorkspaceCipher(bytes(32)), "t", 3, "ab")), head_tag(None, "t", 3, "ab")
+        (64, None)
+    """
+    return None if cipher is None else cipher.tag("head", thread_id, seq, hash_ or "")
+
+
 def translate(exc: psycopg.Error) -> Exception:
     """A typed error for the failures callers act on; other errors unchanged."""
     if getattr(exc, "sqlstate", None) == ledger.POSITION_MOVED:
@@ -470,7 +497,7 @@ def _commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str
     rows = "[" + ",".join(e.line for e in group if e.line) + "]"
     details = [pack_detail(e) for e in group]
     index = [
-        dict(zip(_CHECKPOINT_KEYS, _checkpoint_row(e), strict=True))
+        dict(zip(_CHECKPOINT_KEYS, checkpoint_row(e), strict=True))
         for e in group
         if e.kind == "checkpoint"
     ]
@@ -481,7 +508,8 @@ def _iso(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def _checkpoint_row(e: Event) -> tuple[Any, ...]:
+def checkpoint_row(e: Event) -> tuple[Any, ...]:
+    """The checkpoint index row a ``checkpoint`` event stores (``lgx verify`` re-derives it)."""
     p = e.payload
     writers = p.get("writers") or []
     return (
@@ -508,4 +536,11 @@ def _row_to_event(row: Sequence[Any]) -> Event:
     return Event.from_envelope(env).replace(detail=detail, attachments=files)
 
 
-__all__ = ["PostgresLedger", "pack_detail", "translate", "unpack_detail"]
+__all__ = [
+    "PostgresLedger",
+    "checkpoint_row",
+    "head_tag",
+    "pack_detail",
+    "translate",
+    "unpack_detail",
+]

@@ -29,11 +29,11 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_external.crypto import ALGORITHM, WorkspaceCipher
-from langgraph_external.events import SCHEMA_VERSION, Event, canonical_line
+from langgraph_external.crypto import ALGORITHM, DecryptionError, WorkspaceCipher
+from langgraph_external.events import SCHEMA_VERSION, Event, canonical_json, canonical_line
 from langgraph_external.processors import Redactor
 from langgraph_external.render import to_readable
-from langgraph_external.workspace import Workspace, encode_thread_id
+from langgraph_external.workspace import Workspace, dumps_json, encode_thread_id
 
 logger = logging.getLogger("langgraph_external")
 
@@ -56,8 +56,10 @@ class WorkspaceProjection:
         serde: decodes exact bytes for the readable views (the saver's serializer).
         redactor: applied to every readable view (``state.json``, checkpoint and
             writes renderings) before it is written.
-        cipher: encrypts every exact copy (inline bytes, pending writes, blob files)
-            with AES-256-GCM; see :mod:`langgraph_external.crypto`.
+        cipher: the deployment key: opens exact copies sealed at the source (for the
+            readable views) and seals ``state.json`` (a keyed tag ``lgx verify`` checks).
+            Exact copies are written as the ledger holds them (encrypted by default,
+            see :mod:`langgraph_external.crypto`).
     """
 
     def __init__(
@@ -213,8 +215,6 @@ class WorkspaceProjection:
             for rel, data in e.attachments.items():
                 name = rel.rsplit("/", 1)[-1]
                 self._remember_bytes(name, data)
-                if self.cipher is not None and rel.startswith("checkpoints/blobs/"):
-                    data = self.cipher.encrypt(data, name.encode())
                 ws.write_if_absent(f"{tdir}/{rel}", data)
         logs: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # ns -> (seq, line)
         latest_root: Event | None = None
@@ -301,8 +301,8 @@ class WorkspaceProjection:
             ),
             "checkpoint": skel,
             "channels": full,
-            "blobs": self._seal(detail.get("inline") or {}),
-            **({"enc": ALGORITHM} if self.cipher is not None else {}),
+            "blobs": dict(detail.get("inline") or {}),
+            **({"enc": ALGORITHM} if detail.get("enc") else {}),
         }
 
     def _full_channel_map(self, tid: str, e: Event, versions: dict[str, Any]) -> dict[str, Any]:
@@ -357,26 +357,22 @@ class WorkspaceProjection:
             _, old = self._bytes.popitem(last=False)
             self._bytes_size -= len(old)
 
-    def _seal(self, inline: dict[str, str]) -> dict[str, str]:
-        """Encrypt inline base64 values (address as associated data) when keyed."""
+    def _open(self, ref: dict[str, Any], data: bytes) -> bytes:
+        """Plain bytes of a reference's stored copy (sealed at the source when ``enc``)."""
+        if not ref.get("enc"):
+            return data
         if self.cipher is None:
-            return inline
-        return {
-            sha: base64.b64encode(self.cipher.encrypt(base64.b64decode(b64), sha.encode())).decode()
-            for sha, b64 in inline.items()
-        }
-
-    def _open(self, sha: str, data: bytes) -> bytes:
-        return data if self.cipher is None else self.cipher.decrypt(data, sha.encode())
+            raise DecryptionError("encrypted exact copy and no key to open it")
+        return self.cipher.decrypt(data, str(ref["sha256"]).encode())
 
     def _load_bytes(self, tid: str, ns: str, ref: dict[str, Any]) -> bytes:
         sha = ref["sha256"]
         if sha in self._bytes:
-            return self._bytes[sha]
+            return self._open(ref, self._bytes[sha])
         if ref.get("inline") and ref.get("in"):
             doc = self._read_doc(tid, ns, ref["in"]) or {}
-            return self._open(sha, base64.b64decode(doc["blobs"][sha]))
-        return self._open(sha, self.ws.read_bytes(self.ws.blob_path(tid, sha)))
+            return self._open(ref, base64.b64decode(doc["blobs"][sha]))
+        return self._open(ref, self.ws.read_bytes(self.ws.blob_path(tid, sha)))
 
     def _render(self, tid: str, ref: dict[str, Any], ns: str = "") -> Any:
         sha = ref.get("sha256")
@@ -422,9 +418,7 @@ class WorkspaceProjection:
                 **w,
             }
             if w.get("inline") and w.get("sha256") in inline:
-                line["b64"] = self._seal({w["sha256"]: inline[w["sha256"]]})[w["sha256"]]
-                if self.cipher is not None:
-                    line["enc"] = ALGORITHM
+                line["b64"] = inline[w["sha256"]]
             line["value"] = self._redact(self._render(tid, w, e.checkpoint_ns))
             lines.append(line)
         return lines
@@ -439,16 +433,16 @@ class WorkspaceProjection:
         values = {
             ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
         }
-        self.ws.write_json(
-            f"{self.ws.thread_dir(tid)}/state.json",
-            {
-                "thread_id": tid,
-                "checkpoint_id": e.checkpoint_id,
-                "step": e.step,
-                "updated": datetime.now(timezone.utc).isoformat(),
-                "values": self._redact(values),
-            },
-        )
+        doc: dict[str, Any] = {
+            "thread_id": tid,
+            "checkpoint_id": e.checkpoint_id,
+            "step": e.step,
+            "updated": datetime.now(timezone.utc).isoformat(),
+            "values": json.loads(dumps_json(self._redact(values))),
+        }
+        if self.cipher is not None:
+            doc["tag"] = state_tag(self.cipher, doc)
+        self.ws.write_json(f"{self.ws.thread_dir(tid)}/state.json", doc)
 
     # -- thread operations -------------------------------------------------------------
     def _remove_checkpoints(self, tid: str, e: Event) -> None:
@@ -527,11 +521,28 @@ def _dir_of(path: str) -> str:
     return path.rsplit("/", 2)[0]
 
 
+def state_tag(cipher: WorkspaceCipher, doc: dict[str, Any]) -> str:
+    """The keyed tag of a ``state.json`` document (its thread, checkpoint, step and values).
+
+    ``lgx verify`` recomputes it: a ``state.json`` edited without the key no longer matches.
+
+    Example:
+        >>> c = WorkspaceCipher(bytes(32))
+        >>> d = {"thread_id": "t", "checkpoint_id": "c", "step": 1, "values": {"x": 1}}
+        >>> state_tag(c, d) == state_tag(c, {**d, "updated": "now"})
+        True
+        >>> state_tag(c, d) == state_tag(c, {**d, "step": 2})
+        False
+    """
+    body = {k: doc.get(k) for k in ("thread_id", "checkpoint_id", "step", "values")}
+    return cipher.tag("state", canonical_json(body))
+
+
 def _dumps_line(obj: dict[str, Any]) -> str:
     # compact on purpose: json's C encoder only runs without indent; keys sorted, so a
     # line is the same whether its event came from memory or back from the ledger (jsonb
     # orders keys its own way)
-    return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=True)
+    return dumps_json(obj, sort_keys=True)
 
 
 # v0.1 name
