@@ -1582,6 +1582,7 @@ def diff_cmd(
     if not result.same:
         raise typer.Exit(EXIT_PROBLEM)
 
+
 # -- heads -------------------------------------------------------------------------------
 @app.command()
 def heads(

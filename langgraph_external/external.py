@@ -415,6 +415,8 @@ def _langfuse_config(value: bool | LangfuseExport | None) -> LangfuseExport | No
     if not isinstance(config, LangfuseExport):
         raise ConfigurationError("langfuse= takes True or a LangfuseExport")
     return config.resolved()
+
+
 _SAVER_VERSION_SQL = (
     "select case when to_regclass('checkpoint_migrations') is null then -1"
     " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"

@@ -409,8 +409,13 @@ def _rendered_blob(ws: Workspace, thread_id: str, ref: Mapping[str, Any]) -> Any
     if ref.get("inline") or not ws.exists(path):
         return None
     try:
-        value = JsonPlusSerializer().loads_typed((ref.get("type") or "", ws.read_bytes(path)))
-    except Exception:  # an encrypted copy, or bytes this version cannot decode
+        data = ws.read_bytes(path)
+        if ref.get("enc"):  # sealed with the deployment key: open it if this machine has it
+            from langgraph_external.keys import load_key
+
+            data = load_key(create=False).decrypt(data, ref["sha256"].encode())
+        value = JsonPlusSerializer().loads_typed((ref.get("type") or "", data))
+    except Exception:  # no key here, or bytes this version cannot decode
         return None
     redact = as_redactor("standard")
     assert redact is not None

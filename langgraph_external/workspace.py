@@ -419,7 +419,12 @@ def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) 
     """
     try:
         return json.dumps(
-            obj, indent=indent, ensure_ascii=False, allow_nan=False, default=str, sort_keys=sort_keys
+            obj,
+            indent=indent,
+            ensure_ascii=False,
+            allow_nan=False,
+            default=str,
+            sort_keys=sort_keys,
         )
     except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
         from langgraph_external.events import json_safe

@@ -237,8 +237,14 @@ def test_back_pressure_never_blocks_an_event_loop(spool_dir: Path) -> None:
     ledger = FlakyLedger()
     ledger.down = True
     p = Pipeline(ledger, spool_dir=spool_dir, max_buffered=5, retry_interval=0.05)
-    recovery = threading.Timer(2.0, lambda: setattr(ledger, "down", False))
-    recovery.start()
+    rescued = threading.Event()
+
+    def rescue() -> None:  # only a blocked loop would still be waiting by then
+        rescued.set()
+        ledger.down = False
+
+    watchdog = threading.Timer(60.0, rescue)
+    watchdog.start()
 
     async def app() -> None:
         ticks = 0
@@ -253,24 +259,25 @@ def test_back_pressure_never_blocks_an_event_loop(spool_dir: Path) -> None:
         beat = asyncio.create_task(heartbeat())
         for _ in range(8):  # more than max_buffered, on the loop's thread
             p.emit(Event.new("node_end", "t"))
-        assert ledger.down  # returned while the ledger was still down: the loop never waited
+        assert not rescued.is_set()  # returned with the ledger down: the loop never waited
         assert p.health()["buffered"] == 8
         waiter = asyncio.create_task(p.wait_for_room())
         seen = ticks
-        await asyncio.sleep(0.1)
-        assert not waiter.done() and ledger.down  # no room yet ...
-        assert ticks > seen  # ... and the loop kept running other tasks meanwhile
-        await asyncio.wait_for(waiter, 30)  # room once the ledger is back
-        assert not ledger.down
+        while ticks < seen + 20:  # the loop runs other tasks while the waiter waits
+            await asyncio.sleep(0.001)
+        assert not waiter.done()  # no room while the ledger is down
+        ledger.down = False
+        await asyncio.wait_for(waiter, 60)  # room once the ledger is back
         stop.set()
         await beat
 
     try:
         asyncio.run(app())
     finally:
-        recovery.cancel()
+        watchdog.cancel()
         ledger.down = False
         p.close()
+    assert not rescued.is_set()
     assert [e.seq for e in ledger.events] == list(range(1, 9))
 
 
