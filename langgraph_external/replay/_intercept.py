@@ -86,6 +86,7 @@ class ReplaySession:
     index: CallIndex
     answer_models: bool
     answer_tools: bool
+    key: Any = None  # the deployment key the record's prompt hashes were made with
     model_calls: int = 0
     model_calls_answered: int = 0
     tool_calls_executed: int = 0
@@ -112,7 +113,7 @@ class ReplaySession:
         md = dict(getattr(run_manager, "metadata", None) or {})
         params = _compat.chat_invocation_params(model, stop, kwargs)
         tools = params.pop("tools", None)
-        digest = prompt_context_hash(messages, tools, params)
+        digest = prompt_context_hash(messages, tools, params, key=self.key)
         ctx = live_context(md)
         rec, same = self.index.take_llm(ctx, digest)
         if not same:

@@ -329,6 +329,7 @@ def _plan(
             index_calls(events, after_seq=start_seq, resolve=resolve),
             answer_models=mode == "recorded",
             answer_tools=tools == "recorded",
+            key=getattr(ext.pipeline, "cipher", None),
         ),
         todo=[inv for inv in invocations(events, resolve=resolve) if inv.seq > start_seq],
         config=dict(ext.config(target, **dict(configurable or {}))),
