@@ -1272,5 +1272,72 @@ def policy_mermaid(
         typer.echo(policy.mermaid(obj))
 
 
+# -- lgx timeline -------------------------------------------------------------------------
+@app.command()
+def timeline(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread to draw.")],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="HTML file to write ('-': stdout). Default: THREAD.html.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written as JSON.")
+    ] = False,
+) -> None:
+    """Write a thread's record as one self-contained HTML page: lanes per node over time.
+
+    Node runs, tool and LLM calls, memory hits, interrupts, policy violations and
+    subgraphs; click an item for its recorded (redacted) events. Reads the ledger (the
+    workspace's events.jsonl when the ledger lacks the thread). Exit 1: no such thread.
+    """
+    from langgraph_external.timeline import build_timeline, render_timeline
+    from langgraph_external.workspace import encode_thread_id
+
+    with _command(ctx) as s:
+        envelopes, source = _thread_envelopes(s, thread_id)
+        if not envelopes:
+            raise CliError(f"thread {thread_id!r} has no recorded events", EXIT_PROBLEM)
+        data = build_timeline(thread_id, envelopes)
+        page = render_timeline(data)
+        target = output or f"{encode_thread_id(thread_id)}.html"
+        if target == "-":
+            sys.stdout.write(page)
+            return
+        Path(target).write_text(page, encoding="utf-8")
+    info = {
+        "path": str(Path(target).resolve()),
+        "thread_id": thread_id,
+        "source": source,
+        "events": data["events"],
+        "items": len(data["items"]),
+        "lanes": [lane["label"] for lane in data["lanes"]],
+        "bytes": len(page.encode()),
+    }
+    if as_json:
+        typer.echo(json.dumps(info, ensure_ascii=False))
+    else:
+        out.print(
+            f"wrote {escape(info['path'])}: {_n(info['events'], 'event')}, "
+            f"{_n(info['items'], 'item')} in {_n(len(info['lanes']), 'lane')} (from the {source})",
+            soft_wrap=True,
+        )
+
+
+def _thread_envelopes(s: _Settings, thread_id: str) -> tuple[list[dict[str, Any]], str]:
+    """A thread's envelopes from the ledger, else from the workspace's events.jsonl."""
+    with _connect(s) as conn:
+        envelopes = ledger.fetch_events(conn, thread_id, s.schema)
+    if envelopes:
+        return envelopes, "ledger"
+    envelopes, _ = read_jsonl(s.ws(), f"{s.ws().thread_dir(thread_id)}/events.jsonl")
+    return envelopes, "workspace"
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
