@@ -53,6 +53,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from langgraph_external import embedded, inspection, ledger
 from langgraph_external.embedded import EmbeddedPostgres
@@ -1337,6 +1338,134 @@ def _thread_envelopes(s: _Settings, thread_id: str) -> tuple[list[dict[str, Any]
         return envelopes, "ledger"
     envelopes, _ = read_jsonl(s.ws(), f"{s.ws().thread_dir(thread_id)}/events.jsonl")
     return envelopes, "workspace"
+
+
+# -- lgx export / lgx import --------------------------------------------------------------
+class _DefaultCommandGroup(TyperGroup):
+    """A group whose first argument, when it names no subcommand, goes to ``thread``.
+
+    So ``lgx export THREAD -o FILE`` works next to ``lgx export langfuse ...``; a thread
+    named like a subcommand is exported with ``lgx export thread NAME``.
+    """
+
+    default_command = "thread"
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
+export_app = typer.Typer(
+    name="export",
+    cls=_DefaultCommandGroup,
+    help="Export what was recorded: `lgx export THREAD -o FILE` writes a thread archive.",
+    no_args_is_help=True,
+)
+app.add_typer(export_app, name="export")
+
+
+def _file_progress(label: str) -> tuple[Progress, Any]:
+    """A progress bar on stderr (only on a terminal) and its ``(done, total)`` callback."""
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    task = progress.add_task(label, total=None)
+    return progress, lambda done, total: progress.update(task, completed=done, total=total)
+
+
+@export_app.command("thread")
+def export_thread_command(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread to export.")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Archive to write (default: THREAD.tar.gz).", show_default=False
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Write a thread's ledger events and workspace folder as one .tar.gz (with hashes).
+
+    Exit 1: the thread is not in the ledger, or its workspace mirror is behind.
+    """
+    from langgraph_external.errors import ArchiveError
+    from langgraph_external.transfer import export_thread, report_dict
+    from langgraph_external.workspace import encode_thread_id
+
+    target = output or Path(f"{encode_thread_id(thread_id)}.tar.gz")
+    with _command(ctx) as s, _connect(s) as conn:
+        progress, advance = _file_progress("exporting")
+        try:
+            with progress:
+                report = export_thread(
+                    conn, s.ws(), thread_id, target, schema=s.schema, progress=advance
+                )
+        except ArchiveError as exc:
+            raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(report_dict(report), ensure_ascii=False))
+    else:
+        out.print(
+            f"exported {escape(thread_id)}: {_n(report.events, 'event')}, "
+            f"{_n(report.files, 'workspace file')} to {escape(report.path)} "
+            f"({report.bytes} bytes, sha256 {report.sha256})",
+            soft_wrap=True,
+        )
+
+
+@app.command(name="import")
+def import_command(
+    ctx: typer.Context,
+    archive: Annotated[Path, typer.Argument(help="An archive written by `lgx export`.")],
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Import a thread archive into this ledger, saver tables and workspace.
+
+    Everything is verified first (file hashes, hash chain, checkpoint copies); the
+    thread must be new here. Nothing is written unless all of it is. Exit 1: damaged or
+    altered archive, or the thread already exists.
+    """
+    from langgraph_external.crypto import DecryptionError, WorkspaceCipher
+    from langgraph_external.errors import ArchiveError, ImportConflictError
+    from langgraph_external.transfer import import_thread, report_dict
+
+    with _command(ctx) as s:
+        if not archive.is_file():
+            raise CliError(f"no archive at {archive}")
+        dsn = s.resolve_dsn(create=True)
+        progress, advance = _file_progress("importing")
+        try:
+            with progress:
+                report = import_thread(
+                    dsn,
+                    s.ws(),
+                    archive,
+                    schema=s.schema,
+                    cipher=WorkspaceCipher(key) if key else None,
+                    progress=advance,
+                )
+        except (ArchiveError, ImportConflictError, RestoreError, DecryptionError) as exc:
+            raise CliError(f"import refused: {_one_line(exc)}", EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(report_dict(report), ensure_ascii=False))
+    else:
+        out.print(
+            f"imported {escape(report.thread_id)}: {_n(report.events, 'event')}, "
+            f"{_n(report.checkpoints, 'checkpoint')}, {_n(report.files, 'workspace file')}",
+            soft_wrap=True,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover
