@@ -29,6 +29,7 @@ not run (bad option, ledger unreachable or not set up, workspace unreadable).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -79,6 +80,12 @@ _CONNECT_TIMEOUT = 10
 
 class _Stdout(Console):
     """Standard output; a reader that stops early (``| head``) ends the command with 0."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print; when stdout is not a terminal, long lines are never wrapped."""
+        if not self.is_terminal:
+            kwargs.setdefault("soft_wrap", True)
+        super().print(*objects, **kwargs)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -243,11 +250,14 @@ def _global(
         ),
     ] = None,
     workspace: Annotated[
-        str, typer.Option("--workspace", "-w", help="Workspace directory or fsspec URL.")
+        str,
+        typer.Option(
+            "--workspace", "-w", envvar="LGX_WORKSPACE", help="Workspace directory or fsspec URL."
+        ),
     ] = DEFAULT_WORKSPACE,
-    schema: Annotated[str, typer.Option("--schema", help="Ledger schema name.")] = (
-        ledger.DEFAULT_SCHEMA
-    ),
+    schema: Annotated[
+        str, typer.Option("--schema", envvar="LGX_SCHEMA", help="Ledger schema name.")
+    ] = (ledger.DEFAULT_SCHEMA),
 ) -> None:
     """Inspect and verify what langgraph-external recorded in Postgres and the workspace."""
     try:
@@ -261,12 +271,19 @@ def _global(
 
 # -- setup -------------------------------------------------------------------------------
 @app.command()
-def setup(ctx: typer.Context) -> None:
+def setup(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
     """Create the ledger schema (or bring it up to date) and print its version."""
     with _command(ctx) as s:
         with _connect(s, create=True) as conn:
             version = ledger.setup(conn, s.schema)
-        where = f" (embedded server in {s._embedded.datadir})" if s._embedded else ""
+        datadir = str(s._embedded.datadir) if s._embedded else None
+        if as_json:
+            typer.echo(json.dumps({"schema": s.schema, "version": version, "embedded": datadir}))
+            return
+        where = f" (embedded server in {datadir})" if datadir else ""
         out.print(
             f"ledger schema [bold]{escape(s.schema)}[/] is at version {version}{escape(where)}"
         )
@@ -458,6 +475,9 @@ def verify(
     all_threads: Annotated[
         bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one result per thread as JSON lines.")
+    ] = False,
 ) -> None:
     """Verify hash chains in the ledger and workspace, and that both hold the same events.
 
@@ -491,6 +511,12 @@ def verify(
                     progress.advance(task)
 
     failed = [r for r in results if not r.ok]
+    if as_json:
+        for r in results:
+            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
+        if failed:
+            raise typer.Exit(EXIT_PROBLEM)
+        return
     for r in results if not all_threads else failed:
         if r.ok:
             out.print(
@@ -1087,6 +1113,7 @@ def restore(
         str | None,
         typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
 
@@ -1117,9 +1144,29 @@ def restore(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",
                         EXIT_PROBLEM,
                     )
-                done = restore_recorded(ext, thread_id, target_thread_id=target)
+                with Progress(
+                    TextColumn("restoring"),
+                    TimeElapsedColumn(),
+                    console=err,
+                    transient=True,
+                    disable=not err.is_terminal,
+                ):
+                    done = restore_recorded(ext, thread_id, target_thread_id=target)
         except (RestoreError, DecryptionError) as exc:
             raise CliError(f"restore refused: {_one_line(exc)}", EXIT_PROBLEM) from exc
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "thread_id": thread_id,
+                        "target_thread_id": target,
+                        "checkpoints": done.checkpoints,
+                        "last_checkpoint_id": done.last_checkpoint_id,
+                    },
+                    ensure_ascii=False,
+                )
+            )
+            return
         out.print(
             f"restored {_n(done.checkpoints, 'checkpoint')} of {escape(thread_id)} as "
             f"{escape(target)} (last checkpoint {escape(str(done.last_checkpoint_id))}); "
@@ -1324,7 +1371,8 @@ def timeline(
         typer.echo(json.dumps(info, ensure_ascii=False))
     else:
         out.print(
-            f"wrote {escape(info['path'])}: {_n(info['events'], 'event')}, "
+            f"wrote {escape(info['path'])}: thread {escape(thread_id)}, "
+            f"{_n(info['events'], 'event')}, "
             f"{_n(info['items'], 'item')} in {_n(len(info['lanes']), 'lane')} (from the {source})",
             soft_wrap=True,
         )
