@@ -526,7 +526,7 @@ def restore_thread_report(
     serde = serde or saver.serde
     logs = verify_thread(ws, thread_id, cipher=cipher)
     plan = _decode_all(ws, thread_id, logs, serde)
-    return _put_all(plan, saver, target_thread_id or thread_id)
+    return _put_all_atomic(plan, saver, target_thread_id or thread_id)
 
 
 _Plan = list[tuple[str, CheckpointTuple, dict[tuple[str, str], list[tuple[int, str, Any]]]]]
@@ -569,6 +569,26 @@ def _put_all(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> Resto
         if ns == "":
             last = tup.checkpoint["id"]
     return RestoredThread(len(plan), last)
+
+
+def _put_all_atomic(
+    plan: _Plan, saver: BaseCheckpointSaver[Any], target: str
+) -> RestoredThread:
+    """:func:`_put_all` in one transaction when ``saver`` is the official sync Postgres saver.
+
+    All or nothing (a failure leaves no half thread), and one commit instead of one per
+    checkpoint and per task's writes: a 1 000-checkpoint thread restores in about a
+    second instead of several (``benchmarks/bench_cli.py``). Other savers get the puts
+    one by one.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from langgraph_external.checkpointers import _postgres_ops as pg
+
+    if not pg.is_postgres_saver(saver) or pg.is_async_postgres_saver(saver):
+        return _put_all(plan, saver, target)
+    with pg.saver_connection(saver) as conn, conn.transaction():
+        return _put_all(plan, PostgresSaver(conn, serde=saver.serde), target)
 
 
 def restore_recorded(
@@ -621,7 +641,7 @@ def restore_recorded(
                 "records; restore under another id"
             )
         # the record has these checkpoints already: write them past the recorder
-        result = _put_all(plan, recording.inner, target)
+        result = _put_all_atomic(plan, recording.inner, target)
     else:
         if held is not None or ws.exists(f"{ws.thread_dir(target)}/events.jsonl"):
             raise RestoreError(f"thread {target!r} is already recorded; pick an unused id")
