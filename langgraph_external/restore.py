@@ -35,7 +35,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import RestoreError
-from langgraph_external.events import Event, EventKind, verify_chain
+from langgraph_external.events import Event, EventKind, compute_hash, verify_chain
 from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
 
 if TYPE_CHECKING:
@@ -286,6 +286,20 @@ def _same_ref(at: str, what: str, line: Any, recorded: Any) -> None:
             )
 
 
+def _check_link(prev: Mapping[str, Any] | None, env: Mapping[str, Any]) -> None:
+    """:func:`verify_chain` of ``[prev, env]`` where ``prev`` was checked already."""
+    if prev is None:
+        verify_chain([env])
+        return
+    seq = env["seq"]
+    if seq != prev["seq"] + 1:
+        raise ValueError(f"gap in sequence: expected seq {prev['seq'] + 1}, found {seq}")
+    if env["prev"] != prev["hash"]:
+        raise ValueError(f"seq {seq}: prev does not match the hash of seq {seq - 1}")
+    if compute_hash(env) != env["hash"]:
+        raise ValueError(f"seq {seq}: hash does not match the event's content")
+
+
 def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
     """The envelopes of the thread's ``events.jsonl``, after checking its hash chain.
 
@@ -316,8 +330,8 @@ def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
         if not isinstance(env, dict):
             raise RestoreError(f"{path}: line {n} is not a JSON object")
         try:
-            # pairwise is the whole check (gap, prev link, own hash) and names the line
-            verify_chain([*envelopes[-1:], env])
+            # the whole check (gap, prev link, own hash), hashing each event once
+            _check_link(envelopes[-1] if envelopes else None, env)
         except ValueError as exc:
             raise RestoreError(f"{path}: line {n}: hash chain broken: {exc}") from exc
         except (KeyError, TypeError) as exc:
@@ -354,15 +368,23 @@ def verify_thread(
         >>> verify_thread(Workspace("memory://lgx-doc-verify"), "t")
         {}
     """
+    return _verified(ws, thread_id, cipher)[0]
+
+
+def _verified(
+    ws: Workspace, thread_id: str, cipher: WorkspaceCipher | None
+) -> tuple[dict[str, CheckpointLog], list[dict[str, Any]] | None]:
+    """:func:`verify_thread`, also returning the verified envelopes (``None``: not read)."""
     logs = {
         ns: CheckpointLog(ws, thread_id, ns, cipher=cipher) for ns in _namespaces(ws, thread_id)
     }
     if not any(log.docs or log.write_lines for log in logs.values()):
-        return logs
-    by_seq = {env["seq"]: env for env in read_verified_events(ws, thread_id)}
+        return logs, None
+    envelopes = read_verified_events(ws, thread_id)
+    by_seq = {env["seq"]: env for env in envelopes}
     for log in logs.values():
         log.verify(by_seq)
-    return logs
+    return logs, envelopes
 
 
 def _namespaces(ws: Workspace, thread_id: str) -> list[str]:
@@ -538,7 +560,9 @@ def _decode_all(
     """Every checkpoint and its writes, decoded: done before the first write, so a value
     the serializer cannot read does not leave half a thread in the saver either."""
     plan: _Plan = []
-    for ns, cid in iter_checkpoint_ids(ws, thread_id):
+    found = [(ns, cid) for ns, log in logs.items() for cid in log.docs]
+    # checkpoint ids are time-ordered (uuid6): parents before children
+    for ns, cid in sorted(found, key=lambda t: (t[1], t[0])):
         log = logs[ns]
         tup = _build_tuple(log, cid, serde)
         by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
@@ -625,12 +649,12 @@ def restore_recorded(
     if recording.get_tuple({"configurable": {"thread_id": target}}) is not None:
         raise RestoreError(f"thread {target!r} already has checkpoints in the saver")
     # every check and every decode before the first write (ledger or saver)
-    logs = verify_thread(ws, thread_id, cipher=ext.cipher)
+    logs, verified = _verified(ws, thread_id, ext.cipher)
     plan = _decode_all(ws, thread_id, logs, recording.serde)
     ledger = pipeline.ledger
     held = ledger.positions([target]).get(target)
     if target == thread_id:
-        envelopes = read_verified_events(ws, thread_id)
+        envelopes = verified if verified is not None else read_verified_events(ws, thread_id)
         if held is None and envelopes:
             # the verified record goes back as it was: same seq, same hashes
             ledger.append([Event.from_envelope(env) for env in envelopes])
