@@ -595,15 +595,12 @@ def _put_all(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> Resto
     return RestoredThread(len(plan), last)
 
 
-def _put_all_atomic(
-    plan: _Plan, saver: BaseCheckpointSaver[Any], target: str
-) -> RestoredThread:
+def _put_all_atomic(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
     """:func:`_put_all` in one transaction when ``saver`` is the official sync Postgres saver.
 
     All or nothing (a failure leaves no half thread), and one commit instead of one per
-    checkpoint and per task's writes: a 1 000-checkpoint thread restores in about a
-    second instead of several (``benchmarks/bench_cli.py``). Other savers get the puts
-    one by one.
+    checkpoint and per task's writes (``benchmarks/bench_cli.py``). Other savers get the
+    puts one by one.
     """
     from langgraph.checkpoint.postgres import PostgresSaver
 
