@@ -16,6 +16,9 @@ Example (shell)::
     lgx sql "select kind, count(*) from events group by kind"
     lgx verify --all
     lgx db start
+    lgx timeline thread-42 -o run.html
+    lgx export thread-42 -o thread-42.tar.gz && lgx --dsn "$OTHER" import thread-42.tar.gz
+    lgx prune --all --keep 10 --older-than 30d --dry-run
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
 (``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as

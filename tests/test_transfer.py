@@ -265,3 +265,29 @@ def test_export_refuses_a_lagging_workspace_and_unknown_threads(
     named = lgx(source, "export", "thread", "react", "-o", str(tmp_path / "r.tar.gz"), "--json")
     assert named.exit_code == 0, named.output
     assert read_archive(tmp_path / "r.tar.gz").thread_id == "react"
+
+
+def test_an_encrypted_workspace_moves_with_its_key_only(
+    dsn: str, other_dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.crypto import WorkspaceCipher
+
+    key = WorkspaceCipher.generate_key()
+    source = Place(dsn, tmp_path / "enc-a")
+    with External(dsn=dsn, workspace=source.ws, spool_dir=spool_dir, encryption_key=key) as ext:
+        react_agent(ext.checkpointer).invoke(
+            {"messages": [HumanMessage("weather?")]}, ext.config("secret")
+        )
+    archive = tmp_path / "s.tar.gz"
+    export(source, "secret", archive)
+    assert read_archive(archive).manifest["encrypted"] is True
+    target = Place(other_dsn, tmp_path / "enc-b")
+    without = lgx(target, "import", str(archive))
+    assert without.exit_code == 1 and "encrypted" in without.stderr
+    wrong = lgx(target, "import", str(archive), "--key", WorkspaceCipher.generate_key())
+    assert wrong.exit_code == 1
+    assert_nothing_imported(target, "secret")
+    right = lgx(target, "import", str(archive), "--key", key, "--json")
+    assert right.exit_code == 0, right.output
+    assert json.loads(right.stdout)["checkpoints"] == saver_rows(dsn, "secret")
+    assert lgx(target, "verify", "secret").exit_code == 0
