@@ -133,6 +133,40 @@ def ledger_counts(dsn: str, schema: str) -> dict[str, int]:
     return {"events": int(ev), "threads": int(th)}
 
 
+# -- interleaved setups ------------------------------------------------------------------
+Setup = tuple[Any, Callable[[], Any], Callable[[], Any]]
+"""``(graph, make_config, flush)`` of one setup compared in :func:`interleaved`."""
+
+
+def interleaved(
+    setups: dict[str, Setup], inputs: Any, n: int, batch: int, warmup: int = 10
+) -> tuple[dict[str, list[float]], dict[str, float], int]:
+    """Invoke every setup in rounds of ``batch`` (order reversed every other round), each
+    round ending with the setup's ``flush()``, which counts in its wall time.
+
+    Returns per-invoke latencies (s), wall time per setup (s) and invokes per setup.
+    """
+    lat: dict[str, list[float]] = {k: [] for k in setups}
+    wall: dict[str, float] = dict.fromkeys(setups, 0.0)
+    for graph, cfg, flush in setups.values():  # warm up
+        for _ in range(warmup):
+            graph.invoke(inputs, cfg(), durability="sync")
+        flush()
+    order = list(setups)
+    rounds = max(1, n // batch)
+    for r in range(rounds):
+        for key in order if r % 2 == 0 else list(reversed(order)):
+            graph, cfg, flush = setups[key]
+            start = time.perf_counter()
+            for _ in range(batch):
+                t = time.perf_counter()
+                graph.invoke(inputs, cfg(), durability="sync")
+                lat[key].append(time.perf_counter() - t)
+            flush()
+            wall[key] += time.perf_counter() - start
+    return lat, wall, rounds * batch
+
+
 # -- statistics and environment --------------------------------------------------------
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)

@@ -28,7 +28,6 @@ import os
 import statistics
 import tempfile
 import threading
-import time
 import uuid
 import warnings
 from collections.abc import Callable
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LANGFUSE_OTEL_COMPRESSION", "gzip")
+
+from _common import Setup, interleaved
 
 NODES = 10
 
@@ -184,30 +185,12 @@ def main() -> None:
     def cfg_c() -> Any:
         return ext.config(f"c-{uuid.uuid4().hex}")
 
-    setups: dict[str, tuple[Any, Callable[[], Any], Callable[[], Any]]] = {
+    setups: dict[str, Setup] = {
         "a": (graph_a, cfg_a, lambda: None),
         "b": (graph_b, cfg_b, langfuse.flush),
         "c": (graph_c, cfg_c, ext.flush),
     }
-    lat: dict[str, list[float]] = {k: [] for k in setups}
-    wall: dict[str, float] = dict.fromkeys(setups, 0.0)
-    for graph, cfg, flush in setups.values():  # warm up
-        for _ in range(10):
-            graph.invoke(question, cfg(), durability="sync")
-        flush()
-    order = list(setups)
-    rounds = max(1, args.n // args.batch)
-    for r in range(rounds):
-        for key in order if r % 2 == 0 else list(reversed(order)):
-            graph, cfg, flush = setups[key]
-            start = time.perf_counter()
-            for _ in range(args.batch):
-                t = time.perf_counter()
-                graph.invoke(question, cfg(), durability="sync")
-                lat[key].append(time.perf_counter() - t)
-            flush()
-            wall[key] += time.perf_counter() - start
-    n = rounds * args.batch
+    lat, wall, n = interleaved(setups, question, args.n, args.batch, warmup=10)
     med = {k: statistics.median(v) * 1000 for k, v in lat.items()}
     per = {k: wall[k] / n * 1000 for k in wall}
     result = {

@@ -460,6 +460,11 @@ def render(res: dict[str, Any]) -> None:
     print(f"3. one chat thread, {turns} turns ({lt['a']['messages']} messages at the end)")
     for t in curve_points(turns):
         row(f"   turn {t} ms (median of +-2)", {k: lt[k]["curve_ms"][t] for k in KEYS}, ".1f")
+    print("   the recording's own cost per turn (b-a, c-a ms; flat = O(change)):")
+    for t in curve_points(turns):
+        a = lt["a"]["curve_ms"][t]
+        own = {k: lt[k]["curve_ms"][t] - a for k in ("b", "c")}
+        print(f"{'     at turn ' + str(t):<38}{'':>13}{own['b']:>13.1f}{own['c']:>13.1f}")
     tenth = max(1, turns // 10)
     row(f"   late ms (last {tenth} turns, median)", {k: lt[k]["late_ms"] for k in KEYS}, ".1f")
     row("   late / early", {k: lt[k]["late_over_early"] for k in KEYS}, ".2f", ratio=False)

@@ -182,6 +182,13 @@ async def asaver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str
         return _identity(await cur.fetchone())
 
 
+# the official Postgres saver's channel values, by (thread, namespace, channel, version);
+# unqualified like the saver's own statements (the same connection settings find them)
+SAVER_BLOBS_SQL = (
+    "select channel, version, blob from checkpoint_blobs where thread_id = %s"
+    " and checkpoint_ns = %s and channel = any(%s) and version = any(%s)"
+)
+
 IDENTITY_SQL = (
     "select (select system_identifier::text from pg_control_system()) as sysid, "
     "current_database() as db"
@@ -254,3 +261,46 @@ def is_tool_node(runnable: Any) -> bool:
 def messages_key_of(runnable: Any, default: str = "messages") -> str:
     """The state key a ``ToolNode`` reads its messages from."""
     return str(getattr(runnable, "_messages_key", None) or default)
+
+
+# -- replay (langchain-core 1.8.3) ------------------------------------------------------------
+# Every chat-model call, whatever its entry point (``invoke``, ``generate``, ``batch``; not
+# ``stream`` of a model that streams natively), goes through ``_generate_with_cache`` (or its
+# async twin) with the normalized messages, ``stop``, the run manager of the call (whose
+# ``metadata`` carries the ``langgraph_*`` keys of the task) and the call's keyword arguments;
+# it returns a ``ChatResult``. Returning one without calling the original skips the model and
+# keeps the callbacks (``on_chat_model_start`` before, ``on_llm_end`` after).
+CHAT_MODEL_CALLS = ("_generate_with_cache", "_agenerate_with_cache")
+
+
+def chat_model_class() -> type:
+    """``BaseChatModel``, whose :data:`CHAT_MODEL_CALLS` replay intercepts."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+
+    return BaseChatModel
+
+
+def chat_invocation_params(model: Any, stop: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ``invocation_params`` the callbacks of this call receive (tools included)."""
+    return dict(model._get_invocation_params(stop=stop, **kwargs))
+
+
+def tool_callback_inputs(tool: Any, tool_input: Any) -> Any:
+    """The tool arguments ``on_tool_start`` records (injected arguments left out)."""
+    if isinstance(tool_input, dict):
+        return tool._filter_injected_args(tool_input)
+    return tool_input
+
+
+def patch_method(cls: type, name: str, make: Callable[[Any], Any]) -> Callable[[], None]:
+    """Replace ``cls.name`` by ``make(original)``; returns the undo (a no-op if someone
+    replaced it again meanwhile, so their patch survives)."""
+    original = cls.__dict__[name]
+    wrapper = make(original)
+    setattr(cls, name, wrapper)
+
+    def undo() -> None:
+        if cls.__dict__.get(name) is wrapper:
+            setattr(cls, name, original)
+
+    return undo

@@ -1,7 +1,8 @@
 """``lgx``: inspect and verify what langgraph-external recorded.
 
 The commands read the Postgres ledger (the system of record) and the file workspace (its
-mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given).
+mirror); none of them changes a recorded event (``lgx sql --write`` runs what it is given;
+``lgx replay`` records a new thread).
 The queries, filters and readers live in :mod:`langgraph_external.inspection` and the
 embedded server's management in :mod:`langgraph_external.embedded`; this module parses
 options and prints.
@@ -1410,7 +1411,8 @@ class _DefaultCommandGroup(TyperGroup):
 export_app = typer.Typer(
     name="export",
     cls=_DefaultCommandGroup,
-    help="Export what was recorded: `lgx export THREAD -o FILE` writes a thread archive.",
+    help="Export what was recorded: `lgx export THREAD -o FILE` writes a thread archive; "
+    "`lgx export langfuse` sends the record to Langfuse.",
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
@@ -1621,5 +1623,201 @@ def prune_command(
     _print_data(table)
 
 
+@export_app.command("langfuse")
+def export_langfuse(
+    ctx: typer.Context,
+    thread_ids: Annotated[
+        list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
+    ] = None,
+    all_threads: Annotated[
+        bool, typer.Option("--all", help="Visit every thread (not only those behind).")
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="Keep exporting as threads are recorded (Ctrl-C stops)."),
+    ] = False,
+    resend: Annotated[
+        bool,
+        typer.Option("--resend", help="Send the chosen threads again from their first event."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Send recorded threads to Langfuse (keys and URL from LANGFUSE_* variables).
+
+    Every thread's observations after its Langfuse cursor are sent; the cursor moves only
+    when Langfuse accepted them, and ids are derived from the record, so running it again
+    sends nothing new. Several exporters may run at once (one per thread at a time).
+    Exit 1 if a thread could not be brought up to date (Langfuse down, keys refused).
+    """
+    import signal
+    import threading
+
+    from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        exporter = LangfuseExporter(LangfuseExport(), dsn, s.schema)
+        try:
+            if follow:
+                stop = threading.Event()
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                err.print(f"following the ledger into {exporter.config.base_url} (Ctrl-C stops)")
+                with contextlib.suppress(KeyboardInterrupt):
+                    exporter.follow(stop)
+                typer.echo(
+                    json.dumps({"spans": exporter.spans_sent})
+                    if as_json
+                    else f"sent {_n(exporter.spans_sent, 'span')}"
+                )
+                return
+            since_at = _time_option(since, "--since")
+            if resend:
+                chosen = [
+                    t
+                    for t, _, _ in exporter.threads(
+                        thread_ids or (), since=since_at, all_threads=True
+                    )
+                ]
+                exporter.resend(chosen)
+            todo = exporter.threads(thread_ids or (), since=since_at, all_threads=all_threads)
+            missing = sorted(set(thread_ids or ()) - {t for t, _, _ in todo})
+            if missing:
+                raise CliError(f"no such thread: {', '.join(missing)}", EXIT_PROBLEM)
+            total = sum(max(0, head - done) for _, head, done in todo)
+            with Progress(
+                TextColumn("exporting to Langfuse"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("threads"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("export", total=len(todo))
+                report = exporter.export(
+                    [t for t, _, _ in todo], on_thread=lambda *_: bar.advance(task)
+                )
+        finally:
+            exporter.close()
+    if as_json:
+        typer.echo(json.dumps({**report.__dict__, "events_behind": total, "ok": not report.behind}))
+    else:
+        out.print(
+            f"exported {_n(report.threads, 'thread')}, {_n(report.spans, 'span')} sent"
+            f" to {escape(exporter.config.base_url or '')}"
+        )
+        for tid, why in sorted(report.behind.items()):
+            out.print(f"[bold red]behind:[/] {escape(tid)}: {escape(why)}")
+    if report.behind:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+# -- replay and diff (langgraph_external.replay, langgraph_external.diff) -------------------
+@app.command("replay")
+def replay_cmd(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The recorded thread.")],
+    app_ref: Annotated[
+        str,
+        typer.Option("--app", help="The graph as module:attribute (builder, graph or factory)."),
+    ],
+    into: Annotated[
+        str | None, typer.Option("--into", help="Id of the new thread (default: generated).")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="recorded or regression.")] = "recorded",
+    tools: Annotated[str, typer.Option("--tools", help="recorded or live.")] = "recorded",
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", help="Start from this checkpoint (id or prefix).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run a recorded thread again into a new thread; exit 1 if it diverged.
+
+    recorded: the app's code runs, every model and tool call is answered from the record.
+    regression: the model runs live, tools stay recorded (or --tools live).
+    """
+    from langgraph_external.external import External
+    from langgraph_external.replay import replay
+    from langgraph_external.replay._app import load_app
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        with External(dsn=dsn, workspace=s.workspace, schema=s.schema) as ext:
+            graph = load_app(app_ref, ext.checkpointer)
+            try:
+                with Progress(
+                    TextColumn("replaying"), TimeElapsedColumn(), console=err, transient=True
+                ):
+                    report = replay(
+                        graph,
+                        thread_id,
+                        ext=ext,
+                        mode=mode,
+                        tools=tools,
+                        into=into,
+                        checkpoint_id=checkpoint,
+                    )
+            except inspection.NotFoundError as exc:
+                raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(report.to_dict()))
+    else:
+        out.print(
+            f"replayed {escape(thread_id)} into {escape(report.thread_id)} ({report.mode}, "
+            f"tools {report.tools}): {_n(report.invocations, 'invocation')}, "
+            f"{report.model_calls_answered} model and {report.tool_calls_answered} tool calls "
+            f"answered from the record, {report.model_calls} model calls and "
+            f"{report.tool_calls_executed} tool calls made live",
+            soft_wrap=True,
+        )
+        for d in report.divergences:
+            out.print(f"[bold red]diverged:[/] {escape(d.message)}", soft_wrap=True)
+        if not report.diverged:
+            out.print("no divergence: same calls, same path, same state")
+    if report.diverged:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+@app.command("diff")
+def diff_cmd(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(help="THREAD, THREAD@CHECKPOINT or run:RUN_ID.")],
+    b: Annotated[
+        str | None, typer.Argument(help="The other side (default: A's thread).", show_default=False)
+    ] = None,
+    checkpoint: Annotated[
+        list[str] | None,
+        typer.Option("--checkpoint", help="Checkpoint of A, then of B (repeatable, max 2)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
+) -> None:
+    """Compare two threads, checkpoints or runs: node path and state; exit 1 if they differ."""
+    from langgraph_external import diff
+
+    cps = list(checkpoint or [])
+    with _command(ctx) as s:
+        if len(cps) > 2:
+            raise CliError("--checkpoint is given at most twice (A, then B)")
+        side_a = diff.parse_side(a, cps[0] if cps else None)
+        if b is None and side_a.thread_id is None:
+            raise CliError("give B, or two checkpoints of A's thread")
+        side_b = diff.parse_side(b or str(side_a.thread_id), cps[1] if len(cps) > 1 else None)
+        with _connect(s) as conn:
+            try:
+                result = diff.diff_sides(conn, s.ws(), side_a, side_b, s.schema)
+            except inspection.NotFoundError as exc:
+                raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(result.to_dict()))
+    else:
+        for line in result.lines():
+            out.print(escape(line), soft_wrap=True)
+    if not result.same:
+        raise typer.Exit(EXIT_PROBLEM)

@@ -24,11 +24,17 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from langgraph_external import _compat, ledger
 from langgraph_external._nolock import NoLock
 from langgraph_external.assembly import Recording, assemble, embedded_for, resolve_redactor
-from langgraph_external.callbacks import POLICY_HASH_KEY, AuditCallbackHandler
+from langgraph_external.callbacks import (
+    POLICY_HASH_KEY,
+    TAGS_KEY,
+    USER_ID_KEY,
+    AuditCallbackHandler,
+)
 from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
+from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
 from langgraph_external.sinks.base import Projection
@@ -63,6 +69,9 @@ class External:
         record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
         encryption_key: encrypt the workspace's exact checkpoint copies (AES-256-GCM);
             default ``$LGX_WORKSPACE_KEY``. See :mod:`langgraph_external.crypto`.
+        langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
+            :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
+            sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -87,6 +96,7 @@ class External:
         projections: Sequence[Projection] = (),
         record_behaviour: bool = True,
         encryption_key: str | bytes | None = None,
+        langfuse: bool | LangfuseExport | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
         self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
@@ -111,6 +121,8 @@ class External:
         self._checkpointer: ExternalCheckpointer | None = None
         self.pipeline: Pipeline | None = None
         self._is_setup = False
+        self._langfuse_config = _langfuse_config(langfuse)
+        self.langfuse: LangfuseExporter | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
@@ -129,6 +141,9 @@ class External:
         )
         self.pipeline = self._recording.pipeline
         self.dsn = self._recording.dsn
+        if self._langfuse_config is not None:
+            self.langfuse = LangfuseExporter(self._langfuse_config, self.dsn, self.schema)
+            self.langfuse.attach(self.pipeline)
         return self.dsn
 
     def setup(self) -> External:
@@ -214,11 +229,17 @@ class External:
             pipeline=self.pipeline,
             digest=self.cipher.address if self.cipher is not None else None,
             outbox=outbox,
+            saver_blob_refs=outbox is True,
         )
         self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None
 
     def close(self) -> None:
         """Flush every recorded event, close connections, stop the embedded server."""
+        if self.langfuse is not None:
+            if self.pipeline is not None:
+                self.pipeline.flush(10.0)  # so the exporter sees the last commits
+            self.langfuse.close()  # what it could not send waits in the ledger
+            self.langfuse = None
         if self._recording is not None:
             self._recording.close()
             self._recording = None
@@ -286,6 +307,9 @@ class External:
         checkpoint_id: str | None = None,
         callbacks: Sequence[Any] = (),
         policy: Any = None,
+        user_id: str | None = None,
+        tags: Sequence[str] = (),
+        run_id: Any = None,
         **configurable: Any,
     ) -> RunnableConfig:
         """A ``RunnableConfig`` for ``thread_id`` with the audit callback handler attached.
@@ -293,6 +317,11 @@ class External:
         The handler records node transitions, tool calls, model calls, retriever hits,
         interrupts and resumes (see :mod:`langgraph_external.callbacks`). Pass the
         ``policy`` of a guarded graph to record its content hash with every event.
+        ``user_id`` and ``tags`` are recorded with the run (``run_start``) and become the
+        Langfuse trace's user and tags; they travel as the config metadata keys
+        ``langfuse_user_id`` / ``langfuse_tags`` that Langfuse's own handler reads too.
+        ``run_id`` fixes the LangChain run id of the invocation (see
+        :func:`~langgraph_external.exporters.trace_context_for_run`).
 
         Example:
             >>> External.__new__(External).config("t-1")["configurable"]
@@ -304,11 +333,21 @@ class External:
         if checkpoint_id is not None:
             conf["checkpoint_id"] = checkpoint_id
         out: dict[str, Any] = {"configurable": conf}
+        metadata: dict[str, Any] = {}
         if policy is not None:
             # the policy's content hash travels with the run: configurable keys reach the
             # checkpoint metadata, config metadata reaches every callback
             conf[POLICY_HASH_KEY] = policy.hash
-            out["metadata"] = {POLICY_HASH_KEY: policy.hash}
+            metadata[POLICY_HASH_KEY] = policy.hash
+        if user_id is not None:
+            metadata[USER_ID_KEY] = str(user_id)
+        if tags:
+            out["tags"] = [str(t) for t in tags]
+            metadata[TAGS_KEY] = list(out["tags"])
+        if metadata:
+            out["metadata"] = metadata
+        if run_id is not None:
+            out["run_id"] = run_id
         handlers = list(callbacks)
         audit = getattr(self, "_audit", None)
         if audit is not None:
@@ -318,8 +357,17 @@ class External:
         return out  # type: ignore[return-value]
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything recorded so far is in the workspace and the ledger."""
-        return self.pipeline.flush(timeout) if self.pipeline is not None else True
+        """Wait until everything recorded so far is in the workspace and the ledger (and
+        in Langfuse when it is exported there). ``False`` when that did not finish within
+        ``timeout``; nothing is dropped, it is retried."""
+        if self.pipeline is None:
+            return True
+        start = time.monotonic()
+        ok = self.pipeline.flush(timeout)
+        if self.langfuse is not None:
+            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+            ok = self.langfuse.flush(left) and ok
+        return ok
 
     def events(self, thread_id: str) -> list[dict[str, Any]]:
         """The thread's events from the ledger, in order (flushes first)."""
@@ -329,8 +377,11 @@ class External:
             return ledger.fetch_events(conn, thread_id, self.schema)
 
     def health(self) -> dict[str, Any]:
-        """Recording health: delivered events, failures, spooled batches."""
-        return self.pipeline.health() if self.pipeline is not None else {}
+        """Recording health: delivered events, failures, spooled batches (and Langfuse)."""
+        out = self.pipeline.health() if self.pipeline is not None else {}
+        if self.langfuse is not None:
+            out["langfuse"] = self.langfuse.health()
+        return out
 
 
 _SETUP_ATTEMPTS = 50
@@ -339,6 +390,16 @@ _SETUP_RACES = (
     psycopg.errors.DuplicateObject,  # both created the same table (its row type)
     psycopg.errors.DuplicateTable,
 )
+
+
+def _langfuse_config(value: bool | LangfuseExport | None) -> LangfuseExport | None:
+    """The resolved export configuration (``ConfigurationError`` now, not at the first run)."""
+    if value is None or value is False:
+        return None
+    config = LangfuseExport() if value is True else value
+    if not isinstance(config, LangfuseExport):
+        raise ConfigurationError("langfuse= takes True or a LangfuseExport")
+    return config.resolved()
 
 
 def _saver_setup(setup: Any) -> None:

@@ -394,9 +394,29 @@ def _renderings(log: CheckpointLog) -> dict[tuple[str, str], Any]:
         channels: Mapping[str, Any] = doc.get("channels") or {}
         for ch, value in (doc.get("updates") or {}).items():
             sha = (channels.get(ch) or {}).get("sha256")
-            if sha:
+            if sha and not (isinstance(value, dict) and "$large" in value):
                 known[(ch, sha)] = value
     return known
+
+
+def _rendered_blob(ws: Workspace, thread_id: str, ref: Mapping[str, Any]) -> Any:
+    """A large value the checkpoint log does not render (``$large``), decoded from its
+    blob file and redacted like ``state.json``; ``None`` when it cannot be (encrypted)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from langgraph_external.redaction import as_redactor
+    from langgraph_external.render import to_readable
+
+    path = ws.blob_path(thread_id, ref["sha256"])
+    if ref.get("inline") or not ws.exists(path):
+        return None
+    try:
+        value = JsonPlusSerializer().loads_typed((ref.get("type") or "", ws.read_bytes(path)))
+    except Exception:  # an encrypted copy, or bytes this version cannot decode
+        return None
+    redact = as_redactor("standard")
+    assert redact is not None
+    return redact(to_readable(value))[0]
 
 
 def read_state(
@@ -458,8 +478,11 @@ def read_state(
                 values[ch] = (
                     None if ref.get("type") == "empty" else {"$unmirrored": ref.get("version")}
                 )
+            elif (ch, sha) in known:
+                values[ch] = known[(ch, sha)]
             else:
-                values[ch] = known.get((ch, sha), {"$unrendered": sha})
+                rendered = _rendered_blob(ws, thread_id, ref)
+                values[ch] = {"$unrendered": sha} if rendered is None else rendered
 
     writes = [
         {

@@ -206,6 +206,11 @@ MIGRATIONS: list[str] = [
      and w.checkpoint_ns = c.checkpoint_ns and w.checkpoint_id = c.parent_checkpoint_id
      and w.node = any(c.nodes);
     """,
+    # v5: an event's detail holds exact bytes the saver has just compressed for its own
+    # tables; compressing them again would cost the commit more than writing them
+    """
+    alter table {schema}.events alter column detail set storage external;
+    """,
 ]
 
 POSITION_MOVED = "LX001"
@@ -277,6 +282,44 @@ ADVANCE_THREAD = (
     " %s::timestamptz)"
 )
 
+# One statement stores a thread's commit: the head move (which raises LX001 when the
+# thread moved), every event (rows parsed from their hashed lines, so nothing is encoded
+# twice) and the checkpoint index rows. Used for commits without thread operations.
+COMMIT_EVENTS = """
+with adv as materialized (
+    select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
+        %s::timestamptz) as ok
+), src as (
+    select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
+), ins as (
+    insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
+        checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+        duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
+    select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
+        r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
+        r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
+        r.artifact, r.redactions, r.prev, r.hash, (%b::bytea[])[src.i]
+    from adv, src
+    cross join lateral jsonb_populate_record(null::{schema}.events, src.doc - 'raw') as r
+    returning 1
+), cps as (
+    insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+        parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
+        size_bytes, workspace_path, event_seq)
+    select c.* from adv, jsonb_to_recordset(%s::jsonb) as c(thread_id text,
+        checkpoint_ns text, checkpoint_id text, parent_checkpoint_id text, step integer,
+        source text, run_id text, task_ids text[], nodes text[], channels text[],
+        created_at timestamptz, size_bytes bigint, workspace_path text, event_seq bigint)
+    on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
+        parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
+        source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
+        nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
+        workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
+    returning 1
+)
+select (select count(*) from ins), (select count(*) from cps)
+"""
+
 UPSERT_CHECKPOINT = """
 insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
@@ -300,6 +343,10 @@ select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
     duration_ms, payload, raw, artifact, redactions, prev, hash, detail
 from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
 """
+
+SELECT_RECORDED = (
+    "select event_id::text from {schema}.events where thread_id = %s and event_id = any(%s::uuid[])"
+)
 
 SELECT_LAGGING = """
 select t.thread_id, t.last_seq, coalesce(c.seq, 0)
@@ -328,6 +375,21 @@ update {schema}.projection_cursors set error = null, updated_at = now()
 where projection = %s and error is not null
 """
 
+UPSERT_CURSORS_UNLOCK = """
+with cursors as (
+    insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
+    select %s, t, s, null, now() from unnest(%s::text[], %s::bigint[]) as u(t, s)
+    on conflict (projection, thread_id) do update
+        set seq = excluded.seq, error = null, updated_at = now()
+    returning 1
+)
+select (select count(*) from cursors),
+       (select count(pg_advisory_unlock(hashtextextended(k, 0))) from unnest(%s::text[]) as k)
+"""
+
+TRY_PROJECTION_LOCKS = (
+    "select k, pg_try_advisory_lock(hashtextextended(k, 0)) from unnest(%s::text[]) as k"
+)
 TRY_PROJECTION_LOCK = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
 PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
 

@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import base64
 import fcntl
@@ -67,6 +68,8 @@ from langgraph_external.processors import (
 from langgraph_external.sinks.base import Ledger, Projection
 
 logger = logging.getLogger("langgraph_external")
+_PROJECT_LINGER = 0.02  # seconds the projector waits to gather commits into one pass
+_FRESH_MAX = 20_000  # committed events held for the projector before it reads them back
 
 _ORDINARY = (
     LedgerUnavailableError,
@@ -123,6 +126,8 @@ class Commit:
         """Process ``own``, pick the riders, and seal all of them (call once)."""
         p = self.pipeline
         processed = [p.process(e) for e in own]
+        if self.thread_id in p._doubtful:
+            p._resolve_doubts(self.thread_id)  # before riders are picked again
         p.sequencer.prime([self.thread_id])  # a look-up, if any, outside the lock
         with p._cv:  # picked and numbered at once: numbering order is buffer order
             while p._flushing.get(self.thread_id):  # the flusher holds earlier events
@@ -138,8 +143,13 @@ class Commit:
         self._settled = True
         self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
 
-    def failed(self) -> None:
-        """The transaction did not commit: riders go back, the head is asked again."""
+    def failed(self, *, doubtful: bool = False) -> None:
+        """The transaction did not commit: riders go back, the head is asked again.
+
+        ``doubtful``: the failure may have come after the server committed (a connection
+        lost around the COMMIT); the riders are checked against the ledger before they
+        are stored again, so none is recorded twice.
+        """
         if self._settled:
             return
         self._settled = True
@@ -147,6 +157,8 @@ class Commit:
         if self.sealed:
             p.sequencer.invalidate(self.thread_id)
         with p._cv:
+            if doubtful and self._riders:
+                p._doubtful.add(self.thread_id)
             p._inflight[self.thread_id] -= 1
             if not p._inflight[self.thread_id]:
                 del p._inflight[self.thread_id]
@@ -218,19 +230,35 @@ class Pipeline:
         identity = getattr(ledger, "identity", None)
         key = identity() if callable(identity) else ledger.name
         self._wal = WriteAheadLog(Path(wal_dir or spool_dir or default_spool_dir()) / "wal" / key)
-        self._cv = threading.Condition()
+        # one lock; the flusher and the projector wait on conditions of their own, so a
+        # commit or an event wakes them only when they are idle (not on every call)
+        self._lock = threading.RLock()
+        self._cv = threading.Condition(self._lock)
+        self._fcv = threading.Condition(self._lock)  # the flusher waits here
+        self._pcv = threading.Condition(self._lock)  # the projector waits here
+        self._flusher_idle = False
+        self._projector_idle = False
         self._buf: dict[str, list[_Entry]] = {}
         self._count = 0
         self._tick = itertools.count()
         self._inflight: dict[str, int] = {}
         self._storing = 0  # entries taken by the flusher, not yet committed or put back
         self._flushing: dict[str, int] = {}  # the same, per thread
+        # threads whose buffered events may be committed already (a commit's outcome was
+        # not seen): checked against the ledger before they are stored again
+        self._doubtful: set[str] = set()
         self._done_steps: dict[tuple[str, str], int] = {}
         self._done_checkpoints: dict[tuple[str, str, str], None] = {}
         self._force = 0  # flush requests not yet served
         self._commits = 0  # commits so far (projection catch-up waits on this)
         self._projected = 0
         self._touched: set[str] = set()
+        self._settle_at = 0  # a flush waits for projections to settle at this commit count
+        self._settled = 0
+        # committed events handed to each projection in memory (no read-back from the
+        # ledger when they follow its position): projection -> thread -> events
+        self._fresh: dict[str, dict[str, list[Event]]] = {p.name: {} for p in self.projections}
+        self._fresh_count = 0
         self._last_ok = time.monotonic()
         self._ledger_down_since: float | None = None
         self._closed = False
@@ -277,6 +305,7 @@ class Pipeline:
                 self._count >= self.max_buffered
                 and not self._stop
                 and threading.current_thread() is not self._flusher
+                and not _on_event_loop()
             ):
                 self._cv.wait(0.1)  # back-pressure: the ledger is behind or down
             now = time.monotonic()
@@ -285,9 +314,35 @@ class Pipeline:
                 threads.append(e.thread_id)
             self._count += len(processed)
             self._cv.notify_all()
+            if self._flusher_idle:
+                self._fcv.notify()
         if self.strict:
             for tid in dict.fromkeys(threads):
                 self._commit_now(tid)
+
+    def has_room(self) -> bool:
+        """Whether :meth:`emit` would return without waiting for the ledger."""
+        return self._count < self.max_buffered or self._stop
+
+    async def wait_for_room(self, thread_id: str | None = None) -> None:
+        """Back-pressure for async code: yield to the event loop until there is room.
+
+        :meth:`emit` never waits on a thread that runs an event loop (an async graph's
+        callbacks emit there); async producers await this at their step boundaries
+        instead (the checkpointer's ``aput``/``aput_writes`` do), so the buffer stays
+        bounded — by ``max_buffered`` plus one step's events per running graph — and
+        the loop keeps serving other tasks while the ledger is behind or down.
+        ``thread_id``: also wait while the flusher is storing that thread's events (a
+        commit of the thread would otherwise wait for it inside the transaction).
+
+        Example:
+            >>> import asyncio
+            >>> from langgraph_external.sinks.memory import InMemoryLedger
+            >>> with Pipeline(InMemoryLedger()) as p:
+            ...     asyncio.run(p.wait_for_room("t"))
+        """
+        while not self.has_room() or (thread_id is not None and self._flushing.get(thread_id)):
+            await asyncio.sleep(0.005)
 
     def open_commit(self, thread_id: str) -> Commit:
         """Start a commit of ``thread_id`` inside the caller's transaction (see :class:`Commit`)."""
@@ -309,18 +364,29 @@ class Pipeline:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             self._force += 1
-            self._cv.notify_all()
+            self._wake_workers()
             while self._count or self._storing or any(self._inflight.values()):
                 if not self._wait(deadline):
                     self._force -= 1
                     return False
             self._force -= 1
-            target = self._commits
-            while self.projections and self._projected < target:
-                self._cv.notify_all()
+            if not self.projections:
+                return True
+            # one more pass after everything committed so far, then projections settle
+            # (the workspace writes the state.json files it deferred)
+            self._commits += 1
+            target = self._settle_at = self._commits
+            while self._projected < target:
+                self._wake_workers()
                 if not self._wait(deadline):
                     return False
         return True
+
+    def _wake_workers(self) -> None:
+        """Wake the flusher and the projector, whatever they wait for (under ``_cv``)."""
+        self._cv.notify_all()
+        self._fcv.notify_all()
+        self._pcv.notify_all()
 
     def catch_up(self, timeout: float = 600.0) -> tuple[int, list[str]]:
         """Bring every projection up to the ledger on every thread (``lgx repair``).
@@ -340,7 +406,7 @@ class Pipeline:
                 self._touched |= lag
                 self._commits += 1  # ask the projector for one more full pass
                 target = self._commits
-                self._cv.notify_all()
+                self._wake_workers()
                 while self._projected < target:
                     if not self._wait(deadline):
                         return len(seen), [f"{t}: still behind" for t in sorted(lag)]
@@ -397,7 +463,7 @@ class Pipeline:
         self._closed = True
         with self._cv:
             self._stop = True
-            self._cv.notify_all()
+            self._wake_workers()
         self._flusher.join(timeout=60)
         if self._projector is not None:
             self._projector.join(timeout=60)
@@ -541,6 +607,8 @@ class Pipeline:
         merged = sorted([*entries, *self._buf.get(tid, [])], key=lambda en: en.tick)
         self._buf[tid] = merged
         self._count += len(entries)
+        if self._flusher_idle:
+            self._fcv.notify()
 
     def _committed(
         self, sealed: Sequence[Event], entries: Sequence[_Entry], inflight: str | None = None
@@ -562,14 +630,47 @@ class Pipeline:
             self.delivered += len(sealed)
             self._commits += 1
             self._touched.update(e.thread_id for e in sealed)
+            self._hand_over(sealed)
             self._last_ok = time.monotonic()
             self._ledger_down_since = None
             self._cv.notify_all()
+            if self._projector_idle:
+                self._pcv.notify()
         for fn in list(self._listeners):
             try:
                 fn(sealed)
             except Exception:
                 logger.exception("event listener failed")
+
+    def _hand_over(self, sealed: Sequence[Event]) -> None:
+        """Keep committed events for the projector (under ``_cv``): it skips the read-back."""
+        if not self._fresh:
+            return
+        if self._fresh_count > _FRESH_MAX:  # the projector is far behind: it reads the ledger
+            for fresh in self._fresh.values():
+                fresh.clear()
+            self._fresh_count = 0
+        for fresh in self._fresh.values():
+            for e in sealed:
+                fresh.setdefault(e.thread_id, []).append(e)
+        self._fresh_count += len(sealed)
+
+    def _take_fresh(self, proj: Projection, tid: str, pos: int) -> list[Event] | None:
+        """The committed events right after ``pos`` held in memory, or ``None``."""
+        with self._cv:
+            held = self._fresh.get(proj.name, {}).pop(tid, None)
+            if not held:
+                return None
+            self._fresh_count -= len(held)
+        held.sort(key=lambda e: e.seq or 0)
+        run: list[Event] = []
+        for e in held:
+            if (e.seq or 0) <= pos:
+                continue
+            if (e.seq or 0) != pos + len(run) + 1:
+                return None  # a gap: committed elsewhere or not yet settled; read the ledger
+            run.append(e)
+        return run
 
     # -- the flusher ------------------------------------------------------------------------
     def _commit_now(self, tid: str) -> None:
@@ -594,19 +695,26 @@ class Pipeline:
     def _flush_loop(self) -> None:
         while True:
             with self._cv:
+                self._flusher_idle = True
                 while not self._count and not self._stop:
-                    self._cv.wait(1.0)
+                    self._fcv.wait(1.0)
+                self._flusher_idle = False
                 if self._stop and not self._count:
                     return
                 force = self._force > 0 or self._stop
             if not force and self.linger:
                 time.sleep(self.linger)  # let commits carry what they can; batch the rest
+            for tid in list(self._doubtful):
+                try:
+                    self._resolve_doubts(tid)
+                except Exception as exc:  # the ledger is still away: the thread waits
+                    logger.debug("could not check thread %r against the ledger: %s", tid, exc)
             batch, sealed = self._collect_sealed(self._flushable_now)
             if not batch:
                 with self._cv:
                     if self._stop and not any(self._inflight.values()):
                         return
-                    self._cv.wait(0.05)  # events waiting for their checkpoint
+                    self._fcv.wait(0.05)  # events waiting for their checkpoint
                 continue
             try:
                 self._store(batch, sealed)
@@ -619,7 +727,7 @@ class Pipeline:
                 with self._cv:
                     if self._stop:
                         return
-                    self._cv.wait(self.retry_interval)
+                    self._fcv.wait(self.retry_interval)
             else:
                 self._stored(batch)
 
@@ -629,7 +737,9 @@ class Pipeline:
         now = time.monotonic()
         batch: list[_Entry] = []
         for tid in list(self._buf):
-            if not self._inflight.get(tid):  # else its commit takes what precedes it
+            # a thread with a commit in flight: the commit takes what precedes it; a
+            # doubtful one: its events are checked against the ledger first
+            if not self._inflight.get(tid) and tid not in self._doubtful:
                 batch.extend(self._flushable(tid, force, now))
         return batch
 
@@ -719,6 +829,8 @@ class Pipeline:
                     self._ledger_down_since = time.monotonic()
                 self._cv.notify_all()
             if not moved:
+                with self._cv:
+                    self._doubtful.update(by_thread)  # the COMMIT may have gone through
                 self._fail("ledger", exc, len(entries))
             raise
         with self._cv:
@@ -767,12 +879,22 @@ class Pipeline:
         last_scan = 0.0
         while True:
             with self._cv:
+                self._projector_idle = True
                 while not self._stop and not self._touched and self._projected >= self._commits:
-                    self._cv.wait(self.poll_interval)
+                    self._pcv.wait(self.poll_interval)
                     if time.monotonic() - last_scan >= self.poll_interval:
                         break
+                self._projector_idle = False
                 if self._stop and not self._touched:
                     return
+                # gather the commits of the next few ms into one pass (one lock round
+                # trip for all of their threads) unless a flush is waiting
+                end = time.monotonic() + _PROJECT_LINGER
+                while not self._stop and self._settle_at <= self._settled:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._pcv.wait(left)  # woken early by a flush or a close
                 touched, self._touched = self._touched, set()
                 target = self._commits
             scan = time.monotonic() - last_scan >= self.poll_interval
@@ -781,6 +903,11 @@ class Pipeline:
                 ok = self._project(proj, touched, scan) and ok
             if scan:
                 last_scan = time.monotonic()
+            if ok and self._settled < self._settle_at <= target:
+                for proj in self.projections:
+                    ok = self._settle(proj) and ok
+                if ok:
+                    self._settled = target
             with self._cv:
                 if ok:
                     self._projected = max(self._projected, target)
@@ -799,17 +926,43 @@ class Pipeline:
             except Exception as exc:
                 logger.debug("projection scan failed: %s", exc)
                 return False
+        tids = [t for t in todo if f"{proj.name}:{t}" not in self.quarantined]
+        locks = getattr(self.ledger, "projection_locks", None)
+        if locks is None or not tids:
+            return self._project_each(proj, tids, lambda tid: self.project_thread(proj, tid))
+        try:
+            # one statement takes the pass's thread locks, one records the cursors and
+            # releases them: two round trips per pass, not four per thread
+            with locks(proj.name, tids) as held:
+                return self._project_each(
+                    proj, tids, lambda tid: self._project_held(proj, tid, held)
+                )
+        except (LedgerUnavailableError, ConnectionError) as exc:
+            self._fail(proj.name, exc, 0)
+            return False
+
+    def _project_held(self, proj: Projection, tid: str, held: Any) -> int | None:
+        if tid not in held.threads:
+            return None  # another process is writing it: look again shortly
+        revalidate = getattr(proj, "revalidate", None) or getattr(proj, "forget", None)
+        if revalidate is not None:
+            revalidate(tid)  # another process may have written since we last looked
+        pos = self._project_locked(proj, tid, record=False)
+        held.positions[tid] = pos
+        return pos
+
+    def _project_each(
+        self, proj: Projection, tids: list[str], run: Callable[[str], int | None]
+    ) -> bool:
         ok = True
-        for tid in todo:
-            if f"{proj.name}:{tid}" in self.quarantined:
-                continue
+        for tid in tids:
+            key = f"{proj.name}:{tid}"
             try:
-                if self.project_thread(proj, tid) is None:
+                if run(tid) is None:
                     ok = False  # another process is writing it: look again shortly
                     continue
             except OSError as exc:  # disk full, read-only, vanished: retried
                 self._fail(proj.name, exc, 0)
-                key = f"{proj.name}:{tid}"
                 self._stalls[key] = self._stalls.get(key, 0) + 1
                 if self._stalls[key] >= 3 and self._last_projected_ok > self._stall_since.get(
                     key, time.monotonic()
@@ -827,10 +980,22 @@ class Pipeline:
             except Exception as exc:  # a value it cannot apply: set the thread aside
                 self._set_aside(proj, tid, exc)
                 continue
-            self._stalls.pop(f"{proj.name}:{tid}", None)
-            self._stall_since.pop(f"{proj.name}:{tid}", None)
+            self._stalls.pop(key, None)
+            self._stall_since.pop(key, None)
             self._last_projected_ok = time.monotonic()
         return ok
+
+    def _settle(self, proj: Projection) -> bool:
+        settle = getattr(proj, "settle", None)
+        if settle is None:
+            return True
+        try:
+            settle()
+        except Exception as exc:  # a derived view: reported, retried by the next flush
+            self._fail(proj.name, exc, 0)
+            logger.warning("projection %s could not settle: %s", proj.name, exc)
+            return False
+        return True
 
     def _set_aside(self, proj: Projection, tid: str, exc: BaseException) -> None:
         """Quarantine one thread of a projection; the others go on (``lgx repair`` retries)."""
@@ -860,10 +1025,13 @@ class Pipeline:
                 forget(tid)  # another process may have written since we last looked
             return self._project_locked(proj, tid)
 
-    def _project_locked(self, proj: Projection, tid: str) -> int:
+    def _project_locked(self, proj: Projection, tid: str, *, record: bool = True) -> int:
         pos = proj.position(tid)
+        fresh = self._take_fresh(proj, tid, pos)
         while True:
-            events = self.ledger.read(tid, after=pos)
+            # every event held in memory follows pos: apply them and stop (what commits
+            # later touches the thread again); otherwise read the ledger to its end
+            events = fresh if fresh is not None else self.ledger.read(tid, after=pos)
             if not events:
                 break
             if events[0].seq != pos + 1 and events[0].kind != "thread_deleted":
@@ -871,7 +1039,10 @@ class Pipeline:
                 pos = (events[0].seq or 1) - 1
             proj.apply(tid, events)
             pos = events[-1].seq or pos
-        self.ledger.set_cursor(proj.name, tid, pos, None)
+            if fresh is not None:
+                break
+        if record:
+            self.ledger.set_cursor(proj.name, tid, pos, None)
         return pos
 
     # -- write-ahead log --------------------------------------------------------------------
@@ -887,6 +1058,33 @@ class Pipeline:
                 self._count += len(events)
                 self._wal.adopt(path, len(events))
         self._skip_already_recorded()
+
+    def _resolve_doubts(self, tid: str) -> None:
+        """Drop ``tid``'s buffered events the ledger holds already (see :meth:`Commit.failed`).
+
+        Raises what the ledger raises when it cannot be asked; the thread stays doubtful.
+        """
+        with self._cv:
+            entries = list(self._buf.get(tid, []))
+        ids = [en.event.event_id for en in entries]
+        recorded = getattr(self.ledger, "recorded", None)
+        if recorded is not None:
+            held = recorded(tid, ids) if ids else set()
+        else:
+            held = {e.event_id for e in self.ledger.read(tid, 0, limit=10**9)} if ids else set()
+        with self._cv:
+            if held:
+                gone = [en for en in self._buf.get(tid, []) if en.event.event_id in held]
+                keep = [en for en in self._buf.get(tid, []) if en.event.event_id not in held]
+                if keep:
+                    self._buf[tid] = keep
+                else:
+                    self._buf.pop(tid, None)
+                self._count -= len(gone)
+                self._wal.settled([en.wal for en in gone if en.wal])
+                self.delivered += len(gone)
+            self._doubtful.discard(tid)
+            self._cv.notify_all()
 
     def _skip_already_recorded(self) -> None:
         """Drop replayed events the ledger already holds (the crash came after the commit)."""
@@ -909,6 +1107,15 @@ class Pipeline:
                     del self._buf[tid]
                 self._count -= len(gone)
             self._wal.settled([en.wal for en in gone if en.wal])
+
+
+def _on_event_loop() -> bool:
+    """Whether the calling thread is running an asyncio event loop (never block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def is_poison(exc: BaseException) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from langgraph_external.events import Event, canonical_json, json_safe, safe_text
@@ -135,7 +135,9 @@ def normalize(event: Event) -> Event:
     and with it the checkpoint it commits with: they are escaped visibly instead.
     """
     return event.replace(
-        payload=json_safe(event.payload),
+        payload=_structural_safe(event.payload)
+        if event.kind in _STRUCTURAL
+        else json_safe(event.payload),
         kind=safe_text(event.kind) or "",
         name=safe_text(event.name),
         status=safe_text(event.status),
@@ -148,6 +150,34 @@ def normalize(event: Event) -> Event:
         task_id=safe_text(event.task_id),
         step=event.step if event.step is None or -(2**31) <= event.step < 2**31 else None,
     )
+
+
+def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`json_safe` for a checkpoint or writes payload, walking only what is free-form.
+
+    Their channel references are built of strings and numbers by the checkpointer; only
+    the metadata (the run's), the names (the graph's) and the keys need checking, so a
+    step costs the same whatever the number of channels.
+    """
+    out = dict(payload)
+    for key in ("metadata", "writers", "nodes"):
+        if key in out:
+            out[key] = json_safe(out[key])
+    channels = out.get("channels")
+    if channels and any(
+        safe_text(ch) != ch or type(ref.get("version")) not in (str, int)
+        for ch, ref in channels.items()
+    ):
+        out["channels"] = json_safe(channels)
+    writes = out.get("writes")
+    if writes and any(
+        safe_text(w.get("channel")) != w.get("channel") or type(w.get("idx")) is not int
+        for w in writes
+    ):
+        out["writes"] = json_safe(writes)
+    if "task_path" in out:
+        out["task_path"] = safe_text(out["task_path"])
+    return out
 
 
 class Sequencer:

@@ -316,6 +316,13 @@ class Workspace:
         """Raw content of a file."""
         return bytes(self.fs.cat_file(path))
 
+    def size(self, path: str) -> int | None:
+        """Size of ``path`` in bytes, ``None`` if it does not exist."""
+        try:
+            return os.path.getsize(path) if self.is_local else int(self.fs.size(path))
+        except (FileNotFoundError, OSError):
+            return None
+
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""
         if self.is_local:

@@ -78,3 +78,42 @@ async def test_the_async_saver_has_the_same_seam(dsn: str) -> None:
         assert _compat.is_async_postgres_saver(saver) and _compat.is_postgres_saver(saver)
         assert await _compat.asaver_database_identity(saver) is not None
         assert hasattr(saver, "lock")
+
+
+def test_the_replay_hooks_are_where_langchain_core_has_them() -> None:
+    """Replay answers model calls in ``_generate_with_cache`` (every invoke/generate/batch
+    passes there with its run manager) and tool calls in ``BaseTool.run``/``arun``."""
+    import inspect
+
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.tools import BaseTool, tool
+
+    chat = _compat.chat_model_class()
+    for name in _compat.CHAT_MODEL_CALLS:
+        params = list(inspect.signature(chat.__dict__[name]).parameters)
+        assert params[:4] == ["self", "messages", "stop", "run_manager"], (name, params)
+    for name in ("run", "arun"):
+        params = inspect.signature(BaseTool.__dict__[name]).parameters
+        assert {"callbacks", "metadata", "run_id", "config", "tool_call_id"} <= set(params)
+        from langgraph_external.replay._intercept import _RUN_POSITIONAL
+
+        assert tuple(params)[2:6] == _RUN_POSITIONAL
+    model = FakeListChatModel(responses=["x"])
+    params = _compat.chat_invocation_params(model, None, {"tools": ["t"]})
+    assert params["tools"] == ["t"] and params["_type"] == "fake-list-chat-model"
+
+    @tool
+    def add(a: int) -> int:
+        """Add."""
+        return a
+
+    assert _compat.tool_callback_inputs(add, {"a": 1}) == {"a": 1}
+
+    class Box:
+        def f(self) -> int:
+            return 1
+
+    undo = _compat.patch_method(Box, "f", lambda orig: lambda self: orig(self) + 1)
+    assert Box().f() == 2
+    undo()
+    assert Box().f() == 1

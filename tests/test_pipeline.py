@@ -3,6 +3,7 @@ quarantine, projections."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Sequence
@@ -30,6 +31,20 @@ class FlakyLedger(InMemoryLedger):
         if self.down:
             raise LedgerUnavailableError("server closed the connection unexpectedly")
         super().append(events)
+
+
+class LostReplyLedger(InMemoryLedger):
+    """Commits, then loses the reply once: the client cannot tell the commit happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose_next = True
+
+    def append(self, events: Sequence[Event]) -> None:
+        super().append(events)
+        if self.lose_next:
+            self.lose_next = False
+            raise LedgerUnavailableError("server closed the connection unexpectedly")
 
 
 class DataError(Exception):
@@ -202,6 +217,61 @@ def test_a_full_buffer_applies_back_pressure_and_drops_nothing(spool_dir: Path) 
     producer.join(timeout=10)
     p.close()
     assert [e.seq for e in ledger.events] == list(range(1, 31))
+
+
+def test_a_commit_whose_reply_was_lost_is_not_recorded_twice(spool_dir: Path) -> None:
+    ledger = LostReplyLedger()
+    p = Pipeline(ledger, spool_dir=spool_dir, retry_interval=0.05)
+    for i in range(5):
+        p.emit(Event.new("node_end", "t", payload={"i": i}))
+    assert p.flush(30)
+    p.emit(Event.new("node_end", "t", payload={"i": 5}))
+    p.close()
+    assert [e.payload["i"] for e in ledger.events] == list(range(6))
+    assert [e.seq for e in ledger.events] == list(range(1, 7))
+    verify_chain(_envs(ledger, "t"))
+
+
+def test_back_pressure_never_blocks_an_event_loop(spool_dir: Path) -> None:
+    """On a thread running an event loop emit never waits; async producers await room."""
+    ledger = FlakyLedger()
+    ledger.down = True
+    p = Pipeline(ledger, spool_dir=spool_dir, max_buffered=5, retry_interval=0.05)
+    recovery = threading.Timer(2.0, lambda: setattr(ledger, "down", False))
+    recovery.start()
+
+    async def app() -> None:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        beat = asyncio.create_task(heartbeat())
+        for _ in range(8):  # more than max_buffered, on the loop's thread
+            p.emit(Event.new("node_end", "t"))
+        assert ledger.down  # returned while the ledger was still down: the loop never waited
+        assert p.health()["buffered"] == 8
+        waiter = asyncio.create_task(p.wait_for_room())
+        seen = ticks
+        await asyncio.sleep(0.1)
+        assert not waiter.done() and ledger.down  # no room yet ...
+        assert ticks > seen  # ... and the loop kept running other tasks meanwhile
+        await asyncio.wait_for(waiter, 30)  # room once the ledger is back
+        assert not ledger.down
+        stop.set()
+        await beat
+
+    try:
+        asyncio.run(app())
+    finally:
+        recovery.cancel()
+        ledger.down = False
+        p.close()
+    assert [e.seq for e in ledger.events] == list(range(1, 9))
 
 
 def test_a_value_the_ledger_refuses_is_set_aside_and_other_threads_go_on(

@@ -116,3 +116,73 @@ def test_verify_all_reports_every_bad_thread_and_goes_on(
     with psycopg.connect(dsn) as conn:
         n = conn.execute("select count(*) from langgraph_external.events").fetchone()
     assert n is not None and n[0] > 0
+
+
+def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A large channel value is the saver's row, named (not copied) by the ledger's event;
+    a workspace rebuilt from the ledger reads it from there, byte for byte."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from langgraph_external import Workspace
+    from langgraph_external.restore import iter_checkpoint_ids, load_checkpoint
+
+    class S(TypedDict):
+        doc: list[str]
+        n: int
+
+    def grow(s: S) -> S:
+        return {"doc": [*s["doc"], f"<section {s['n']}>" + "lorem ipsum " * 4000], "n": s["n"] + 1}
+
+    builder = StateGraph(S)
+    builder.add_node("grow", grow)
+    builder.add_node("again", grow)
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", "again")
+    builder.add_edge("again", END)
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        builder.compile(checkpointer=ext.checkpointer).invoke(
+            {"doc": "", "n": 0}, ext.config("big")
+        )
+        ext.flush()
+        with psycopg.connect(dsn) as conn:
+            biggest_event, biggest_blob = conn.execute(
+                """select (select max(octet_length(detail)) from langgraph_external.events
+                           where thread_id = 'big' and kind = 'checkpoint'),
+                          (select max(octet_length(blob)) from checkpoint_blobs
+                           where thread_id = 'big')"""
+            ).fetchone()  # type: ignore[misc]
+        assert biggest_blob > 90_000 and biggest_event < 20_000  # referenced, not copied
+        files = {
+            p.relative_to(ws): p.read_bytes()
+            for p in (ws / "threads").rglob("*")
+            if p.is_file() and p.name not in ("state.json", "thread.json")
+        }
+        saver = ext.checkpointer
+        stored = [
+            saver.get_tuple(
+                {"configurable": {"thread_id": "big", "checkpoint_ns": ns, "checkpoint_id": cid}}
+            )
+            for ns, cid in iter_checkpoint_ids(ext.workspace, "big")
+        ]
+    shutil.rmtree(ws / "threads")
+    assert _lgx(dsn, ws, "repair", "--rebuild", "big").exit_code == 0
+    rebuilt = {
+        p.relative_to(ws): p.read_bytes()
+        for p in (ws / "threads").rglob("*")
+        if p.is_file() and p.name not in ("state.json", "thread.json")
+    }
+    assert rebuilt == files
+    for want in stored:
+        assert want is not None
+        got = load_checkpoint(
+            Workspace(ws),
+            "big",
+            want.config["configurable"]["checkpoint_ns"],
+            want.config["configurable"]["checkpoint_id"],
+        )
+        assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"]
+    assert _lgx(dsn, ws, "verify", "--all").exit_code == 0

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from langchain_core.load import dumpd
+from langchain_core.messages import BaseMessage, messages_to_dict
 from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
 
 from langgraph_external.events import Event, EventKind, canonical_json
@@ -42,6 +44,12 @@ logger = logging.getLogger("langgraph_external")
 
 POLICY_HASH_KEY = "lgx_policy_hash"
 """Config metadata key carrying the content hash of the transition policy of a run."""
+
+USER_ID_KEY = "langfuse_user_id"
+"""Config metadata key of the run's user id (``External.config(user_id=...)``)."""
+
+TAGS_KEY = "langfuse_tags"
+"""Config metadata key of the run's tags (``External.config(tags=...)``)."""
 
 NO_THREAD = "_no_thread"
 """Thread id recorded for runs invoked without ``configurable.thread_id``."""
@@ -275,7 +283,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
         if parent is None:
             run = self._start("graph", run_id, parent_run_id, md, name)
             self._graph_runs[str(run_id)] = run
-            payload: dict[str, Any] = {"input": inputs}
+            payload: dict[str, Any] = {"input": inputs, "exact": _Exact(inputs)}
             resume = getattr(inputs, "resume", None)
             if resume is not None:
                 payload = {"command": "resume"}
@@ -289,6 +297,11 @@ class AuditCallbackHandler(GraphCallbackHandler):
                         build=_render_payload,
                     )
                 )
+            if md.get(USER_ID_KEY) is not None:
+                payload["user_id"] = str(md[USER_ID_KEY])
+            run_tags = md.get(TAGS_KEY) or tags
+            if run_tags:
+                payload["tags"] = [str(t) for t in run_tags]
             self._emit(
                 self._event(
                     EventKind.RUN_START, run, run_id, None, payload=payload, build=_render_payload
@@ -419,6 +432,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
                 or run.extra.get("tool_call_id"),
                 "result": content,
                 "artifact": getattr(output, "artifact", None),
+                "exact": _Exact(output) if hasattr(output, "content") else None,
             },
             build=_render_tool_result,
         )
@@ -629,12 +643,55 @@ class AsyncAuditCallbackHandler(AuditCallbackHandler):
 
 
 # -- deferred payload rendering (runs on the pipeline's writer thread) -------------------
+class _Exact:
+    """A value to record in LangChain's serialized form (``dumpd``), for exact replay."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def exact(value: Any) -> Any:
+    """``value`` in a form LangChain rebuilds exactly, or ``None`` if it has none.
+
+    A message becomes ``messages_to_dict``'s ``{"type", "data"}`` (cheap: a model dump);
+    anything else LangChain's serialized form (``dumpd``). Replay rebuilds recorded
+    answers and inputs from it.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> exact(AIMessage("hi"))["type"]
+        'ai'
+    """
+    if isinstance(value, _Exact):
+        value = value.value
+    if value is None or getattr(value, "resume", None) is not None:
+        return None
+    try:
+        if isinstance(value, BaseMessage):
+            return messages_to_dict([value])[0]
+        return dumpd(value)
+    except Exception:  # an object LangChain cannot serialize: the readable form stays
+        return None
+
+
+def _render_exact(payload: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: (exact(v) if isinstance(v, _Exact) else to_readable(v)) for k, v in payload.items()}
+    if out.get("exact") is None:
+        out.pop("exact", None)
+    return out
+
+
 def _render_payload(event: Event) -> Event:
-    return event.replace(payload=to_readable(event.payload), build=None)
+    return event.replace(payload=_render_exact(event.payload), build=None)
 
 
 def _render_tool_result(event: Event) -> Event:
     p = dict(event.payload)
+    p["exact"] = exact(p.get("exact"))
+    if p["exact"] is None:
+        del p["exact"]
     result = p.get("result")
     p["parsed"] = _parsed(result)
     p["result"] = to_readable(result)
@@ -679,6 +736,7 @@ def _render_llm_end(event: Event) -> Event:
             msg = getattr(g, "message", None)
             if msg is not None:
                 out["generations"].append(message_to_dict(msg))
+                out.setdefault("exact", []).append(exact(msg))
                 tool_calls.extend(to_readable(getattr(msg, "tool_calls", None) or []))
                 um = getattr(msg, "usage_metadata", None)
                 if um:

@@ -139,15 +139,20 @@ larger ones are content-addressed files under ``checkpoints/blobs/``."""
 class _Blobs:
     """Collects the exact bytes of one event: small ones inline, large ones as files."""
 
-    __slots__ = ("digest", "files", "inline", "size")
+    __slots__ = ("digest", "files", "inline", "saver", "size")
 
     def __init__(self, digest: Callable[[bytes], str] = sha256_hex) -> None:
         self.digest = digest
         self.inline: dict[str, str] = {}
         self.files: dict[str, bytes] = {}
+        self.saver: dict[str, list[str]] = {}  # address -> [channel, version] in the saver
         self.size = 0
 
-    def add(self, data: bytes, checkpoint_id: str | None) -> dict[str, Any]:
+    def add(
+        self, data: bytes, checkpoint_id: str | None, saver_row: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Reference ``data``: inline when small, else a blob file; a large value the
+        saver stores in this transaction (``saver_row``) is not copied into the ledger."""
         digest = self.digest(data)
         self.size += len(data)
         if len(data) <= INLINE_MAX:
@@ -157,6 +162,8 @@ class _Blobs:
                 ref["in"] = checkpoint_id
             return ref
         self.files[f"checkpoints/blobs/{digest}"] = data
+        if saver_row is not None:
+            self.saver[digest] = saver_row
         return {"sha256": digest, "size": len(data)}
 
 
@@ -208,6 +215,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         digest: Callable[[bytes], str] | None = None,
         redaction: str = "standard",
         outbox: bool | None = None,
+        saver_blob_refs: bool = False,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
@@ -243,6 +251,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         }
         # None: decided on first write (the async saver can only be asked asynchronously)
         self.outbox: bool | None = outbox
+        # large channel values: the ledger names the saver's row (same database, same
+        # transaction) instead of holding a second copy; only for savers External built,
+        # whose tables the ledger's connections see under their usual names
+        self.saver_blob_refs = saver_blob_refs
         if outbox is not None:
             self.outbox = self._use_outbox(outbox)
         self._seen: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> versions_seen
@@ -432,8 +444,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 try:
                     next_config = self.inner.put(config, checkpoint, metadata, new_versions)
                 except BaseException as exc:
-                    commit.failed()
-                    if _position_moved(exc):
+                    moved = _position_moved(exc)
+                    commit.failed(doubtful=not moved)
+                    if moved:
                         continue
                     raise
                 finally:
@@ -451,6 +464,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
+        await self.pipeline.wait_for_room(tid)  # back-pressure without blocking the loop
         rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
         args = (config, checkpoint, metadata, new_versions)
         if not await self._adecide_outbox():
@@ -466,8 +480,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 try:
                     next_config = await self._inner_aput(*args)
                 except BaseException as exc:
-                    commit.failed()
-                    if _position_moved(exc):
+                    moved = _position_moved(exc)
+                    commit.failed(doubtful=not moved)
+                    if moved:
                         continue
                     raise
                 finally:
@@ -510,6 +525,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     ) -> None:
         """Async twin of :meth:`put_writes`."""
         tid = self._thread_id(config["configurable"].get("thread_id"))
+        await self.pipeline.wait_for_room()
         args = self._writes_args(config, writes, task_id, task_path)
         with _capturing("write") as cap:
             if self._async_native["aput_writes"]:
@@ -649,13 +665,16 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         values = checkpoint["channel_values"]
         refs: dict[str, Any] = {}
         blobs = _Blobs(self._digest)
+        by_ref = self.saver_blob_refs and self.outbox is True and rec.in_tx
         for ch, ver in versions.items():
             kept = None if full or ch in changed else (before or {}).get(ch)
             if kept is not None and kept.get("version") == ver:
                 refs[ch] = kept
             elif ch in values:
-                typ, data = self._dump(values[ch], cap)
-                refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid)}
+                hit = cap.get(values[ch])  # serialized by the saver: its blob row
+                typ, data = hit or self._dump(values[ch], cap)
+                row = [ch, ver] if by_ref and hit and isinstance(ver, str) else None
+                refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid, row)}
             else:
                 refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
         with self._book:
@@ -694,6 +713,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                     "updated_channels": sorted(checkpoint.get("updated_channels") or []),
                 },
                 "inline": blobs.inline,
+                **({"saver_blobs": blobs.saver} if blobs.saver else {}),
             },
             attachments=blobs.files,
         )
@@ -817,6 +837,7 @@ class _PutRecord:
 
     __slots__ = (
         "checkpoint",
+        "in_tx",
         "metadata",
         "new_versions",
         "ns",
@@ -845,11 +866,13 @@ class _PutRecord:
         self.metadata = metadata
         self.new_versions = new_versions
         self.writers = writers
+        self.in_tx = False  # built inside the saver's transaction (the outbox)
 
     def event(self, cap: _Capture) -> Event:
         return self.owner._build_checkpoint(self, cap)
 
     def _sealed(self, commit: Any, cap: _Capture) -> list[Event]:
+        self.in_tx = True
         step = self.metadata.get("step")
         return commit.take(
             [self.event(cap)],

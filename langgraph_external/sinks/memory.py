@@ -56,6 +56,12 @@ class InMemoryLedger:
                 self._by_thread.setdefault(e.thread_id, []).append(e)
                 self.events.append(e)
 
+    def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
+        """Which of ``event_ids`` are stored for ``thread_id``."""
+        wanted = set(event_ids)
+        with self._lock:
+            return {e.event_id for e in self._by_thread.get(thread_id, []) if e.event_id in wanted}
+
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
         """Events with ``seq > after``."""
         with self._lock:

@@ -14,10 +14,12 @@ their cursor here (:meth:`lagging`, :meth:`set_cursor`).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
@@ -77,7 +79,10 @@ class PostgresLedger:
                 "after": ledger.SELECT_EVENTS_AFTER,
                 "lagging": ledger.SELECT_LAGGING,
                 "quarantined": ledger.SELECT_QUARANTINED,
+                "commit": ledger.COMMIT_EVENTS,
+                "recorded": ledger.SELECT_RECORDED,
                 "cursor": ledger.UPSERT_CURSOR,
+                "cursors": ledger.UPSERT_CURSORS_UNLOCK,
                 "clear": ledger.CLEAR_QUARANTINE,
                 "del_cp": ledger.DELETE_CHECKPOINT_ROWS,
                 "mark_deleted": ledger.MARK_THREAD_DELETED,
@@ -151,11 +156,14 @@ class PostgresLedger:
             first, last = group[0], group[-1]
             assert first.seq is not None and last.seq is not None
             head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts)
+            i = j
+            if all(e.line and e.kind not in _THREAD_OPS for e in group):
+                out.append((self._sql["commit"], (*head, *_commit_params(group))))
+                continue
             out.append((self._sql["advance"], head))
             for e in group:
                 out.append((self._sql["event"], _event_row(e)))
                 out.extend(self._side_effects(e))
-            i = j
         return out
 
     def _side_effects(self, e: Event) -> Iterator[Statement]:
@@ -244,11 +252,54 @@ class PostgresLedger:
             raise translate(exc) from exc
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
-        """Events of ``thread_id`` with ``seq > after``, in order, with their detail."""
+        """Events of ``thread_id`` with ``seq > after``, in order, with their detail.
+
+        Large channel values a checkpoint event names by the saver's row
+        (``detail["saver_blobs"]``) are read from the saver's table into its attachments;
+        a row the saver no longer holds (a pruned or deleted checkpoint) stays missing.
+        """
         try:
             with self._connection() as conn:
                 rows = conn.execute(self._sql["after"], (thread_id, after, limit)).fetchall()
-            return [_row_to_event(r) for r in rows]
+                events = [_row_to_event(r) for r in rows]
+                return [self._with_saver_blobs(conn, e) for e in events]
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def _with_saver_blobs(self, conn: psycopg.Connection[Any], e: Event) -> Event:
+        wanted = {
+            address: row
+            for address, row in ((e.detail or {}).get("saver_blobs") or {}).items()
+            if f"checkpoints/blobs/{address}" not in e.attachments
+        }
+        if not wanted:
+            return e
+        from langgraph_external._compat import SAVER_BLOBS_SQL
+
+        channels = [row[0] for row in wanted.values()]
+        versions = [row[1] for row in wanted.values()]
+        found = {
+            (ch, ver): bytes(blob)
+            for ch, ver, blob in conn.execute(
+                SAVER_BLOBS_SQL, (e.thread_id, e.checkpoint_ns, channels, versions)
+            ).fetchall()
+            if blob is not None
+        }
+        files = dict(e.attachments)
+        for address, (ch, ver) in wanted.items():
+            if (ch, ver) in found:
+                files[f"checkpoints/blobs/{address}"] = found[(ch, ver)]
+        return e.replace(attachments=files)
+
+    def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
+        """Which of ``event_ids`` the ledger holds for ``thread_id`` (after a commit whose
+        outcome the client could not see: the connection broke around its COMMIT)."""
+        if not event_ids:
+            return set()
+        try:
+            with self._connection() as conn:
+                rows = conn.execute(self._sql["recorded"], (thread_id, list(event_ids))).fetchall()
+            return {r[0] for r in rows}
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
@@ -288,6 +339,30 @@ class PostgresLedger:
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
+    @contextmanager
+    def projection_locks(self, projection: str, thread_ids: Sequence[str]) -> Iterator[LockedPass]:
+        """:meth:`projection_lock` for a pass over many threads, in two statements.
+
+        Yields a :class:`LockedPass`: the threads whose lock was free (``threads``) and a
+        ``positions`` map the caller fills; on exit the positions become the threads'
+        cursors and the locks are released, in one statement.
+        """
+        keys = {f"lgx-projection|{projection}|{t}": t for t in thread_ids}
+        try:
+            with self._connection() as conn:
+                rows = conn.execute(ledger.TRY_PROJECTION_LOCKS, (list(keys),)).fetchall()
+                held = [k for k, ok in rows if ok]
+                locked = LockedPass({keys[k] for k in held}, {})
+                try:
+                    yield locked
+                finally:
+                    if not conn.closed and not conn.broken:
+                        tids = list(locked.positions)
+                        seqs = [locked.positions[t] for t in tids]
+                        conn.execute(self._sql["cursors"], (projection, tids, seqs, held))
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
     def quarantined(self, projection: str) -> list[dict[str, Any]]:
         """Threads a projection set aside because one of their events could not be applied."""
         with self._connection() as conn:
@@ -307,6 +382,14 @@ class PostgresLedger:
             pool.close()
 
 
+@dataclass
+class LockedPass:
+    """The threads of a projection pass this process may write, and where they ended."""
+
+    threads: set[str]
+    positions: dict[str, int]
+
+
 def translate(exc: psycopg.Error) -> Exception:
     """A typed error for the failures callers act on; other errors unchanged."""
     if getattr(exc, "sqlstate", None) == ledger.POSITION_MOVED:
@@ -320,7 +403,10 @@ def pack_detail(e: Event) -> bytes | None:
     """What a projection needs beyond the envelope: exact bytes, skeletons, artifacts."""
     if not e.detail and not e.attachments:
         return None
-    return ormsgpack.packb({"detail": e.detail or {}, "files": dict(e.attachments)})
+    files = dict(e.attachments)
+    for address in (e.detail or {}).get("saver_blobs") or {}:
+        files.pop(f"checkpoints/blobs/{address}", None)  # the saver's row holds them
+    return ormsgpack.packb({"detail": e.detail or {}, "files": files})
 
 
 def unpack_detail(data: bytes | None) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
@@ -358,6 +444,41 @@ def _event_row(e: Event) -> tuple[Any, ...]:
         e.hash,
         pack_detail(e),
     )
+
+
+_THREAD_OPS = frozenset({"thread_deleted", "thread_pruned", "runs_deleted", "thread_copied"})
+_CHECKPOINT_KEYS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "step",
+    "source",
+    "run_id",
+    "task_ids",
+    "nodes",
+    "channels",
+    "created_at",
+    "size_bytes",
+    "workspace_path",
+    "event_seq",
+)
+
+
+def _commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str]:
+    """The events of :data:`ledger.COMMIT_EVENTS`: their lines, details, index rows."""
+    rows = "[" + ",".join(e.line for e in group if e.line) + "]"
+    details = [pack_detail(e) for e in group]
+    index = [
+        dict(zip(_CHECKPOINT_KEYS, _checkpoint_row(e), strict=True))
+        for e in group
+        if e.kind == "checkpoint"
+    ]
+    return rows, details, json.dumps(index, default=_iso)
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def _checkpoint_row(e: Event) -> tuple[Any, ...]:

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -37,9 +38,14 @@ from langgraph_external.workspace import Workspace, encode_thread_id
 logger = logging.getLogger("langgraph_external")
 
 _CACHE = 4096
-_BYTES_BUDGET = 32 * 1024 * 1024  # exact bytes kept for rendering readable views
-_READABLE_CACHE = 32  # rendered values (a long message list renders to megabytes)
+_BYTES_BUDGET = 8 * 1024 * 1024  # exact bytes kept for rendering readable views
+_READABLE_CACHE = 256  # rendered values, each from at most RENDER_MAX bytes
 _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
+# a checkpoint line renders changed channels up to this size; a larger value (a long
+# message list) is what its writes lines already render, so the line refers to them
+# instead of rendering the whole value again at every step
+RENDER_MAX = 16 * 1024
+STATE_INTERVAL = 5.0  # state.json is rewritten at most this often per thread (and at flush)
 
 
 class WorkspaceProjection:
@@ -76,6 +82,9 @@ class WorkspaceProjection:
         self._bytes: OrderedDict[str, bytes] = OrderedDict()  # sha -> bytes (this batch+)
         self._bytes_size = 0
         self._described: set[str] = set()  # threads whose thread.json exists
+        self._file_size: dict[str, int | None] = {}  # path -> size after our last append
+        self._state_due: dict[str, Event] = {}  # thread -> newest root checkpoint not in state.json
+        self._state_at: OrderedDict[str, float] = OrderedDict()  # thread -> last state.json write
 
     # -- Projection ----------------------------------------------------------------------
     def position(self, thread_id: str) -> int:
@@ -99,6 +108,25 @@ class WorkspaceProjection:
         prefix = self.ws.thread_dir(thread_id) + "/"
         for path in [p for p in self._file_seq if p.startswith(prefix)]:
             del self._file_seq[path]
+            self._file_size.pop(path, None)
+
+    def revalidate(self, thread_id: str) -> None:
+        """:meth:`forget` what another writer changed: a file whose size is not the size
+        this projection left it at (one ``stat`` per file instead of re-reading tails)."""
+        prefix = self.ws.thread_dir(thread_id) + "/"
+        events = prefix + "events.jsonl"
+        if thread_id in self._last_seq and self.ws.size(events) != self._file_size.get(events):
+            self.forget(thread_id)
+            return
+        for path in [p for p in self._file_seq if p.startswith(prefix)]:
+            if self.ws.size(path) != self._file_size.get(path):
+                del self._file_seq[path]
+                self._file_size.pop(path, None)
+
+    def settle(self) -> None:
+        """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL`."""
+        for tid in list(self._state_due):
+            self._write_state(tid, self._state_due.pop(tid))
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
@@ -131,15 +159,21 @@ class WorkspaceProjection:
                 # part of the append may have landed: the next attempt reads the tail
                 # again (cutting a torn line) instead of trusting what it knew
                 self._file_seq.pop(path, None)
+                self._file_size.pop(path, None)
                 raise
             held = max(seq for seq, _ in lines)
+            self._file_size[path] = self.ws.size(path)
+        elif path not in self._file_size:
+            self._file_size[path] = self.ws.size(path)
         self._file_seq[path] = held
         self._file_seq.move_to_end(path)
         while len(self._file_seq) > _CACHE:
-            self._file_seq.popitem(last=False)
+            old, _ = self._file_seq.popitem(last=False)
+            self._file_size.pop(old, None)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Write what :meth:`settle` would."""
+        self.settle()
 
     # -- per thread --------------------------------------------------------------------
     def _write_thread(self, tid: str, events: list[Event]) -> None:
@@ -194,7 +228,11 @@ class WorkspaceProjection:
         )
         self._remember_seq(tid, fresh[-1].seq or last)
         if latest_root is not None:
-            self._write_state(tid, latest_root)
+            # rendering the whole state grows with the thread: at most every
+            # STATE_INTERVAL seconds per thread, and when the pipeline flushes
+            self._state_due[tid] = latest_root
+            if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
+                self._write_state(tid, self._state_due.pop(tid))
 
     def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
         for ns, lines in logs.items():
@@ -244,9 +282,9 @@ class WorkspaceProjection:
             "writers": [dict(w) for w in e.payload.get("writers", [])],
             "updates": self._redact(
                 {
-                    ch: self._render(tid, full[ch], e.checkpoint_ns)
+                    ch: self._render_update(tid, full[ch], e.checkpoint_ns)
                     for ch in updated
-                    if not ch.startswith(_INTERNAL)
+                    if not ch.startswith(_INTERNAL) and ch in full
                 }
             ),
             "checkpoint": skel,
@@ -340,10 +378,18 @@ class WorkspaceProjection:
             value = to_readable(self.serde.loads_typed((ref["type"], data)))
         except Exception as exc:  # readable views never block the exact mirror
             value = {"$undecodable": f"{type(exc).__name__}: {exc}"}
+        if (ref.get("size") or 0) > RENDER_MAX:
+            return value  # a long message list renders to megabytes: not kept
         self._readable[sha] = value
         while len(self._readable) > _READABLE_CACHE:
             self._readable.popitem(last=False)
         return value
+
+    def _render_update(self, tid: str, ref: dict[str, Any], ns: str) -> Any:
+        size = ref.get("size") or 0
+        if size > RENDER_MAX:
+            return {"$large": {"size": size, "sha256": ref.get("sha256"), "see": "writes"}}
+        return self._render(tid, ref, ns)
 
     def _redact(self, value: Any) -> Any:
         if self.redactor is None:
@@ -373,6 +419,10 @@ class WorkspaceProjection:
 
     def _write_state(self, tid: str, e: Event) -> None:
         assert e.checkpoint_id is not None
+        self._state_at[tid] = time.monotonic()
+        self._state_at.move_to_end(tid)
+        while len(self._state_at) > _CACHE:
+            self._state_at.popitem(last=False)
         full = self._channel_maps.get((tid, e.checkpoint_ns, e.checkpoint_id), {})
         values = {
             ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
@@ -452,14 +502,18 @@ class WorkspaceProjection:
             del self._channel_maps[key]
         self._last_seq.pop(tid, None)
         self._described.discard(tid)
+        self._state_due.pop(tid, None)
         prefix = self.ws.thread_dir(tid) + "/"
         for path in [p for p in self._file_seq if p.startswith(prefix)]:
             del self._file_seq[path]
+            self._file_size.pop(path, None)
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:
-    # compact on purpose: json's C encoder only runs without indent
-    return json.dumps(obj, ensure_ascii=False, default=str)
+    # compact on purpose: json's C encoder only runs without indent; keys sorted, so a
+    # line is the same whether its event came from memory or back from the ledger (jsonb
+    # orders keys its own way)
+    return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=True)
 
 
 # v0.1 name

@@ -1,0 +1,458 @@
+"""Drive a replay: fork at a checkpoint, re-issue the recorded invocations, compare."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langgraph.types import Command
+
+from langgraph_external import ledger
+from langgraph_external.diff import PathDiff, StateDiff, diff_paths, diff_values, load_path
+from langgraph_external.errors import ConfigurationError
+from langgraph_external.events import new_id
+from langgraph_external.inspection import AmbiguousCheckpointError, NotFoundError
+from langgraph_external.render import to_readable
+from langgraph_external.replay._intercept import (
+    Divergence,
+    ReplayDivergenceError,
+    ReplaySession,
+    intercepting,
+    load_exact,
+)
+from langgraph_external.replay._record import Invocation, index_calls, invocations
+
+if TYPE_CHECKING:
+    from langgraph_external.external import External
+
+MODES = ("recorded", "regression")
+TOOL_MODES = ("recorded", "live")
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did and where it first differed from the record.
+
+    Attributes:
+        source_thread_id: the recorded thread.
+        thread_id: the thread the replay ran in (a new one).
+        mode: ``recorded`` or ``regression``; tools: ``recorded`` or ``live``.
+        from_checkpoint_id: the checkpoint the replay started from (``None``: the start).
+        diverged: the replay differed from the record (see ``divergence``).
+        divergence: the first difference; ``divergences`` all of them, in order.
+        completed: every recorded invocation was re-issued (``False``: stopped at a call
+            the record could not answer).
+        invocations: how many ``invoke`` calls the replay made.
+        model_calls / tool_calls_executed: calls that reached the real model / tool.
+        model_calls_answered / tool_calls_answered: calls answered from the record.
+        path / state: the node path and final state of the replay against the record's.
+    """
+
+    source_thread_id: str
+    thread_id: str
+    mode: str
+    tools: str
+    from_checkpoint_id: str | None
+    diverged: bool
+    divergence: Divergence | None
+    divergences: list[Divergence]
+    completed: bool
+    invocations: int
+    model_calls: int
+    model_calls_answered: int
+    tool_calls_executed: int
+    tool_calls_answered: int
+    path: PathDiff
+    state: StateDiff
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for JSON)."""
+        out = asdict(self)
+        out["path"] = self.path.to_dict()
+        out["state"] = self.state.to_dict()
+        return json.loads(json.dumps(to_readable(out), default=str))
+
+
+def _resolver(ext: External, thread_id: str) -> Any:
+    """Payloads offloaded to artifacts come back from the workspace."""
+
+    def resolve(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        digest = payload.get("$artifact") if isinstance(payload, Mapping) else None
+        if not digest:
+            return payload
+        data = ext.workspace.read_bytes(ext.workspace.artifact_path(thread_id, str(digest)))
+        loaded = json.loads(data)
+        return loaded if isinstance(loaded, dict) else {}
+
+    return resolve
+
+
+def _recorded_interrupts(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Recorded interrupt id -> its value (readable), from ``interrupt`` events."""
+    out: dict[str, Any] = {}
+    for e in events:
+        if e["kind"] == "interrupt":
+            for i in (e.get("payload") or {}).get("interrupts") or ():
+                if isinstance(i, Mapping) and i.get("id"):
+                    out[str(i["id"])] = i.get("value")
+    return out
+
+
+def _remap_resume(value: Any, recorded: Mapping[str, Any], pending: Sequence[Any]) -> Any:
+    """A resume keyed by recorded interrupt ids, keyed by the replay's interrupt ids.
+
+    Interrupt ids derive from task ids, which are new in the replay: each recorded
+    interrupt is matched with a pending one of the same value (else in order).
+    """
+    if not (isinstance(value, Mapping) and value and all(k in recorded for k in value)):
+        return value
+    free = list(pending)
+    out: dict[str, Any] = {}
+    for rid, answer in value.items():
+        same = [p for p in free if to_readable(p.value) == recorded[rid]]
+        if not (same or free):
+            return value
+        match = (same or free)[0]
+        free.remove(match)
+        out[match.id] = answer
+    return out
+
+
+def _resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapping[str, Any]:
+    roots = [e for e in events if e["kind"] == "checkpoint" and not e.get("checkpoint_ns")]
+    found = [e for e in roots if str(e.get("checkpoint_id") or "").startswith(wanted)]
+    exact = [e for e in found if e.get("checkpoint_id") == wanted]
+    if exact or len(found) == 1:
+        return (exact or found)[0]
+    if not found:
+        raise NotFoundError(f"checkpoint {wanted!r} is not in the record of the thread")
+    raise AmbiguousCheckpointError(
+        f"checkpoint prefix {wanted!r} matches {len(found)} checkpoints; give more characters"
+    )
+
+
+def _fork_plan(tuples: Sequence[Any], target: str, upto: str) -> list[tuple[Any, Any, Any]]:
+    """What :func:`_fork` puts: ``(config, tuple, writes by task)``, parents first."""
+    plan = []
+    for t in sorted(
+        (t for t in tuples if t.checkpoint["id"] <= upto), key=lambda t: t.checkpoint["id"]
+    ):
+        conf: dict[str, Any] = {
+            "thread_id": target,
+            "checkpoint_ns": t.config["configurable"].get("checkpoint_ns", ""),
+        }
+        if t.parent_config:
+            conf["checkpoint_id"] = t.parent_config["configurable"]["checkpoint_id"]
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        if t.checkpoint["id"] != upto:
+            for task_id, channel, value in t.pending_writes or ():
+                by_task.setdefault(task_id, []).append((channel, value))
+        plan.append(({"configurable": conf}, t, by_task))
+    return plan
+
+
+def _fork(saver: Any, source: str, target: str, upto: str) -> None:
+    """Copy the checkpoints (every namespace) and writes of ``source`` up to ``upto``
+    into ``target``, ids kept: task ids derive from checkpoint ids, so the tasks that run
+    next have the recorded ids and namespaces. The writes recorded against ``upto``
+    itself are left out: they are the next step's results, which the replay re-runs."""
+    tuples = list(saver.list({"configurable": {"thread_id": source}}))
+    for conf, t, by_task in _fork_plan(tuples, target, upto):
+        stored = saver.put(conf, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"]))
+        for task_id, writes in by_task.items():
+            saver.put_writes(stored, writes, task_id)
+
+
+async def _afork(saver: Any, source: str, target: str, upto: str) -> None:
+    """Async :func:`_fork`."""
+    tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
+    for conf, t, by_task in _fork_plan(tuples, target, upto):
+        stored = await saver.aput(
+            conf, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"])
+        )
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(stored, writes, task_id)
+
+
+@dataclass
+class _Replay:
+    """One replay, planned from the record: what to issue and what to answer from."""
+
+    ext: External
+    source: str
+    target: str
+    mode: str
+    tools: str
+    start_seq: int
+    start_id: str | None
+    session: ReplaySession
+    todo: list[Invocation]
+    config: dict[str, Any]
+    interrupts: dict[str, Any]
+    issued: int = 0
+    completed: bool = True
+
+    def resume_value(self, inv: Invocation, pending: Sequence[Any]) -> Any:
+        """The input of ``inv`` (a resume re-keyed to ``pending`` interrupts)."""
+        if inv.resume:
+            value = inv.input
+            if isinstance(value, Mapping) and self.interrupts:
+                value = _remap_resume(value, self.interrupts, pending)
+            return Command(resume=value)
+        if inv.exact is not None:
+            try:
+                return load_exact(inv.exact)
+            except Exception:  # recorded from a value LangChain cannot rebuild: readable form
+                pass
+        return inv.input
+
+    def failed(self, inv: Invocation, exc: Exception) -> bool:
+        """The replay raised: a divergence unless the recorded invocation failed too."""
+        if inv.status == "error":
+            return False
+        self.session.divergences.append(
+            Divergence(
+                kind="error",
+                message=f"the replay raised {type(exc).__name__}: {exc}",
+                actual={"error": str(exc), "error_type": type(exc).__name__},
+            )
+        )
+        self.completed = False
+        return True
+
+    def report(self, source_values: Any, target_values: Any) -> ReplayReport:
+        """Compare with the record and build the report (after the run)."""
+        self.ext.flush()
+        session = self.session
+        if self.completed and self.mode == "recorded" and self.tools == "recorded":
+            missing = session.index.unanswered()
+            if missing:
+                first = missing[0]
+                session.divergences.append(
+                    Divergence(
+                        kind="missing_call",
+                        message=f"{len(missing)} recorded call(s) were not made, first a "
+                        f"{first.kind} call {first.name!r} at step {first.step} in node "
+                        f"{first.node!r}",
+                        **{k: v for k, v in first.where().items() if k != "seq"},
+                        expected={"name": first.name, "kind": first.kind},
+                    )
+                )
+        assert self.ext.dsn is not None
+        with ledger.connect(self.ext.dsn) as conn:
+            pa = [e for s, e in load_path(conn, self.source, self.ext.schema) if s > self.start_seq]
+            pb = [
+                e
+                for _, e in load_path(conn, self.target, self.ext.schema)
+                if self.start_id is None or e.checkpoint_id > self.start_id
+            ]
+        path = diff_paths(pa, pb)
+        state = diff_values(to_readable(source_values), to_readable(target_values))
+        if not path.same:
+            session.divergences.append(
+                Divergence(
+                    kind="path",
+                    message=f"the replay took another path from entry {path.first_difference}",
+                    expected=path.a,
+                    actual=path.b,
+                    diff=path.ops,
+                )
+            )
+        if not state.same:
+            session.divergences.append(
+                Divergence(
+                    kind="state", message="the replay ended in another state", diff=state.to_dict()
+                )
+            )
+        divs = list(session.divergences)
+        return ReplayReport(
+            source_thread_id=self.source,
+            thread_id=self.target,
+            mode=self.mode,
+            tools=self.tools,
+            from_checkpoint_id=self.start_id,
+            diverged=bool(divs),
+            divergence=divs[0] if divs else None,
+            divergences=divs,
+            completed=self.completed,
+            invocations=self.issued,
+            model_calls=session.model_calls,
+            model_calls_answered=session.model_calls_answered,
+            tool_calls_executed=session.tool_calls_executed,
+            tool_calls_answered=session.tool_calls_answered,
+            path=path,
+            state=state,
+            notes=[] if self.completed else ["the replay stopped at its first divergence"],
+        )
+
+
+def _plan(
+    graph: Any,
+    thread_id: str,
+    ext: External,
+    mode: str,
+    tools: str,
+    into: str | None,
+    checkpoint_id: str | None,
+    configurable: Mapping[str, Any] | None,
+) -> _Replay:
+    if mode not in MODES:
+        raise ConfigurationError(f"mode must be one of {MODES}, not {mode!r}")
+    if tools not in TOOL_MODES:
+        raise ConfigurationError(f"tools must be one of {TOOL_MODES}, not {tools!r}")
+    if getattr(graph, "checkpointer", None) is not ext.checkpointer:
+        raise ConfigurationError("replay needs the graph compiled with ext.checkpointer")
+    events = ext.events(thread_id)
+    if not events:
+        raise NotFoundError(f"thread {thread_id!r} is not in the ledger")
+    target = into or f"{thread_id}-replay-{new_id()[:8]}"
+    if ext.events(target):
+        raise ConfigurationError(f"thread {target!r} already exists; pick an unused id")
+    resolve = _resolver(ext, thread_id)
+    start_seq, start_id = 0, None
+    if checkpoint_id is not None:
+        start = _resolve_checkpoint(events, checkpoint_id)
+        start_seq, start_id = int(start["seq"]), str(start["checkpoint_id"])
+    return _Replay(
+        ext=ext,
+        source=thread_id,
+        target=target,
+        mode=mode,
+        tools=tools,
+        start_seq=start_seq,
+        start_id=start_id,
+        session=ReplaySession(
+            index_calls(events, after_seq=start_seq, resolve=resolve),
+            answer_models=mode == "recorded",
+            answer_tools=tools == "recorded",
+        ),
+        todo=[inv for inv in invocations(events, resolve=resolve) if inv.seq > start_seq],
+        config=dict(ext.config(target, **dict(configurable or {}))),
+        interrupts=_recorded_interrupts(events),
+    )
+
+
+def _unused(target: str, found: Any) -> None:
+    if found is not None:
+        raise ConfigurationError(f"thread {target!r} already exists; pick an unused id")
+
+
+def replay(
+    graph: Any,
+    thread_id: str,
+    *,
+    ext: External,
+    mode: str = "recorded",
+    tools: str = "recorded",
+    into: str | None = None,
+    checkpoint_id: str | None = None,
+    configurable: Mapping[str, Any] | None = None,
+) -> ReplayReport:
+    """Run a recorded thread's invocations again, into a new thread, and compare.
+
+    ``mode="recorded"``: the graph's code runs again, but every model call and tool call
+    is answered from the record — no model is called, no tool runs. ``mode="regression"``:
+    the current code *and model* run live; tools stay recorded (``tools="live"`` runs
+    them too). Interrupts are answered with the recorded resume values. The replay is
+    recorded like any run (its thread is ``into``), and the report says where it first
+    differed from the record.
+
+    Args:
+        graph: the app's compiled graph, compiled with ``ext.checkpointer``.
+        thread_id: the recorded thread.
+        ext: the set-up :class:`~langgraph_external.External` that recorded it.
+        mode: ``"recorded"`` or ``"regression"``.
+        tools: ``"recorded"`` or ``"live"``.
+        into: the new thread's id (default ``<thread_id>-replay-<random>``); must be unused.
+        checkpoint_id: start from this root checkpoint of the thread (an id or unique
+            prefix): its history is copied into ``into`` and the run goes on from there.
+        configurable: more ``configurable`` keys for the replay's config.
+
+    Returns:
+        A :class:`ReplayReport`.
+
+    Raises:
+        ConfigurationError: a bad mode, a graph without ``ext.checkpointer``, ``into`` used.
+        NotFoundError: the thread or the checkpoint is not recorded.
+
+    Example:
+        >>> with External(workspace="./agent_workspace") as ext:          # doctest: +SKIP
+        ...     graph = builder.compile(checkpointer=ext.checkpointer)
+        ...     report = replay(graph, "thread-42", ext=ext, into="thread-42-replay")
+        >>> report.diverged, report.model_calls, report.tool_calls_executed  # doctest: +SKIP
+        (False, 0, 0)
+    """
+    run = _plan(graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
+    saver, config = graph.checkpointer, run.config
+    _unused(run.target, saver.get_tuple({"configurable": {"thread_id": run.target}}))
+    with intercepting(run.session):
+        try:
+            if run.start_id is not None:
+                _fork(saver, thread_id, run.target, run.start_id)
+                if graph.get_state(config).next:
+                    run.issued += 1
+                    graph.invoke(None, config)
+            for inv in run.todo:
+                run.issued += 1
+                pending = graph.get_state(config).interrupts if inv.resume else ()
+                value = run.resume_value(inv, pending)
+                try:
+                    graph.invoke(value, config)
+                except Exception as exc:
+                    if run.failed(inv, exc):
+                        break
+        except ReplayDivergenceError:
+            run.completed = False
+    return run.report(
+        graph.get_state({"configurable": {"thread_id": thread_id}}).values,
+        graph.get_state({"configurable": {"thread_id": run.target}}).values,
+    )
+
+
+async def areplay(
+    graph: Any,
+    thread_id: str,
+    *,
+    ext: External,
+    mode: str = "recorded",
+    tools: str = "recorded",
+    into: str | None = None,
+    checkpoint_id: str | None = None,
+    configurable: Mapping[str, Any] | None = None,
+) -> ReplayReport:
+    """Async :func:`replay`, for graphs run with ``ainvoke`` (``async with External``).
+
+    Example:
+        >>> async with External(workspace="./agent_workspace") as ext:    # doctest: +SKIP
+        ...     report = await areplay(graph, "thread-42", ext=ext)
+    """
+    run = await asyncio.to_thread(
+        _plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable
+    )
+    saver, config = graph.checkpointer, run.config
+    _unused(run.target, await saver.aget_tuple({"configurable": {"thread_id": run.target}}))
+    with intercepting(run.session):
+        try:
+            if run.start_id is not None:
+                await _afork(saver, thread_id, run.target, run.start_id)
+                if (await graph.aget_state(config)).next:
+                    run.issued += 1
+                    await graph.ainvoke(None, config)
+            for inv in run.todo:
+                run.issued += 1
+                pending = (await graph.aget_state(config)).interrupts if inv.resume else ()
+                value = run.resume_value(inv, pending)
+                try:
+                    await graph.ainvoke(value, config)
+                except Exception as exc:
+                    if run.failed(inv, exc):
+                        break
+        except ReplayDivergenceError:
+            run.completed = False
+    source = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values
+    target = (await graph.aget_state({"configurable": {"thread_id": run.target}})).values
+    return await asyncio.to_thread(run.report, source, target)
