@@ -23,6 +23,8 @@ namespace) and refuse threads that use a ``DeltaChannel``. :func:`plan_prune` an
   the checkpoint logs (a kept line that referred to inline bytes of a removed line gets
   them). A kept checkpoint's ``parent_checkpoint_id`` is left as it was (the saver, the
   index and the workspace agree): it names a checkpoint that no longer exists.
+* **While the app runs:** the thread's head row is locked and the thread read on one
+  snapshot; if the app committed to the thread in between, the thread is planned again.
 * **The audit trail stays.** Events are never deleted by a prune: the ledger is
   append-only, and the removed checkpoints' ``checkpoint`` and ``writes`` events (and their
   exact bytes) remain queryable. To drop a thread's record, delete the thread.
@@ -269,29 +271,54 @@ def prune(
         conn.execute("set time zone 'UTC'")
         ids = list(thread_ids) if thread_ids is not None else saver_threads(conn)
         for n, tid in enumerate(ids, 1):
-            with conn.transaction():
-                conn.execute("set transaction isolation level repeatable read")
-                head = conn.execute(ledger.q(LOCK_HEAD, schema), (tid,)).fetchone()
-                checkpoints = _load(conn, tid)
-                plan = plan_thread(tid, checkpoints, keep=keep, older_than=older_than)
-                garbage = _garbage(checkpoints, plan)
-                plan.blobs = sum(len(v) for v in garbage.values())
-                plans.append(plan)
-                if plan.removed and not dry_run:
-                    with conn.cursor() as cur:
-                        for ns, ids_ in plan.remove.items():
-                            cur.execute(DELETE_WRITES, (tid, ns, ids_))
-                            plan.writes += cur.rowcount
-                            cur.execute(DELETE_CHECKPOINTS, (tid, ns, ids_))
-                        for (ns, ch), versions in garbage.items():
-                            cur.execute(DELETE_BLOBS, (tid, ns, ch, versions))
-                        position = (int(head[0]), str(head[1])) if head and head[0] else None
-                        event = _sealed(_pruned_event(tid, plan, keep, older_than), position)
-                        sink.execute_in(cur, [event])
-                    plan.pruned = True
+            for attempt in range(_ATTEMPTS):
+                try:
+                    plan = _prune_one(conn, sink, tid, keep, older_than, schema, dry_run)
+                    break
+                except psycopg.Error as exc:
+                    # a run of the app committed to the thread meanwhile: plan again
+                    if exc.sqlstate not in _RETRY or attempt == _ATTEMPTS - 1:
+                        raise
+            plans.append(plan)
             if progress:
                 progress(n, len(ids))
     return plans
+
+
+_ATTEMPTS = 20
+_RETRY = ("40001", "40P01", ledger.POSITION_MOVED)  # serialization, deadlock, head moved
+
+
+def _prune_one(
+    conn: psycopg.Connection[Any],
+    sink: Any,
+    tid: str,
+    keep: int,
+    older_than: datetime | None,
+    schema: str,
+    dry_run: bool,
+) -> PrunePlan:
+    """One thread, in one transaction on one snapshot (its head row locked)."""
+    with conn.transaction():
+        conn.execute("set transaction isolation level repeatable read")
+        head = conn.execute(ledger.q(LOCK_HEAD, schema), (tid,)).fetchone()
+        checkpoints = _load(conn, tid)
+        plan = plan_thread(tid, checkpoints, keep=keep, older_than=older_than)
+        garbage = _garbage(checkpoints, plan)
+        plan.blobs = sum(len(v) for v in garbage.values())
+        if plan.removed and not dry_run:
+            with conn.cursor() as cur:
+                for ns, ids in plan.remove.items():
+                    cur.execute(DELETE_WRITES, (tid, ns, ids))
+                    plan.writes += cur.rowcount
+                    cur.execute(DELETE_CHECKPOINTS, (tid, ns, ids))
+                for (ns, ch), versions in garbage.items():
+                    cur.execute(DELETE_BLOBS, (tid, ns, ch, versions))
+                position = (int(head[0]), str(head[1])) if head and head[0] else None
+                event = _sealed(_pruned_event(tid, plan, keep, older_than), position)
+                sink.execute_in(cur, [event])
+            plan.pruned = True
+    return plan
 
 
 def _sealed(event: Event, position: tuple[int, str] | None) -> Event:

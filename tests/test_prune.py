@@ -192,3 +192,49 @@ def test_prune_usage_errors_exit_2(place: Place) -> None:
         assert "Traceback" not in result.output
     missing = lgx(place, "prune", "nope", "--keep", "1", "--json")
     assert missing.exit_code == 1 and "no checkpoints" in missing.stderr
+
+
+def test_prune_while_the_app_runs_on_the_same_thread(place: Place) -> None:
+    """Repeated prunes race a run that keeps adding checkpoints, with both cores busy:
+    every prune lands, the record stays one valid chain, saver, index and workspace agree."""
+    import threading
+
+    from tests.graphs import cpu_burner
+
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def app() -> None:
+        try:
+            with place.external() as ext:
+                graph = counting_graph(Plain, 10**6, ext.checkpointer)
+                for _ in range(15):
+                    # 5 more steps per invoke, from where the thread is
+                    state = graph.get_state(ext.config("plain")).values
+                    more = counting_graph(Plain, state["n"] + 5, ext.checkpointer)
+                    more.invoke({"log": state["log"], "n": state["n"]}, ext.config("plain"))
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    with cpu_burner():
+        runner = threading.Thread(target=app)
+        runner.start()
+        prunes = 0
+        while not done.is_set() or prunes < 3:
+            result = lgx(place, "prune", "plain", "--keep", "2", "--json")
+            assert result.exit_code == 0, result.output
+            prunes += 1
+        runner.join()
+    assert errors == []
+    result = lgx(place, "prune", "plain", "--keep", "2")
+    assert result.exit_code == 0, result.output
+    assert saver_ids(place.dsn, "plain") == index_ids(place.dsn, "plain")
+    assert len(saver_ids(place.dsn, "plain")) == 2
+    assert sorted(CheckpointLog(Workspace(place.ws), "plain", "").docs) == saver_ids(
+        place.dsn, "plain"
+    )
+    verified = lgx(place, "verify", "plain")
+    assert verified.exit_code == 0, verified.output
+    assert state_of(place, "plain")["n"] == 6 + 15 * 5
