@@ -8,7 +8,8 @@ Example:
     >>> from langgraph_external import External, ExternalCheckpointer, Event
 """
 
-from langgraph_external.checkpointers import ExternalCheckpointer
+from typing import TYPE_CHECKING, Any
+
 from langgraph_external.errors import (
     ChainConflictError,
     ConfigurationError,
@@ -19,10 +20,35 @@ from langgraph_external.errors import (
     SinkError,
     WorkspaceError,
 )
-from langgraph_external.events import Event, EventKind, verify_chain
-from langgraph_external.external import External
-from langgraph_external.pipeline import Pipeline
 from langgraph_external.workspace import Workspace, decode_thread_id, encode_thread_id
+
+if TYPE_CHECKING:
+    from langgraph_external.checkpointers import ExternalCheckpointer
+    from langgraph_external.events import Event, EventKind, verify_chain
+    from langgraph_external.external import External
+    from langgraph_external.pipeline import Pipeline
+
+# Imported on first use: they pull in LangGraph and langchain-core (over a second), which
+# the command line's reading commands never need.
+_LAZY = {
+    "ExternalCheckpointer": "langgraph_external.checkpointers",
+    "Event": "langgraph_external.events",
+    "EventKind": "langgraph_external.events",
+    "verify_chain": "langgraph_external.events",
+    "External": "langgraph_external.external",
+    "Pipeline": "langgraph_external.pipeline",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'langgraph_external' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -17,6 +17,9 @@ Example (shell)::
     lgx sql "select kind, count(*) from events group by kind"
     lgx verify --all
     lgx db start
+    lgx timeline thread-42 -o run.html
+    lgx export thread-42 -o thread-42.tar.gz && lgx --dsn "$OTHER" import thread-42.tar.gz
+    lgx prune --all --keep 10 --older-than 30d --dry-run
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
 (``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
@@ -30,6 +33,7 @@ not run (bad option, ledger unreachable or not set up, workspace unreadable).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -54,6 +58,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from langgraph_external import embedded, inspection, ledger
 from langgraph_external.crypto import WorkspaceCipher
@@ -80,6 +85,12 @@ _CONNECT_TIMEOUT = 10
 
 class _Stdout(Console):
     """Standard output; a reader that stops early (``| head``) ends the command with 0."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print; when stdout is not a terminal, long lines are never wrapped."""
+        if not self.is_terminal:
+            kwargs.setdefault("soft_wrap", True)
+        super().print(*objects, **kwargs)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -244,11 +255,14 @@ def _global(
         ),
     ] = None,
     workspace: Annotated[
-        str, typer.Option("--workspace", "-w", help="Workspace directory or fsspec URL.")
+        str,
+        typer.Option(
+            "--workspace", "-w", envvar="LGX_WORKSPACE", help="Workspace directory or fsspec URL."
+        ),
     ] = DEFAULT_WORKSPACE,
-    schema: Annotated[str, typer.Option("--schema", help="Ledger schema name.")] = (
-        ledger.DEFAULT_SCHEMA
-    ),
+    schema: Annotated[
+        str, typer.Option("--schema", envvar="LGX_SCHEMA", help="Ledger schema name.")
+    ] = (ledger.DEFAULT_SCHEMA),
 ) -> None:
     """Inspect and verify what langgraph-external recorded in Postgres and the workspace."""
     try:
@@ -277,6 +291,7 @@ def setup(
     apply: Annotated[
         bool, typer.Option("--apply", help="With --roles: set up, then apply the grants.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Create the ledger schema (or bring it up to date) and print its version.
 
@@ -290,13 +305,21 @@ def setup(
         with _command(ctx) as s:
             typer.echo(grant_script(s.schema, app_role), nl=False)
         return
+    applied: list[str] = []
     with _command(ctx) as s:
         with _connect(s, create=True) as conn:
             version = ledger.setup(conn, s.schema)
             if roles:
                 _saver_setup(conn)
-                applied = apply_grants(conn, s.schema, app_role, saver=True)
-        where = f" (embedded server in {s._embedded.datadir})" if s._embedded else ""
+                applied = list(apply_grants(conn, s.schema, app_role, saver=True))
+        datadir = str(s._embedded.datadir) if s._embedded else None
+        if as_json:
+            out_json: dict[str, Any] = {"schema": s.schema, "version": version, "embedded": datadir}
+            if roles:
+                out_json["granted"] = {"role": app_role, "statements": len(applied)}
+            typer.echo(json.dumps(out_json))
+            return
+        where = f" (embedded server in {datadir})" if datadir else ""
         out.print(
             f"ledger schema [bold]{escape(s.schema)}[/] is at version {version}{escape(where)}"
         )
@@ -545,6 +568,9 @@ def verify(
         Path | None,
         typer.Option("--heads", help="Also check a snapshot saved by `lgx heads FILE`."),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one result per thread as JSON lines.")
+    ] = False,
 ) -> None:
     """Verify hash chains in the ledger and workspace, and that both hold the same events.
 
@@ -585,6 +611,12 @@ def verify(
     snap = [r for r in results if r.thread_id.startswith("heads snapshot ")]
     results = [r for r in results if r not in snap]
     failed = [r for r in [*results, *snap] if not r.ok]
+    if as_json:
+        for r in [*results, *snap]:
+            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
+        if failed:
+            raise typer.Exit(EXIT_PROBLEM)
+        return
     shown = results if not all_threads else [r for r in results if not r.ok]
     for r in [*shown, *snap]:
         if r.ok and r in snap:
@@ -1192,6 +1224,7 @@ def restore(
             help="The deployment key (default: $LGX_KEY or the key file).",
         ),
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
 
@@ -1220,9 +1253,29 @@ def restore(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",
                         EXIT_PROBLEM,
                     )
-                done = restore_recorded(ext, thread_id, target_thread_id=target)
+                with Progress(
+                    TextColumn("restoring"),
+                    TimeElapsedColumn(),
+                    console=err,
+                    transient=True,
+                    disable=not err.is_terminal,
+                ):
+                    done = restore_recorded(ext, thread_id, target_thread_id=target)
         except (RestoreError, DecryptionError) as exc:
             raise CliError(f"restore refused: {_one_line(exc)}", EXIT_PROBLEM) from exc
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "thread_id": thread_id,
+                        "target_thread_id": target,
+                        "checkpoints": done.checkpoints,
+                        "last_checkpoint_id": done.last_checkpoint_id,
+                    },
+                    ensure_ascii=False,
+                )
+            )
+            return
         out.print(
             f"restored {_n(done.checkpoints, 'checkpoint')} of {escape(thread_id)} as "
             f"{escape(target)} (last checkpoint {escape(str(done.last_checkpoint_id))}); "
@@ -1376,11 +1429,303 @@ def policy_mermaid(
         typer.echo(policy.mermaid(obj))
 
 
-# -- lgx export ----------------------------------------------------------------------------
+# -- lgx timeline -------------------------------------------------------------------------
+@app.command()
+def timeline(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread to draw.")],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="HTML file to write ('-': stdout). Default: THREAD.html.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written as JSON.")
+    ] = False,
+) -> None:
+    """Write a thread's record as one self-contained HTML page: lanes per node over time.
+
+    Node runs, tool and LLM calls, memory hits, interrupts, policy violations and
+    subgraphs; click an item for its recorded (redacted) events. Reads the ledger (the
+    workspace's events.jsonl when the ledger lacks the thread). Exit 1: no such thread.
+    """
+    from langgraph_external.timeline import build_timeline, render_timeline
+    from langgraph_external.workspace import encode_thread_id
+
+    with _command(ctx) as s:
+        envelopes, source = _thread_envelopes(s, thread_id)
+        if not envelopes:
+            raise CliError(f"thread {thread_id!r} has no recorded events", EXIT_PROBLEM)
+        data = build_timeline(thread_id, envelopes)
+        page = render_timeline(data)
+        target = output or f"{encode_thread_id(thread_id)}.html"
+        if target == "-":
+            sys.stdout.write(page)
+            return
+        Path(target).write_text(page, encoding="utf-8")
+    info = {
+        "path": str(Path(target).resolve()),
+        "thread_id": thread_id,
+        "source": source,
+        "events": data["events"],
+        "items": len(data["items"]),
+        "lanes": [lane["label"] for lane in data["lanes"]],
+        "bytes": len(page.encode()),
+    }
+    if as_json:
+        typer.echo(json.dumps(info, ensure_ascii=False))
+    else:
+        out.print(
+            f"wrote {escape(info['path'])}: thread {escape(thread_id)}, "
+            f"{_n(info['events'], 'event')}, "
+            f"{_n(info['items'], 'item')} in {_n(len(info['lanes']), 'lane')} (from the {source})",
+            soft_wrap=True,
+        )
+
+
+def _thread_envelopes(s: _Settings, thread_id: str) -> tuple[list[dict[str, Any]], str]:
+    """A thread's envelopes from the ledger, else from the workspace's events.jsonl."""
+    with _connect(s) as conn:
+        envelopes = ledger.fetch_events(conn, thread_id, s.schema)
+    if envelopes:
+        return envelopes, "ledger"
+    envelopes, _ = read_jsonl(s.ws(), f"{s.ws().thread_dir(thread_id)}/events.jsonl")
+    return envelopes, "workspace"
+
+
+# -- lgx export / lgx import --------------------------------------------------------------
+class _DefaultCommandGroup(TyperGroup):
+    """A group whose first argument, when it names no subcommand, goes to ``thread``.
+
+    So ``lgx export THREAD -o FILE`` works next to ``lgx export langfuse ...``; a thread
+    named like a subcommand is exported with ``lgx export thread NAME``.
+    """
+
+    default_command = "thread"
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
 export_app = typer.Typer(
-    help="Export the record to other systems (Langfuse).", no_args_is_help=True
+    name="export",
+    cls=_DefaultCommandGroup,
+    help="Export what was recorded: `lgx export THREAD -o FILE` writes a thread archive; "
+    "`lgx export langfuse` sends the record to Langfuse.",
+    no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
+
+
+def _file_progress(label: str) -> tuple[Progress, Any]:
+    """A progress bar on stderr (only on a terminal) and its ``(done, total)`` callback."""
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    task = progress.add_task(label, total=None)
+    return progress, lambda done, total: progress.update(task, completed=done, total=total)
+
+
+@export_app.command("thread")
+def export_thread_command(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread to export.")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Archive to write (default: THREAD.tar.gz).", show_default=False
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Write a thread's ledger events and workspace folder as one .tar.gz (with hashes).
+
+    Exit 1: the thread is not in the ledger, or its workspace mirror is behind.
+    """
+    from langgraph_external.errors import ArchiveError
+    from langgraph_external.transfer import export_thread, report_dict
+    from langgraph_external.workspace import encode_thread_id
+
+    target = output or Path(f"{encode_thread_id(thread_id)}.tar.gz")
+    with _command(ctx) as s, _connect(s) as conn:
+        progress, advance = _file_progress("exporting")
+        try:
+            with progress:
+                report = export_thread(
+                    conn, s.ws(), thread_id, target, schema=s.schema, progress=advance
+                )
+        except ArchiveError as exc:
+            raise CliError(str(exc), EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(report_dict(report), ensure_ascii=False))
+    else:
+        out.print(
+            f"exported {escape(thread_id)}: {_n(report.events, 'event')}, "
+            f"{_n(report.files, 'workspace file')} to {escape(report.path)} "
+            f"({report.bytes} bytes, sha256 {report.sha256})",
+            soft_wrap=True,
+        )
+
+
+@app.command(name="import")
+def import_command(
+    ctx: typer.Context,
+    archive: Annotated[Path, typer.Argument(help="An archive written by `lgx export`.")],
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Import a thread archive into this ledger, saver tables and workspace.
+
+    Everything is verified first (file hashes, hash chain, checkpoint copies); the
+    thread must be new here. Nothing is written unless all of it is. Exit 1: damaged or
+    altered archive, or the thread already exists.
+    """
+    from langgraph_external.crypto import DecryptionError, WorkspaceCipher
+    from langgraph_external.errors import ArchiveError, ImportConflictError
+    from langgraph_external.transfer import import_thread, report_dict
+
+    with _command(ctx) as s:
+        if not archive.is_file():
+            raise CliError(f"no archive at {archive}")
+        dsn = s.resolve_dsn(create=True)
+        progress, advance = _file_progress("importing")
+        try:
+            with progress:
+                report = import_thread(
+                    dsn,
+                    s.ws(),
+                    archive,
+                    schema=s.schema,
+                    cipher=WorkspaceCipher(key) if key else None,
+                    progress=advance,
+                )
+        except (ArchiveError, ImportConflictError, RestoreError, DecryptionError) as exc:
+            raise CliError(f"import refused: {_one_line(exc)}", EXIT_PROBLEM) from exc
+    if as_json:
+        typer.echo(json.dumps(report_dict(report), ensure_ascii=False))
+    else:
+        out.print(
+            f"imported {escape(report.thread_id)}: {_n(report.events, 'event')}, "
+            f"{_n(report.checkpoints, 'checkpoint')}, {_n(report.files, 'workspace file')}",
+            soft_wrap=True,
+        )
+
+
+# -- lgx prune ----------------------------------------------------------------------------
+@app.command(name="prune")
+def prune_command(
+    ctx: typer.Context,
+    thread_ids: Annotated[
+        list[str] | None, typer.Argument(help="Threads to prune.", show_default=False)
+    ] = None,
+    all_threads: Annotated[
+        bool, typer.Option("--all", help="Every thread in the saver's tables.")
+    ] = False,
+    keep: Annotated[
+        int | None,
+        typer.Option(
+            "--keep", help="Checkpoints to keep per namespace (latest first).", show_default=False
+        ),
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Only remove checkpoints older than this age "
+            "(30d, 12h, 90m, 45s, 2w) or ISO time.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be removed; change nothing.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one plan per thread as JSON.")
+    ] = False,
+) -> None:
+    """Remove old checkpoints from the saver's tables, the ledger's index and the workspace.
+
+    Keeps the latest --keep (default 1 with --older-than) of each namespace, and the
+    ancestors delta channels are rebuilt from. Records a thread_pruned event; no event
+    is deleted. Exit 1: a named thread has no checkpoints.
+    """
+    from langgraph_external import prune as pruning
+    from langgraph_external.assembly import assemble
+
+    if bool(thread_ids) == all_threads:
+        _fail("give THREAD_ID... or --all")
+    if keep is None and older_than is None:
+        _fail("give --keep N, --older-than AGE, or both")
+    if keep is not None and keep < 1:
+        _fail("--keep must be at least 1 (to drop a whole thread, delete it)")
+    with _command(ctx) as s:
+        cutoff = pruning.parse_age(older_than) if older_than is not None else None
+        dsn = s.resolve_dsn(create=False)
+        with _connect(s) as conn:
+            from langgraph_external.repair import SAVER_TABLES
+
+            row = conn.execute(SAVER_TABLES).fetchone()
+            if row is None or row[0] is None:
+                raise CliError("no official checkpoint tables in this database")
+            known = set(pruning.saver_threads(conn))
+        missing = [t for t in thread_ids or () if t not in known]
+        if missing:
+            raise CliError(
+                f"thread {missing[0]!r} has no checkpoints in the saver's tables", EXIT_PROBLEM
+            )
+        progress, advance = _file_progress("pruning")
+        with progress:
+            plans = pruning.prune(
+                dsn,
+                None if all_threads else thread_ids,
+                keep=keep or 1,
+                older_than=cutoff,
+                schema=s.schema,
+                dry_run=dry_run,
+                progress=advance,
+            )
+        if any(p.pruned for p in plans):  # the workspace applies the thread_pruned events
+            rec = assemble(workspace=s.ws(), dsn=dsn, schema=s.schema)
+            try:
+                rec.pipeline.catch_up()
+            finally:
+                rec.close()
+    if as_json:
+        for p in plans:
+            typer.echo(json.dumps(p.to_dict(), ensure_ascii=False))
+        return
+    verb = "would remove" if dry_run else "removed"
+    table = Table(
+        caption=f"{verb} {_n(sum(p.removed for p in plans), 'checkpoint')}",
+        caption_justify="left",
+    )
+    for col in ("thread_id", "checkpoints", verb, "kept", "kept for ancestry", "blobs freed"):
+        table.add_column(col, justify="left" if col == "thread_id" else "right", no_wrap=True)
+    for p in plans:
+        table.add_row(
+            Text(p.thread_id),
+            str(p.total),
+            str(p.removed),
+            str(sum(len(v) for v in p.keep.values())),
+            str(sum(len(v) for v in p.kept_for_ancestry.values())),
+            str(p.blobs),
+        )
+    _print_data(table)
 
 
 @export_app.command("langfuse")

@@ -64,3 +64,19 @@ class RestoreError(ExternalError):
     Raised before anything is written to the target saver; the message names the file,
     the line or checkpoint, and what differs.
     """
+
+
+class ArchiveError(ExternalError):
+    """A thread archive cannot be written, or cannot be trusted when read.
+
+    Raised when an archive is damaged, altered (a file does not match the manifest's
+    sha256, the events' hash chain breaks), unsafe (links, absolute paths, ``..``) or
+    not an lgx archive; nothing is imported from it.
+    """
+
+
+class ImportConflictError(ExternalError):
+    """An imported thread already exists in the target ledger, saver or workspace.
+
+    Nothing is overwritten or merged; import into another database or workspace.
+    """

@@ -59,6 +59,7 @@ class EventKind(str, Enum):
     RUNS_DELETED = "runs_deleted"
     THREAD_PRUNED = "thread_pruned"
     THREAD_RESTORED = "thread_restored"
+    THREAD_IMPORTED = "thread_imported"
     ERROR = "error"
 
 

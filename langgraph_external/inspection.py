@@ -21,15 +21,17 @@ import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
 from langgraph_external import ledger
 from langgraph_external.errors import ConfigurationError, ExternalError
-from langgraph_external.restore import CheckpointLog
 from langgraph_external.workspace import Workspace
+
+if TYPE_CHECKING:  # restore pulls in LangGraph: imported where a state is read
+    from langgraph_external.restore import CheckpointLog
 
 __all__ = [
     "AmbiguousCheckpointError",
@@ -445,6 +447,8 @@ def read_state(
         NotFoundError: the thread or the checkpoint is not in the workspace.
         AmbiguousCheckpointError: the prefix matches several checkpoints.
     """
+    from langgraph_external.restore import CheckpointLog
+
     log = CheckpointLog(ws, thread_id, checkpoint_ns)
     if not log.docs:
         raise NotFoundError(

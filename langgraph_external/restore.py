@@ -35,7 +35,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, RestoreError
-from langgraph_external.events import Event, EventKind, verify_chain
+from langgraph_external.events import Event, EventKind, compute_hash, verify_chain
 from langgraph_external.keys import load_key
 from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
 
@@ -300,6 +300,20 @@ def _same_ref(at: str, what: str, line: Any, recorded: Any) -> None:
             )
 
 
+def _check_link(prev: Mapping[str, Any] | None, env: Mapping[str, Any]) -> None:
+    """:func:`verify_chain` of ``[prev, env]`` where ``prev`` was checked already."""
+    if prev is None:
+        verify_chain([env])
+        return
+    seq = env["seq"]
+    if seq != prev["seq"] + 1:
+        raise ValueError(f"gap in sequence: expected seq {prev['seq'] + 1}, found {seq}")
+    if env["prev"] != prev["hash"]:
+        raise ValueError(f"seq {seq}: prev does not match the hash of seq {seq - 1}")
+    if compute_hash(env) != env["hash"]:
+        raise ValueError(f"seq {seq}: hash does not match the event's content")
+
+
 def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
     """The envelopes of the thread's ``events.jsonl``, after checking its hash chain.
 
@@ -330,8 +344,8 @@ def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
         if not isinstance(env, dict):
             raise RestoreError(f"{path}: line {n} is not a JSON object")
         try:
-            # pairwise is the whole check (gap, prev link, own hash) and names the line
-            verify_chain([*envelopes[-1:], env])
+            # the whole check (gap, prev link, own hash), hashing each event once
+            _check_link(envelopes[-1] if envelopes else None, env)
         except ValueError as exc:
             raise RestoreError(f"{path}: line {n}: hash chain broken: {exc}") from exc
         except (KeyError, TypeError) as exc:
@@ -368,18 +382,26 @@ def verify_thread(
         >>> verify_thread(Workspace("memory://lgx-doc-verify"), "t")
         {}
     """
+    return _verified(ws, thread_id, cipher)[0]
+
+
+def _verified(
+    ws: Workspace, thread_id: str, cipher: WorkspaceCipher | None
+) -> tuple[dict[str, CheckpointLog], list[dict[str, Any]] | None]:
+    """:func:`verify_thread`, also returning the verified envelopes (``None``: not read)."""
     logs = {
         ns: CheckpointLog(ws, thread_id, ns, cipher=cipher) for ns in _namespaces(ws, thread_id)
     }
     if not any(log.docs or log.write_lines for log in logs.values()):
-        return logs
-    by_seq = {env["seq"]: env for env in read_verified_events(ws, thread_id)}
+        return logs, None
+    envelopes = read_verified_events(ws, thread_id)
+    by_seq = {env["seq"]: env for env in envelopes}
     for log in logs.values():
         try:
             log.verify(by_seq)
         except _MALFORMED as exc:  # a line of the wrong shape (hand-edited, hostile)
             raise RestoreError(f"{log.path}: a malformed line ({_describe(exc)})") from exc
-    return logs
+    return logs, envelopes
 
 
 _MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
@@ -550,7 +572,7 @@ def restore_thread_report(
     serde = serde or saver.serde
     logs = verify_thread(ws, thread_id, cipher=cipher)
     plan = _decode_all(ws, thread_id, logs, serde)
-    return _put_all(plan, saver, target_thread_id or thread_id)
+    return _put_all_atomic(plan, saver, target_thread_id or thread_id)
 
 
 _Plan = list[tuple[str, CheckpointTuple, dict[tuple[str, str], list[tuple[int, str, Any]]]]]
@@ -562,7 +584,9 @@ def _decode_all(
     """Every checkpoint and its writes, decoded: done before the first write, so a value
     the serializer cannot read does not leave half a thread in the saver either."""
     plan: _Plan = []
-    for ns, cid in iter_checkpoint_ids(ws, thread_id):
+    found = [(ns, cid) for ns, log in logs.items() for cid in log.docs]
+    # checkpoint ids are time-ordered (uuid6): parents before children
+    for ns, cid in sorted(found, key=lambda t: (t[1], t[0])):
         log = logs[ns]
         try:
             tup = _build_tuple(log, cid, serde)
@@ -603,6 +627,23 @@ def _put_all(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> Resto
     return RestoredThread(len(plan), last)
 
 
+def _put_all_atomic(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
+    """:func:`_put_all` in one transaction when ``saver`` is the official sync Postgres saver.
+
+    All or nothing (a failure leaves no half thread), and one commit instead of one per
+    checkpoint and per task's writes (``benchmarks/bench_cli.py``). Other savers get the
+    puts one by one.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from langgraph_external.checkpointers import _postgres_ops as pg
+
+    if not pg.is_postgres_saver(saver) or pg.is_async_postgres_saver(saver):
+        return _put_all(plan, saver, target)
+    with pg.saver_connection(saver) as conn, conn.transaction():
+        return _put_all(plan, PostgresSaver(conn, serde=saver.serde), target)
+
+
 def restore_recorded(
     ext: External, thread_id: str, *, target_thread_id: str | None = None
 ) -> RestoredThread:
@@ -637,12 +678,12 @@ def restore_recorded(
     if recording.get_tuple({"configurable": {"thread_id": target}}) is not None:
         raise RestoreError(f"thread {target!r} already has checkpoints in the saver")
     # every check and every decode before the first write (ledger or saver)
-    logs = verify_thread(ws, thread_id, cipher=ext.cipher)
+    logs, verified = _verified(ws, thread_id, ext.cipher)
     plan = _decode_all(ws, thread_id, logs, recording.serde)
     ledger = pipeline.ledger
     held = ledger.positions([target]).get(target)
     if target == thread_id:
-        envelopes = read_verified_events(ws, thread_id)
+        envelopes = verified if verified is not None else read_verified_events(ws, thread_id)
         if held is None and envelopes:
             # the verified record goes back as it was: same seq, same hashes
             ledger.append([Event.from_envelope(env) for env in envelopes])
@@ -653,7 +694,7 @@ def restore_recorded(
                 "records; restore under another id"
             )
         # the record has these checkpoints already: write them past the recorder
-        result = _put_all(plan, recording.inner, target)
+        result = _put_all_atomic(plan, recording.inner, target)
     else:
         if held is not None or ws.exists(f"{ws.thread_dir(target)}/events.jsonl"):
             raise RestoreError(f"thread {target!r} is already recorded; pick an unused id")

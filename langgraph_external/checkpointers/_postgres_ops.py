@@ -99,6 +99,10 @@ def _sync_conn(saver: Any) -> Iterator[psycopg.Connection[Any]]:
             yield conn
 
 
+saver_connection = _sync_conn
+"""The sync saver's connection (one of its pool's), held under the saver's lock."""
+
+
 @asynccontextmanager
 async def _async_conn(saver: Any) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     async with saver.lock:
