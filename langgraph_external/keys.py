@@ -89,6 +89,22 @@ def load_key(
     return WorkspaceCipher(_read_key_file(path))
 
 
+def existing_key(key: str | bytes | None = None) -> WorkspaceCipher | None:
+    """The deployment key if one is given or already exists here, else ``None`` (never
+    creates one): for tools that write into a record made elsewhere (prune, import).
+
+    Example:
+        >>> existing_key(bytes(32)) is not None
+        True
+    """
+    try:
+        return load_key(key, create=False)
+    except ConfigurationError:
+        if key is not None:
+            raise
+        return None
+
+
 def _read_key_file(path: Path) -> str:
     try:
         st = path.stat()

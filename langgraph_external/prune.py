@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
@@ -52,6 +52,9 @@ from langgraph_external import ledger
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.events import Event, EventKind
 from langgraph_external.processors import Sequencer
+
+if TYPE_CHECKING:
+    from langgraph_external.crypto import WorkspaceCipher
 
 __all__ = ["Ckpt", "PrunePlan", "parse_age", "plan_prune", "plan_thread", "prune"]
 
@@ -250,6 +253,7 @@ def prune(
     schema: str = ledger.DEFAULT_SCHEMA,
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    cipher: WorkspaceCipher | None = None,
 ) -> list[PrunePlan]:
     """Prune the threads in the saver's tables and the ledger; one transaction per thread.
 
@@ -263,9 +267,11 @@ def prune(
         ConfigurationError: ``keep`` is below 1.
         LedgerUnavailableError: the database cannot be reached.
     """
+    from langgraph_external.keys import existing_key
     from langgraph_external.sinks.postgres import PostgresLedger
 
-    sink = PostgresLedger(dsn, schema)
+    # the prune event moves the thread's head: tagged with the deployment key like any other
+    sink = PostgresLedger(dsn, schema, cipher=cipher or existing_key())
     plans: list[PrunePlan] = []
     with ledger.connect(dsn, autocommit=True) as conn:
         conn.execute("set time zone 'UTC'")

@@ -374,15 +374,18 @@ def import_thread(
     from langgraph.checkpoint.postgres import PostgresSaver
 
     from langgraph_external.external import _saver_setup
+    from langgraph_external.keys import existing_key
     from langgraph_external.restore import _decode_all, _put_all, verify_thread
     from langgraph_external.sinks.postgres import PostgresLedger, unpack_detail
 
     archive = read_archive(path)
     tid = archive.thread_id
     if archive.manifest.get("encrypted") and cipher is None:
-        raise ArchiveError(
-            f"{path}: the archive's checkpoint copies are encrypted: give the workspace key"
-        )
+        cipher = existing_key()  # this deployment's key (the same key where it was made)
+        if cipher is None:
+            raise ArchiveError(
+                f"{path}: the archive's checkpoint copies are encrypted: give the workspace key"
+            )
     # unpack into a staging workspace on the target's file system, verify it there
     staging_root = _staging_dir(ws)
     try:
@@ -427,7 +430,8 @@ def import_thread(
                     )
                 ]
             )[0]
-            sink = PostgresLedger(dsn, schema)
+            # the thread's head is tagged with this deployment's key
+            sink = PostgresLedger(dsn, schema, cipher=cipher or existing_key())
             # the mirror's events.jsonl gets the closing event too: both stay equal
             staged.append_lines(f"{tdir}/events.jsonl", [closing.line or ""])
             moved = False

@@ -193,7 +193,7 @@ def test_an_existing_thread_is_a_conflict_and_nothing_changes(
     ("what", "fix_manifest", "message"),
     [
         ("blob byte", False, "does not match its sha256"),
-        ("inline value", True, "the bytes do not match their address"),
+        ("inline value", True, "wrong key or altered"),  # sealed copies: the AEAD refuses
         ("event payload", True, "hash chain broken"),
         ("missing event", True, "workspace/events.jsonl does not hold"),
     ],
@@ -282,12 +282,13 @@ def test_an_encrypted_workspace_moves_with_its_key_only(
     export(source, "secret", archive)
     assert read_archive(archive).manifest["encrypted"] is True
     target = Place(other_dsn, tmp_path / "enc-b")
-    without = lgx(target, "import", str(archive))
-    assert without.exit_code == 1 and "encrypted" in without.stderr
+    without = lgx(target, "import", str(archive))  # this deployment's key is another one
+    assert without.exit_code == 1 and "wrong key" in without.stderr
     wrong = lgx(target, "import", str(archive), "--key", WorkspaceCipher.generate_key())
     assert wrong.exit_code == 1
     assert_nothing_imported(target, "secret")
     right = lgx(target, "import", str(archive), "--key", key, "--json")
     assert right.exit_code == 0, right.output
     assert json.loads(right.stdout)["checkpoints"] == saver_rows(dsn, "secret")
-    assert lgx(target, "verify", "secret").exit_code == 0
+    # the thread stays sealed, and its head tagged, under the key it came with
+    assert lgx(target, "verify", "secret", "--key", key).exit_code == 0
