@@ -389,6 +389,24 @@ with adv as materialized (
 select (select count(*) from ins), (select count(*) from cps)
 """
 
+CHECKPOINT_INDEX_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "step",
+    "source",
+    "run_id",
+    "task_ids",
+    "nodes",
+    "channels",
+    "created_at",
+    "size_bytes",
+    "workspace_path",
+    "event_seq",
+)
+"""The checkpoint index row's columns, in the order the statements take them."""
+
 UPSERT_CHECKPOINT = """
 insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,

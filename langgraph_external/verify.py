@@ -235,22 +235,7 @@ def derived_problems(
     return out[:20]
 
 
-_INDEX_COLUMNS = (
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "step",
-    "source",
-    "run_id",
-    "task_ids",
-    "nodes",
-    "channels",
-    "created_at",
-    "size_bytes",
-    "workspace_path",
-    "event_seq",
-)
+_INDEX_COLUMNS = ledger.CHECKPOINT_INDEX_COLUMNS
 
 
 def workspace_problems(

@@ -474,22 +474,6 @@ def _event_row(e: Event) -> tuple[Any, ...]:
 
 
 _THREAD_OPS = frozenset({"thread_deleted", "thread_pruned", "runs_deleted", "thread_copied"})
-_CHECKPOINT_KEYS = (
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "step",
-    "source",
-    "run_id",
-    "task_ids",
-    "nodes",
-    "channels",
-    "created_at",
-    "size_bytes",
-    "workspace_path",
-    "event_seq",
-)
 
 
 def _commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str]:
@@ -497,7 +481,7 @@ def _commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str
     rows = "[" + ",".join(e.line for e in group if e.line) + "]"
     details = [pack_detail(e) for e in group]
     index = [
-        dict(zip(_CHECKPOINT_KEYS, checkpoint_row(e), strict=True))
+        dict(zip(ledger.CHECKPOINT_INDEX_COLUMNS, checkpoint_row(e), strict=True))
         for e in group
         if e.kind == "checkpoint"
     ]
