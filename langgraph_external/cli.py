@@ -213,6 +213,8 @@ def _command(ctx: typer.Context) -> Iterator[_Settings]:
         _fail(_one_line(exc))
     except psycopg.Error as exc:
         _fail(f"database error: {_one_line(exc)}")
+    except UnicodeEncodeError as exc:  # an argument that is not valid text (lone surrogate)
+        _fail(f"an argument is not valid Unicode text: {_one_line(exc)}")
     except BrokenPipeError:  # e.g. `lgx show t --json | head`: stop quietly
         _silence_stdout()
         raise typer.Exit(EXIT_OK) from None

@@ -19,6 +19,14 @@ class InvalidThreadIdError(ExternalError, ValueError):
     """A thread id cannot be recorded (wrong type, empty, or not valid text)."""
 
 
+class InvalidCheckpointIdError(ExternalError, ValueError):
+    """A checkpoint id or namespace cannot be stored (not text, NUL, or not valid text)."""
+
+
+class InvalidFilterError(ExternalError, ValueError):
+    """A metadata filter holds what no stored metadata can (NUL, NaN, non-text keys, ...)."""
+
+
 class SerializationError(ExternalError, TypeError):
     """A checkpoint or write holds a value the serializer cannot encode.
 

@@ -37,7 +37,13 @@ from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, RestoreError
 from langgraph_external.events import Event, EventKind, compute_hash, verify_chain
 from langgraph_external.keys import load_key
-from langgraph_external.workspace import ROOT_NS_DIR, Workspace, decode_thread_id, sha256_hex
+from langgraph_external.workspace import (
+    ROOT_NS_DIR,
+    Workspace,
+    decode_thread_id,
+    encode_ns,
+    sha256_hex,
+)
 
 if TYPE_CHECKING:
     from langgraph_external.external import External
@@ -422,9 +428,23 @@ def _namespaces(ws: Workspace, thread_id: str) -> list[str]:
             continue
         stem = name[: -len(".jsonl")]
         ns = "" if stem == ROOT_NS_DIR else decode_thread_id(stem)
-        if ns is not None:
-            out.append(ns)
+        if ns is None:  # a hashed name: the namespace is written in its checkpoint lines
+            ns = _named_namespace(ws, path, stem)
+        out.append(ns)
     return sorted(out)
+
+
+def _named_namespace(ws: Workspace, path: str, stem: str) -> str:
+    """The namespace of a log whose file name is a hash (a namespace too long to spell)."""
+    for line in ws.read_bytes(path).splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        ns = doc.get("checkpoint_ns") if isinstance(doc, dict) else None
+        if isinstance(ns, str) and ns and encode_ns(ns) == stem:
+            return ns
+    raise RestoreError(f"{path}: no checkpoint line names the namespace this log is for")
 
 
 def iter_checkpoint_ids(ws: Workspace, thread_id: str) -> Iterator[tuple[str, str]]:

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -54,6 +55,8 @@ from langgraph_external.checkpointers import _postgres_ops as pg
 from langgraph_external.crypto import ALGORITHM
 from langgraph_external.errors import (
     ConfigurationError,
+    InvalidCheckpointIdError,
+    InvalidFilterError,
     InvalidThreadIdError,
     PositionMovedError,
     RecordingError,
@@ -365,7 +368,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (after checking the thread id)."""
-        tid = self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._checked_ids(config)
         return self._saw(tid, config, self.inner.get_tuple(config))
 
     def list(
@@ -376,12 +379,16 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Delegated to the wrapped saver."""
+        """Delegated to the wrapped saver (after checking the ids it is given)."""
+        for given in (config, before):
+            if given is not None:
+                self._checked_ids(given, thread=False)
+        self._check_filter(filter)
         return self.inner.list(config, filter=filter, before=before, limit=limit)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
-        tid = self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._checked_ids(config)
         if self._async_native["aget_tuple"]:
             return self._saw(tid, config, await self.inner.aget_tuple(config))
         return self._saw(tid, config, await asyncio.to_thread(self.inner.get_tuple, config))
@@ -413,6 +420,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
+        for given in (config, before):
+            if given is not None:
+                self._checked_ids(given, thread=False)
+        self._check_filter(filter)
         if self._async_native["alist"]:
             async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
                 yield tup
@@ -452,7 +463,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         On the official Postgres saver the event is written in the saver's own
         transaction; on other savers it is in the write-ahead log before this returns.
         """
-        tid = self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._checked_ids(config)
         rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
         if not self._decide_outbox():
             with _capturing("checkpoint") as cap:
@@ -486,7 +497,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of :meth:`put`."""
-        tid = self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._checked_ids(config)
         await self.pipeline.wait_for_room(tid)  # back-pressure without blocking the loop
         rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
         args = (config, checkpoint, metadata, new_versions)
@@ -534,7 +545,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Store through the wrapped saver, then record which task wrote what."""
-        tid = self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._checked_ids(config)
         with _capturing("write") as cap:
             self.inner.put_writes(*self._writes_args(config, writes, task_id, task_path))
         self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap))
@@ -547,7 +558,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Async twin of :meth:`put_writes`."""
-        tid = self._thread_id(config["configurable"].get("thread_id"))
+        tid = self._checked_ids(config)
         await self.pipeline.wait_for_room()
         args = self._writes_args(config, writes, task_id, task_path)
         with _capturing("write") as cap:
@@ -585,6 +596,46 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         await asyncio.to_thread(self.pipeline.flush)
 
     # -- event building ------------------------------------------------------------------
+    def _checked_ids(self, config: RunnableConfig, *, thread: bool = True) -> str:
+        """The config's thread id, after checking it and its checkpoint id and namespace.
+
+        Refused here rather than by the saver's database driver: the error is typed
+        and nothing is stored (``thread=False``: a missing thread id is allowed).
+        """
+        conf = config.get("configurable") or {}
+        tid = self._thread_id(conf.get("thread_id")) if thread or "thread_id" in conf else ""
+        for key in ("checkpoint_ns", "checkpoint_id"):
+            value = conf.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise InvalidCheckpointIdError(f"{key} must be a str, got {type(value).__name__}")
+            if self.reject_nul and "\x00" in value:
+                raise InvalidCheckpointIdError(
+                    f"{key} {value[:80]!r} contains NUL, which PostgreSQL text cannot store"
+                )
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise InvalidCheckpointIdError(
+                        f"{key} {value[:80]!r} is not valid Unicode text"
+                    ) from exc
+        return tid
+
+    def _check_filter(self, flt: Any) -> None:
+        """Refuse a filter no stored metadata can match (the database would fail untyped)."""
+        if flt is None:
+            return
+        if not isinstance(flt, dict):
+            raise InvalidFilterError(f"filter must be a dict, got {type(flt).__name__}")
+        try:
+            problem = _filter_problem(flt, self.reject_nul)
+        except RecursionError:
+            problem = "is nested too deeply"
+        if problem is not None:
+            raise InvalidFilterError(f"filter {problem}")
+
     def _thread_id(self, value: Any) -> str:
         if not isinstance(value, (str, int, uuid.UUID)) or isinstance(value, bool):
             raise InvalidThreadIdError(
@@ -851,8 +902,43 @@ def _capturing(what: str) -> Iterator[_Capture]:
         _CAPTURE.reset(token)
 
 
+def _filter_problem(value: Any, reject_nul: bool) -> str | None:
+    """What makes ``value`` impossible as JSON metadata, or ``None``."""
+    if isinstance(value, str):
+        if reject_nul and "\x00" in value:
+            return "holds NUL, which PostgreSQL cannot store"
+        try:
+            value.isascii() or value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "holds text that is not valid Unicode"
+        return None
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "holds NaN or an infinity, which JSON cannot"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"has a key that is not a str: {type(k).__name__}"
+            problem = _filter_problem(k, reject_nul) or _filter_problem(v, reject_nul)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            problem = _filter_problem(v, reject_nul)
+            if problem is not None:
+                return problem
+    return None
+
+
 def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
-    """Turn a serializer failure inside the saver into a typed error; pass others on."""
+    """Turn a serializer failure inside the saver into a typed error; pass others on.
+
+    A value the database driver cannot send (a channel or task named with NUL or with
+    text that is not valid Unicode, as hostile node names make them) is one too.
+    """
+    if isinstance(exc, (UnicodeEncodeError, psycopg.DataError)):
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return SerializationError(f"the saver cannot store this {what}: {detail}")
     if cap.failed is None or isinstance(exc, SerializationError):
         return exc
     return SerializationError(
