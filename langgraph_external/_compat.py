@@ -201,6 +201,128 @@ def _identity(row: Any) -> tuple[str, str]:
     return (str(row[0]), str(row[1]))
 
 
+# -- the official Postgres saver's rows (langgraph-checkpoint-postgres 3.2.0) -----------
+# ``PostgresSaver.put`` keeps primitive channel values (None, str, int, float, bool) inline
+# in the ``checkpoint`` JSONB and puts every other value of a new version (and a
+# ``_DeltaSnapshot``, marked ``true`` inline) into ``checkpoint_blobs`` as its serde bytes;
+# the metadata goes through ``get_serializable_checkpoint_metadata``. ``put_writes``
+# numbers writes by position except the special channels (``WRITES_IDX_MAP``: error,
+# scheduled, interrupt, resume get negative indexes), and upserts only when every write
+# is special. ``saver_put_rows`` / ``saver_write_rows`` shape the same rows, so a thread
+# can be written with one ``executemany`` per table; ``tests/test_compat.py`` compares them
+# with what the saver itself writes.
+SaverRow = tuple[Any, ...]
+
+
+def saver_statements() -> dict[str, str]:
+    """The official saver's own insert statements (its class attributes), by table."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return {
+        "blobs": PostgresSaver.UPSERT_CHECKPOINT_BLOBS_SQL,
+        "checkpoints": PostgresSaver.UPSERT_CHECKPOINTS_SQL,
+        "writes_upsert": PostgresSaver.UPSERT_CHECKPOINT_WRITES_SQL,
+        "writes_insert": PostgresSaver.INSERT_CHECKPOINT_WRITES_SQL,
+    }
+
+
+def saver_put_rows(
+    serde: Any,
+    config: RunnableConfig,
+    checkpoint: Any,
+    metadata: Any,
+    new_versions: dict[str, Any],
+) -> tuple[list[SaverRow], SaverRow]:
+    """``(blob rows, checkpoint row)`` that ``PostgresSaver.put`` writes for these arguments.
+
+    Example:
+        >>> from langgraph.checkpoint.base import empty_checkpoint
+        >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+        >>> cp = empty_checkpoint()
+        >>> cp["channel_values"] = {"n": 1, "items": ["a"]}
+        >>> conf = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        >>> blobs, row = saver_put_rows(JsonPlusSerializer(), conf, cp, {}, {"items": "1"})
+        >>> [b[2:5] for b in blobs], row[3], row[4].obj["channel_values"]
+        ([('items', '1', 'msgpack')], None, {'n': 1})
+    """
+    from langgraph.checkpoint.base import get_serializable_checkpoint_metadata
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+    from psycopg.types.json import Jsonb
+
+    conf = config["configurable"]
+    thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
+    copy = dict(checkpoint)
+    inline = dict(checkpoint["channel_values"])
+    blob_values: dict[str, Any] = {}
+    for k, v in checkpoint["channel_values"].items():
+        if isinstance(v, _DeltaSnapshot):
+            blob_values[k] = inline.pop(k)
+            inline[k] = True
+        elif v is None or isinstance(v, (str, int, float, bool)):
+            pass
+        else:
+            blob_values[k] = inline.pop(k)
+    copy["channel_values"] = inline
+    blobs: list[SaverRow] = [
+        (
+            thread_id,
+            checkpoint_ns,
+            k,
+            str(ver),
+            *serde.dumps_typed(blob_values[k]),
+        )
+        for k, ver in new_versions.items()
+        if k in blob_values  # the saver writes blobs only for new versions of blob values
+    ]
+    row: SaverRow = (
+        thread_id,
+        checkpoint_ns,
+        checkpoint["id"],
+        conf.get("checkpoint_id"),
+        Jsonb(copy),
+        Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+    )
+    return blobs, row
+
+
+def saver_write_rows(
+    serde: Any,
+    config: RunnableConfig,
+    writes: Any,
+    task_id: str,
+    task_path: str = "",
+) -> tuple[bool, list[SaverRow]]:
+    """``(upsert, rows)`` that ``PostgresSaver.put_writes`` writes for these arguments.
+
+    ``upsert``: the saver's ``UPSERT_CHECKPOINT_WRITES_SQL`` (all writes special), else
+    its ``INSERT_CHECKPOINT_WRITES_SQL``.
+
+    Example:
+        >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+        >>> conf = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}}
+        >>> up, rows = saver_write_rows(JsonPlusSerializer(), conf, [("__interrupt__", 1)], "k")
+        >>> up, rows[0][:7]
+        (True, ('t', '', 'c', 'k', '', -3, '__interrupt__'))
+    """
+    from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+    conf = config["configurable"]
+    rows: list[SaverRow] = [
+        (
+            conf["thread_id"],
+            conf["checkpoint_ns"],
+            conf["checkpoint_id"],
+            task_id,
+            task_path,
+            WRITES_IDX_MAP.get(channel, idx),
+            channel,
+            *serde.dumps_typed(value),
+        )
+        for idx, (channel, value) in enumerate(writes)
+    ]
+    return all(w[0] in WRITES_IDX_MAP for w in writes), rows
+
+
 # -- the transition guard (langgraph 1.2.24, langgraph-prebuilt 1.1.3, langchain-core 1.8.3) --
 # -- configurable keys LangGraph puts into every task's config ----------------------------
 _RUNTIME = "__pregel_runtime"

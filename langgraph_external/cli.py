@@ -1238,13 +1238,13 @@ def restore(
     """
     from langgraph_external.crypto import DecryptionError
     from langgraph_external.external import External
-    from langgraph_external.restore import iter_checkpoint_ids, restore_recorded
+    from langgraph_external.restore import has_checkpoints, restore_recorded
 
     target = as_thread or thread_id
     with _command(ctx) as s:
         ws = s.ws()
         try:
-            if not any(True for _ in iter_checkpoint_ids(ws, thread_id)):
+            if not has_checkpoints(ws, thread_id):
                 raise CliError(
                     f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
                 )

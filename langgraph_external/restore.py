@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointMetadata,
@@ -33,9 +34,14 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_external import _compat
 from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, RestoreError
-from langgraph_external.events import Event, EventKind, compute_hash, verify_chain
+from langgraph_external.events import (
+    Event,
+    EventKind,
+    hashed_line,
+)
 from langgraph_external.keys import load_key
 from langgraph_external.workspace import (
     ROOT_NS_DIR,
@@ -52,6 +58,7 @@ __all__ = [
     "CheckpointLog",
     "RestoreError",
     "RestoredThread",
+    "has_checkpoints",
     "iter_checkpoint_ids",
     "load_checkpoint",
     "read_verified_events",
@@ -306,18 +313,21 @@ def _same_ref(at: str, what: str, line: Any, recorded: Any) -> None:
             )
 
 
-def _check_link(prev: Mapping[str, Any] | None, env: Mapping[str, Any]) -> None:
-    """:func:`verify_chain` of ``[prev, env]`` where ``prev`` was checked already."""
-    if prev is None:
-        verify_chain([env])
-        return
+def _check_link(prev: Mapping[str, Any] | None, env: Mapping[str, Any]) -> str:
+    """:func:`verify_chain` of ``[prev, env]`` where ``prev`` was checked already.
+
+    Returns the canonical line of ``env`` (what the ledger stores), computed while hashing.
+    """
     seq = env["seq"]
-    if seq != prev["seq"] + 1:
-        raise ValueError(f"gap in sequence: expected seq {prev['seq'] + 1}, found {seq}")
-    if env["prev"] != prev["hash"]:
-        raise ValueError(f"seq {seq}: prev does not match the hash of seq {seq - 1}")
-    if compute_hash(env) != env["hash"]:
+    if prev is not None:
+        if seq != prev["seq"] + 1:
+            raise ValueError(f"gap in sequence: expected seq {prev['seq'] + 1}, found {seq}")
+        if env["prev"] != prev["hash"]:
+            raise ValueError(f"seq {seq}: prev does not match the hash of seq {seq - 1}")
+    line, digest = hashed_line(env)
+    if digest != env["hash"]:
         raise ValueError(f"seq {seq}: hash does not match the event's content")
+    return line
 
 
 def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
@@ -334,12 +344,17 @@ def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
         ...     print(str(exc).split(": ")[0].rsplit("/", 2)[-2:])
         ['t', 'events.jsonl is missing']
     """
+    return [env for env, _ in _read_verified(ws, thread_id)]
+
+
+def _read_verified(ws: Workspace, thread_id: str) -> list[tuple[dict[str, Any], str]]:
+    """:func:`read_verified_events`, each envelope with its canonical line."""
     path = f"{ws.thread_dir(thread_id)}/events.jsonl"
     if not ws.exists(path):
         raise RestoreError(
             f"{path} is missing: the checkpoints cannot be checked against the record"
         )
-    envelopes: list[dict[str, Any]] = []
+    records: list[tuple[dict[str, Any], str]] = []
     for n, raw in enumerate(ws.read_bytes(path).splitlines(), 1):
         if not raw.strip():
             continue
@@ -351,19 +366,19 @@ def read_verified_events(ws: Workspace, thread_id: str) -> list[dict[str, Any]]:
             raise RestoreError(f"{path}: line {n} is not a JSON object")
         try:
             # the whole check (gap, prev link, own hash), hashing each event once
-            _check_link(envelopes[-1] if envelopes else None, env)
+            line = _check_link(records[-1][0] if records else None, env)
         except ValueError as exc:
             raise RestoreError(f"{path}: line {n}: hash chain broken: {exc}") from exc
         except (KeyError, TypeError) as exc:
             raise RestoreError(f"{path}: line {n}: malformed event ({exc!r})") from exc
-        envelopes.append(env)
-    if envelopes:
-        first = envelopes[0]
+        records.append((env, line))
+    if records:
+        first = records[0][0]
         if first.get("kind") != "thread_deleted" and (
             first.get("seq") != 1 or first.get("prev") is not None
         ):
             raise RestoreError(f"{path}: events before seq {first.get('seq')} are missing")
-    return envelopes
+    return records
 
 
 def verify_thread(
@@ -393,21 +408,22 @@ def verify_thread(
 
 def _verified(
     ws: Workspace, thread_id: str, cipher: WorkspaceCipher | None
-) -> tuple[dict[str, CheckpointLog], list[dict[str, Any]] | None]:
-    """:func:`verify_thread`, also returning the verified envelopes (``None``: not read)."""
+) -> tuple[dict[str, CheckpointLog], list[tuple[dict[str, Any], str]] | None]:
+    """:func:`verify_thread`, also returning the verified envelopes with their canonical
+    lines (``None``: not read)."""
     logs = {
         ns: CheckpointLog(ws, thread_id, ns, cipher=cipher) for ns in _namespaces(ws, thread_id)
     }
     if not any(log.docs or log.write_lines for log in logs.values()):
         return logs, None
-    envelopes = read_verified_events(ws, thread_id)
-    by_seq = {env["seq"]: env for env in envelopes}
+    records = _read_verified(ws, thread_id)
+    by_seq = {env["seq"]: env for env, _ in records}
     for log in logs.values():
         try:
             log.verify(by_seq)
         except _MALFORMED as exc:  # a line of the wrong shape (hand-edited, hostile)
             raise RestoreError(f"{log.path}: a malformed line ({_describe(exc)})") from exc
-    return logs, envelopes
+    return logs, records
 
 
 _MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
@@ -454,6 +470,25 @@ def iter_checkpoint_ids(ws: Workspace, thread_id: str) -> Iterator[tuple[str, st
         found.extend((ns, cid) for cid in CheckpointLog(ws, thread_id, ns).docs)
     # checkpoint ids are time-ordered (uuid6), so sorting by id is oldest first
     yield from sorted(found, key=lambda t: (t[1], t[0]))
+
+
+def has_checkpoints(ws: Workspace, thread_id: str) -> bool:
+    """Whether the workspace mirrors any checkpoint of ``thread_id`` (reads up to the first).
+
+    Example:
+        >>> has_checkpoints(Workspace("memory://lgx-doc-has"), "t")
+        False
+    """
+    for ns in _namespaces(ws, thread_id):
+        path = ws.checkpoint_log_path(thread_id, ns)
+        for raw in ws.read_bytes(path).splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # a torn line: verifying names it
+            if isinstance(line, dict) and line.get("record") == "checkpoint":
+                return True
+    return False
 
 
 def load_checkpoint(
@@ -626,42 +661,98 @@ def _decode_all(
     return plan
 
 
+def _put_args(
+    ns: str, tup: CheckpointTuple, target: str
+) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata, dict[str, Any]]:
+    """The ``put`` arguments that store ``tup`` as a checkpoint of ``target``."""
+    conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": ns}
+    if tup.parent_config:
+        conf["checkpoint_id"] = tup.parent_config["configurable"]["checkpoint_id"]
+    checkpoint = tup.checkpoint
+    return {"configurable": conf}, checkpoint, tup.metadata, dict(checkpoint["channel_versions"])
+
+
+_SPECIAL_WRITES = frozenset(WRITES_IDX_MAP)
+
+
+def _writes_args(
+    by_task: dict[tuple[str, str], list[tuple[int, str, Any]]],
+) -> Iterator[tuple[str, str, list[tuple[str, Any]]]]:
+    """The ``put_writes`` calls (task id, task path, writes) that store a checkpoint's writes.
+
+    A task's special writes (error, interrupt, resume, scheduled: stored under fixed
+    negative indexes) and its ordinary writes (stored under their position) go in separate
+    calls, as LangGraph makes them, so both keep the index they were recorded with.
+    """
+    for (task_id, task_path), writes in by_task.items():
+        ordered = sorted(writes, key=lambda w: w[0])
+        for special in (True, False):
+            group = [(ch, v) for _, ch, v in ordered if (ch in _SPECIAL_WRITES) is special]
+            if group:
+                yield task_id, task_path, group
+
+
+def _stored_config(ns: str, checkpoint_id: str, target: str) -> RunnableConfig:
+    return {
+        "configurable": {"thread_id": target, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+    }
+
+
+def _last_root(plan: _Plan) -> str | None:
+    roots = [tup.checkpoint["id"] for ns, tup, _ in plan if ns == ""]
+    return roots[-1] if roots else None
+
+
 def _put_all(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
-    """Write a decoded thread into ``saver``, parents before children."""
-    last: str | None = None
+    """Write a decoded thread into ``saver`` with its own ``put``/``put_writes``, parents first."""
     for ns, tup, by_task in plan:
-        conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": ns}
-        if tup.parent_config:
-            conf["checkpoint_id"] = tup.parent_config["configurable"]["checkpoint_id"]
-        stored = saver.put(
-            {"configurable": conf},
-            tup.checkpoint,
-            tup.metadata,
-            dict(tup.checkpoint["channel_versions"]),
-        )
-        for (task_id, task_path), writes in by_task.items():
-            writes.sort(key=lambda w: w[0])
-            saver.put_writes(stored, [(ch, v) for _, ch, v in writes], task_id, task_path)
-        if ns == "":
-            last = tup.checkpoint["id"]
-    return RestoredThread(len(plan), last)
+        stored = saver.put(*_put_args(ns, tup, target))
+        for task_id, task_path, writes in _writes_args(by_task):
+            saver.put_writes(stored, writes, task_id, task_path)
+    return RestoredThread(len(plan), _last_root(plan))
+
+
+def _bulk_rows(plan: _Plan, serde: SerializerProtocol, target: str) -> dict[str, list[Any]]:
+    """The official Postgres saver's rows for the whole thread (what its puts would write)."""
+    rows: dict[str, list[Any]] = {
+        "blobs": [],
+        "checkpoints": [],
+        "writes_insert": [],
+        "writes_upsert": [],
+    }
+    for ns, tup, by_task in plan:
+        blobs, row = _compat.saver_put_rows(serde, *_put_args(ns, tup, target))
+        rows["blobs"].extend(blobs)
+        rows["checkpoints"].append(row)
+        stored = _stored_config(ns, tup.checkpoint["id"], target)
+        for task_id, task_path, writes in _writes_args(by_task):
+            upsert, wrows = _compat.saver_write_rows(serde, stored, writes, task_id, task_path)
+            rows["writes_upsert" if upsert else "writes_insert"].extend(wrows)
+    return rows
 
 
 def _put_all_atomic(plan: _Plan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
-    """:func:`_put_all` in one transaction when ``saver`` is the official sync Postgres saver.
+    """:func:`_put_all`, in bulk and in one transaction into the official sync Postgres saver.
 
-    All or nothing (a failure leaves no half thread), and one commit instead of one per
-    checkpoint and per task's writes (``benchmarks/bench_cli.py``). Other savers get the
-    puts one by one.
+    Into the official ``PostgresSaver``: the rows its ``put``/``put_writes`` would write
+    (``_compat.saver_put_rows``), all shaped before the first write, then one
+    ``executemany`` per table in one transaction — all or nothing, a few round trips
+    instead of two per checkpoint (``benchmarks/bench_cli.py``). Other savers (SQLite,
+    in-memory, the async Postgres saver, custom ones) get their own puts one by one.
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
-
     from langgraph_external.checkpointers import _postgres_ops as pg
 
     if not pg.is_postgres_saver(saver) or pg.is_async_postgres_saver(saver):
         return _put_all(plan, saver, target)
-    with pg.saver_connection(saver) as conn, conn.transaction():
-        return _put_all(plan, PostgresSaver(conn, serde=saver.serde), target)
+    try:
+        rows = _bulk_rows(plan, saver.serde, target)
+    except Exception as exc:  # the saver's serializer refuses a value
+        raise RestoreError(
+            f"a checkpoint of thread {target!r} cannot be serialized for the saver "
+            f"({_describe(exc)}); nothing was restored"
+        ) from exc
+    pg.bulk_insert(saver, rows)
+    return RestoredThread(len(plan), _last_root(plan))
 
 
 def restore_recorded(
@@ -703,10 +794,18 @@ def restore_recorded(
     ledger = pipeline.ledger
     held = ledger.positions([target]).get(target)
     if target == thread_id:
-        envelopes = verified if verified is not None else read_verified_events(ws, thread_id)
+        records = verified if verified is not None else _read_verified(ws, thread_id)
+        envelopes = [env for env, _ in records]
         if held is None and envelopes:
-            # the verified record goes back as it was: same seq, same hashes
-            ledger.append([Event.from_envelope(env) for env in envelopes])
+            # the verified record goes back as it was: same seq, same hashes (with their
+            # canonical lines, so the ledger stores a run of them in one statement)
+            keys = Event.new("error", target).envelope().keys()
+            ledger.append(
+                [
+                    Event.from_envelope(env).replace(line=ln if env.keys() == keys else None)
+                    for env, ln in records
+                ]
+            )
         elif envelopes and held != (envelopes[-1]["seq"], envelopes[-1]["hash"]):
             raise RestoreError(
                 f"the ledger's record of thread {target!r} ends at seq {held[0] if held else 0}"

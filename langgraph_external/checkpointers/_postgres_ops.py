@@ -7,13 +7,15 @@ saver's own statements on a shared connection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from langgraph_external import _compat
 
 # Returns (thread_id, checkpoint_ns, checkpoint_id) of the removed checkpoints.
 SELECT_RUN_CHECKPOINTS = """
@@ -65,6 +67,23 @@ COPY_THREAD_ROWS = (
     on conflict do nothing
     """,
 )
+
+
+def bulk_insert(saver: Any, rows: Mapping[str, Sequence[Any]]) -> None:
+    """Write the official saver's rows in one transaction, one ``executemany`` per table.
+
+    ``rows`` maps a key of :func:`langgraph_external._compat.saver_statements` (blobs,
+    checkpoints, writes_upsert, writes_insert) to the rows of that statement, shaped by
+    ``_compat.saver_put_rows`` / ``saver_write_rows``. psycopg sends each
+    ``executemany`` as one pipeline: a few round trips instead of two per checkpoint.
+    All or nothing, on the saver's own connection and under its lock.
+    """
+    sql = _compat.saver_statements()
+    with _sync_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
+        for key in ("blobs", "checkpoints", "writes_insert", "writes_upsert"):
+            if rows.get(key):
+                cur.executemany(sql[key], rows[key])
+
 
 LIST_THREAD_CHECKPOINTS = """
 select checkpoint_ns, checkpoint_id from checkpoints where thread_id = %s
