@@ -6,6 +6,7 @@ import os
 import uuid
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -40,9 +41,8 @@ def _with_db(dsn: str, dbname: str) -> str:
     return make_conninfo(**params)
 
 
-@pytest.fixture
-def dsn(pg_server: str) -> Iterator[str]:
-    """A fresh, empty database for one test; dropped afterwards."""
+@contextmanager
+def _fresh_database(pg_server: str) -> Iterator[str]:
     name = f"lgx_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'create database "{name}"')
@@ -51,6 +51,20 @@ def dsn(pg_server: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_server, autocommit=True) as conn:
             conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+@pytest.fixture
+def dsn(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database for one test; dropped afterwards."""
+    with _fresh_database(pg_server) as db:
+        yield db
+
+
+@pytest.fixture
+def second_dsn(pg_server: str) -> Iterator[str]:
+    """Another fresh, empty database (a restore or copy target), dropped afterwards."""
+    with _fresh_database(pg_server) as db:
+        yield db
 
 
 @pytest.fixture

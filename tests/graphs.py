@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Send
+from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
 
 REACT_PATH = ["__start__", "agent", "tools", "agent", "tools", "agent"]
@@ -86,6 +86,34 @@ def fanout_with_subgraph(checkpointer: Any) -> Any:
     )
     g.add_edge("work", "summarize")
     g.add_edge("summarize", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def fanout_with_interrupt(checkpointer: Any) -> Any:
+    """split → three Send tasks to ``work`` → a ``review`` subgraph that interrupts.
+
+    The thread has subgraph checkpoints (namespace ``review:<task id>``), ``Send``
+    writes and an interrupt write; ``Command(resume=...)`` finishes it.
+    """
+
+    def ask(s: Fan) -> dict[str, Any]:
+        answer = interrupt({"question": "approve?", "items": sorted(s["items"])})
+        return {"total": sum(s["items"]) * (2 if answer == "yes" else 1)}
+
+    sub = StateGraph(Fan)
+    sub.add_node("ask", ask)
+    sub.add_edge(START, "ask")
+    sub.add_edge("ask", END)
+    g = StateGraph(Fan)
+    g.add_node("split", lambda s: {"total": 0})
+    g.add_node("work", lambda s: {"items": [s["items"][0] * 10]})
+    g.add_node("review", sub.compile())
+    g.add_edge(START, "split")
+    g.add_conditional_edges(
+        "split", lambda s: [Send("work", {"items": [i], "total": 0}) for i in (1, 2, 3)], ["work"]
+    )
+    g.add_edge("work", "review")
+    g.add_edge("review", END)
     return g.compile(checkpointer=checkpointer)
 
 

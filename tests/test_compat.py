@@ -5,6 +5,7 @@ one file that uses them."""
 
 from __future__ import annotations
 
+import copy
 from importlib.metadata import version
 from typing import Any
 
@@ -117,3 +118,83 @@ def test_the_replay_hooks_are_where_langchain_core_has_them() -> None:
     assert Box().f() == 2
     undo()
     assert Box().f() == 1
+
+
+class _Capturing(PostgresSaver):
+    """The official saver, noting the arguments of every ``put`` and ``put_writes``."""
+
+    calls: list[tuple[str, tuple[Any, ...]]]
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        state = copy.deepcopy((checkpoint, metadata, new_versions))
+        self.calls.append(("put", (_config_copy(config), *state)))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        self.calls.append(("writes", (_config_copy(config), list(writes), task_id, task_path)))
+        super().put_writes(config, writes, task_id, task_path)
+
+
+def _config_copy(config: Any) -> Any:
+    """The run config as it is now (its runtime objects do not deep-copy)."""
+    return {**config, "configurable": dict(config["configurable"])}
+
+
+_SAVER_TABLES = {
+    "checkpoints": "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+    "checkpoint, metadata",
+    "checkpoint_blobs": "thread_id, checkpoint_ns, channel, version, type, blob",
+    "checkpoint_writes": "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
+    "channel, type, blob",
+}
+
+
+def _saver_rows(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
+    with psycopg.connect(dsn) as conn:
+        return {
+            table: conn.execute(f"select {cols} from {table} order by {cols}").fetchall()
+            for table, cols in _SAVER_TABLES.items()
+        }
+
+
+def test_bulk_rows_are_the_rows_the_saver_writes(dsn: str, second_dsn: str) -> None:
+    """saver_put_rows / saver_write_rows + bulk_insert == the saver's own put / put_writes.
+
+    Same arguments (captured from a real run with subgraph namespaces, Send writes, an
+    interrupt and its resume), written once by the official saver and once in bulk: every
+    row of its three tables is equal, the JSONB checkpoint and metadata included.
+    """
+    from langgraph.types import Command
+
+    from langgraph_external.checkpointers import _postgres_ops as pg
+    from tests.graphs import fanout_with_interrupt
+
+    with _Capturing.from_conn_string(dsn) as saver:
+        saver.setup()
+        saver.calls = []
+        graph = fanout_with_interrupt(saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        graph.invoke({"items": [], "total": 0}, config, durability="sync")
+        graph.invoke(Command(resume="yes"), config, durability="sync")
+        calls = saver.calls
+    kinds = {kind for kind, _ in calls}
+    channels = {w[0] for kind, args in calls if kind == "writes" for w in args[1]}
+    namespaces = {args[0]["configurable"]["checkpoint_ns"] for _, args in calls}
+    assert kinds == {"put", "writes"}
+    assert {_compat.TASKS, "__interrupt__", "__resume__"} <= channels
+    assert any(ns.startswith("review:") for ns in namespaces)
+
+    rows: dict[str, list[Any]] = {k: [] for k in _compat.saver_statements()}
+    for kind, args in calls:
+        if kind == "put":
+            blobs, row = _compat.saver_put_rows(saver.serde, *args)
+            rows["blobs"].extend(blobs)
+            rows["checkpoints"].append(row)
+        else:
+            conf, writes, task_id, task_path = args
+            upsert, wrows = _compat.saver_write_rows(saver.serde, conf, writes, task_id, task_path)
+            rows["writes_upsert" if upsert else "writes_insert"].extend(wrows)
+    with PostgresSaver.from_conn_string(second_dsn) as target:
+        target.setup()
+        pg.bulk_insert(target, rows)
+    assert _saver_rows(second_dsn) == _saver_rows(dsn)

@@ -330,3 +330,50 @@ def test_restore_recorded_refuses_a_ledger_that_holds_another_record(
         with pytest.raises(RestoreError, match="different records"):
             restore_recorded(ext, "r")
         assert ext.checkpointer.get_tuple(ext.config("r")) is None
+
+
+def test_a_thread_with_subgraphs_sends_and_an_interrupt_restores_in_bulk_and_resumes(
+    dsn: str, second_dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into the official Postgres saver the rows go in bulk (never through its ``put``);
+    the restored thread reads back exactly like the original and resumes the same way."""
+    from langgraph.types import Command
+
+    from tests.graphs import fanout_with_interrupt
+
+    ws = tmp_path / "ws"
+    config: Any = {"configurable": {"thread_id": "f"}}
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        fanout_with_interrupt(ext.checkpointer).invoke({"items": [], "total": 0}, ext.config("f"))
+        ext.flush()
+    with (
+        PostgresSaver.from_conn_string(dsn) as original,
+        PostgresSaver.from_conn_string(second_dsn) as target,
+    ):
+        target.setup()
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("restore went through put/put_writes")
+
+        with monkeypatch.context() as m:
+            m.setattr(target, "put", refuse)
+            m.setattr(target, "put_writes", refuse)
+            assert restore_thread(Workspace(ws), "f", target) == len(list(original.list(config)))
+
+        namespaces = {t.config["configurable"]["checkpoint_ns"] for t in original.list(config)}
+        assert "" in namespaces and any(ns.startswith("review:") for ns in namespaces)
+        assert list(target.list(config)) == list(original.list(config))
+        for ns in namespaces:
+            conf = {"configurable": {"thread_id": "f", "checkpoint_ns": ns}}
+            assert target.get_tuple(conf) == original.get_tuple(conf)
+        written = {ch for t in original.list(config) for _, ch, _ in t.pending_writes or []}
+        assert {"__interrupt__", "__pregel_tasks"} <= written  # an interrupt, Send packets
+
+        before, after = fanout_with_interrupt(original), fanout_with_interrupt(target)
+        assert before.get_state(config).interrupts
+        assert list(after.get_state_history(config)) == list(before.get_state_history(config))
+        assert after.get_state(config, subgraphs=True) == before.get_state(config, subgraphs=True)
+        resumed = after.invoke(Command(resume="yes"), config)
+        assert resumed == before.invoke(Command(resume="yes"), config)
+        assert resumed["total"] == 120
+        assert after.get_state(config).values == before.get_state(config).values
