@@ -169,8 +169,11 @@ class Event:
         }
 
     @classmethod
-    def from_envelope(cls, data: Mapping[str, Any]) -> Event:
-        """Rebuild an event from its stored JSON form (inverse of :meth:`envelope`)."""
+    def from_envelope(cls, data: Mapping[str, Any], *, line: str | None = None) -> Event:
+        """Rebuild an event from its stored JSON form (inverse of :meth:`envelope`).
+
+        ``line``: its canonical line, when the caller has it (:func:`hashed_line`).
+        """
         raw = data.get("raw")
         return cls(
             v=int(data.get("v", SCHEMA_VERSION)),
@@ -196,6 +199,7 @@ class Event:
             redactions=int(data.get("redactions") or 0),
             prev=data.get("prev"),
             hash=data.get("hash"),
+            line=line,
         )
 
 

@@ -167,6 +167,17 @@ def test_restore_refuses_an_events_line_with_one_byte_flipped(
     )
 
 
+def test_an_events_file_rewritten_in_another_json_layout_still_verifies(
+    recorded: Path, target: BaseCheckpointSaver[Any]
+) -> None:
+    """The chain is checked on the events' content, not on their text: the same events
+    written with spaces and other key order verify and restore."""
+    path = recorded / "threads" / "r" / "events.jsonl"
+    envelopes = _lines(path)
+    path.write_text("".join(json.dumps(dict(reversed(e.items()))) + "\n" for e in envelopes))
+    assert restore_thread(Workspace(recorded), "r", target) == 4
+
+
 def test_restore_refuses_a_torn_checkpoint_line(
     recorded: Path, target: BaseCheckpointSaver[Any]
 ) -> None:
