@@ -1232,9 +1232,11 @@ def restore(
 
     For a lost or wiped database: the workspace copy is verified first (every value
     against its address, the ``events.jsonl`` hash chain, complete lines; nothing is
-    written on a mismatch, exit code 1), then decoded and put through the official
-    ``PostgresSaver``; the target thread must not have checkpoints yet. The restore is
-    recorded as a ``thread_restored`` event, so ``lgx show`` and ``lgx verify`` see it.
+    written on a mismatch, exit code 1), then decoded and written, in one transaction,
+    as the rows the official ``PostgresSaver`` would write (with ``--as``: one by one
+    through the recording checkpointer); the target thread must not have checkpoints yet.
+    The restore is recorded as a ``thread_restored`` event, so ``lgx show`` and
+    ``lgx verify`` see it.
     """
     from langgraph_external.crypto import DecryptionError
     from langgraph_external.external import External
