@@ -997,8 +997,16 @@ class Pipeline:
         settle = getattr(proj, "settle", None)
         if settle is None:
             return True
+        due = getattr(proj, "due", None)
+        locks = getattr(self.ledger, "projection_locks", None)
         try:
-            settle()
+            if due is None or locks is None:
+                settle()
+            elif threads := due():
+                # under the threads' projection locks, like any other write of them; a
+                # thread another process holds is left to it (its state is the newer one)
+                with locks(proj.name, threads) as held:
+                    settle(held.threads)
         except Exception as exc:  # a derived view: reported, retried by the next flush
             self._fail(proj.name, exc, 0)
             logger.warning("projection %s could not settle: %s", proj.name, exc)

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -86,7 +86,8 @@ class WorkspaceProjection:
         self._described: set[str] = set()  # threads whose thread.json exists
         self._file_size: dict[str, int | None] = {}  # path -> size after our last append
         self._by_dir: dict[str, set[str]] = {}  # thread directory -> its cached log paths
-        self._state_due: dict[str, Event] = {}  # thread -> newest root checkpoint not in state.json
+        # thread -> (newest root checkpoint not in state.json, events.jsonl size then)
+        self._state_due: dict[str, tuple[Event, int | None]] = {}
         self._state_at: OrderedDict[str, float] = OrderedDict()  # thread -> last state.json write
 
     # -- Projection ----------------------------------------------------------------------
@@ -124,10 +125,26 @@ class WorkspaceProjection:
             if self.ws.size(path) != self._file_size.get(path):
                 self._drop_path(path)
 
-    def settle(self) -> None:
-        """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL`."""
-        for tid in list(self._state_due):
-            self._write_state(tid, self._state_due.pop(tid))
+    def due(self) -> list[str]:
+        """Threads whose ``state.json`` waits for :meth:`settle`."""
+        return list(self._state_due)
+
+    def settle(self, threads: Collection[str] | None = None) -> None:
+        """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL` (of ``threads``,
+        default all; the pipeline passes those whose projection lock it holds).
+
+        A thread another writer appended to since (its ``events.jsonl`` is not the size this
+        projection left it at) is skipped: that writer's state is newer than the one due here.
+        """
+        for tid in list(self._state_due) if threads is None else list(threads):
+            due = self._state_due.pop(tid, None)
+            if due is None:
+                continue
+            e, size = due
+            log = f"{self.ws.thread_dir(tid)}/events.jsonl"
+            if self.ws.size(log) != self._file_size.get(log, size):
+                continue  # not the size this projection left it at: another writer went on
+            self._write_state(tid, e)
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
@@ -242,9 +259,9 @@ class WorkspaceProjection:
         if latest_root is not None:
             # rendering the whole state grows with the thread: at most every
             # STATE_INTERVAL seconds per thread, and when the pipeline flushes
-            self._state_due[tid] = latest_root
+            self._state_due[tid] = (latest_root, self._file_size.get(f"{tdir}/events.jsonl"))
             if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
-                self._write_state(tid, self._state_due.pop(tid))
+                self._write_state(tid, self._state_due.pop(tid)[0])
 
     def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
         for ns, lines in logs.items():
