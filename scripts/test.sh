@@ -23,4 +23,6 @@ export MEM0_TELEMETRY=False
 .venv/bin/ruff check langgraph_external tests benchmarks examples
 .venv/bin/ruff format --check langgraph_external
 .venv/bin/mypy
-.venv/bin/python -m pytest -q "$@"
+# a private temp dir under the checkout (several suites may run on one machine); a
+# --basetemp given on the command line comes later and wins
+.venv/bin/python -m pytest -q --basetemp="$PWD/.pytest_tmp" "$@"
