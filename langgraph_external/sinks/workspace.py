@@ -134,7 +134,7 @@ class WorkspaceProjection:
         default all; the pipeline passes those whose projection lock it holds).
 
         A thread another writer appended to since (its ``events.jsonl`` is not the size this
-        projection left it at) is skipped: that writer's state is newer than the one due here.
+        projection left it at) gets the state of the newest root checkpoint in its log instead.
         """
         for tid in list(self._state_due) if threads is None else list(threads):
             due = self._state_due.pop(tid, None)
@@ -142,9 +142,10 @@ class WorkspaceProjection:
                 continue
             e, size = due
             log = f"{self.ws.thread_dir(tid)}/events.jsonl"
-            if self.ws.size(log) != self._file_size.get(log, size):
-                continue  # not the size this projection left it at: another writer went on
-            self._write_state(tid, e)
+            if self.ws.size(log) == self._file_size.get(log, size):
+                self._write_state(tid, e)
+            else:  # another writer went on since: the newest root checkpoint is in the log
+                self._write_latest_state(tid)
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
@@ -442,18 +443,37 @@ class WorkspaceProjection:
 
     def _write_state(self, tid: str, e: Event) -> None:
         assert e.checkpoint_id is not None
+        full = self._channel_maps.get((tid, e.checkpoint_ns, e.checkpoint_id), {})
+        self._write_state_of(tid, e.checkpoint_id, e.step, full)
+
+    def _write_latest_state(self, tid: str) -> None:
+        """``state.json`` from the newest root checkpoint line of the log (whoever wrote it)."""
+        path = self.ws.checkpoint_log_path(tid, "")
+        if not self.ws.exists(path):
+            return
+        for line in reversed(self.ws.read_bytes(path).splitlines()):
+            if b'"record": "checkpoint"' not in line:
+                continue
+            doc = json.loads(line)
+            if doc.get("record") == "checkpoint" and doc.get("checkpoint_id"):
+                full = dict(doc.get("channels") or {})
+                self._write_state_of(tid, doc["checkpoint_id"], doc.get("step"), full)
+                return
+
+    def _write_state_of(
+        self, tid: str, checkpoint_id: str, step: int | None, full: dict[str, Any]
+    ) -> None:
         self._state_at[tid] = time.monotonic()
         self._state_at.move_to_end(tid)
         while len(self._state_at) > _CACHE:
             self._state_at.popitem(last=False)
-        full = self._channel_maps.get((tid, e.checkpoint_ns, e.checkpoint_id), {})
         values = {
             ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
         }
         doc: dict[str, Any] = {
             "thread_id": tid,
-            "checkpoint_id": e.checkpoint_id,
-            "step": e.step,
+            "checkpoint_id": checkpoint_id,
+            "step": step,
             "updated": datetime.now(timezone.utc).isoformat(),
             "values": json.loads(dumps_json(self._redact(values))),
         }
