@@ -167,6 +167,15 @@ class _Settings:
             self._embedded = None
 
 
+_KeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--key", envvar="LGX_KEY", help="The deployment key (default: $LGX_KEY or the key file)."
+    ),
+]
+"""The ``--key`` option of the commands that check or write keyed data."""
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -558,14 +567,7 @@ def verify(
     all_threads: Annotated[
         bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
     ] = False,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            envvar="LGX_KEY",
-            help="The deployment key (default: $LGX_KEY or the key file).",
-        ),
-    ] = None,
+    key: _KeyOption = None,
     heads: Annotated[
         Path | None,
         typer.Option("--heads", help="Also check a snapshot saved by `lgx heads FILE`."),
@@ -1160,14 +1162,7 @@ def repair(
             show_default=False,
         ),
     ] = None,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            envvar="LGX_KEY",
-            help="The deployment key (default: $LGX_KEY or the key file).",
-        ),
-    ] = None,
+    key: _KeyOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Record what is missing and bring the workspace up to the ledger.
@@ -1218,14 +1213,7 @@ def restore(
     as_thread: Annotated[
         str | None, typer.Option("--as", help="Restore under this thread id instead.")
     ] = None,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            envvar="LGX_KEY",
-            help="The deployment key (default: $LGX_KEY or the key file).",
-        ),
-    ] = None,
+    key: _KeyOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Rebuild a thread's checkpoints from the workspace into the official Postgres tables.
@@ -1937,10 +1925,7 @@ def diff_cmd(
 def heads(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="Where to write the snapshot (JSON).")],
-    key: Annotated[
-        str | None,
-        typer.Option("--key", envvar="LGX_KEY", help="The deployment key."),
-    ] = None,
+    key: _KeyOption = None,
 ) -> None:
     """Save a keyed snapshot of every thread's head (keep it outside the database).
 
