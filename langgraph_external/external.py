@@ -246,7 +246,11 @@ class External:
             outbox=outbox,
             saver_blob_refs=outbox is True,
         )
-        self._audit = AuditCallbackHandler(self.pipeline) if self.record_behaviour else None
+        self._audit = (
+            AuditCallbackHandler(self.pipeline, checkpointed=self._checkpointer.checkpointed)
+            if self.record_behaviour
+            else None
+        )
 
     def close(self) -> None:
         """Flush every recorded event, close connections, stop the embedded server."""

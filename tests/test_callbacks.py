@@ -17,7 +17,7 @@ from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_external import Event, External, Pipeline, verify_chain
-from langgraph_external.callbacks import AuditCallbackHandler, prompt_context_hash
+from langgraph_external.callbacks import OUTPUT_TAIL, AuditCallbackHandler, prompt_context_hash
 from langgraph_external.sinks.memory import InMemoryLedger
 from langgraph_external.testing import capture_events, node_path, of_kind
 
@@ -526,3 +526,54 @@ def test_async_store_operations_are_recorded(ext: External) -> None:
     ext.flush()
     kinds = [e["kind"] for e in ext.events("_no_thread")]
     assert kinds == ["memory_put", "memory_search"]
+
+
+def _echo_chat(checkpointer: Any) -> Any:
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("reply", reply)
+    g.add_edge(START, "reply")
+    g.add_edge("reply", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_a_long_chat_run_end_names_its_state_instead_of_rendering_it_again(
+    ext: External,
+) -> None:
+    # rendering the whole history at every turn's run_end made a thread's recording grow
+    # with the square of its length: the history is the checkpoint's, recorded already
+    graph = _echo_chat(ext.checkpointer)
+    for turn in range(15):
+        graph.invoke({"messages": [HumanMessage(f"q{turn}")]}, ext.config("long"))
+    ext.flush()
+    with capture_events(ext, kinds={"run_end", "checkpoint"}, thread_id="long") as events:
+        out = graph.invoke({"messages": [HumanMessage("last")]}, ext.config("long"))
+    (end,) = of_kind(events, "run_end")
+    msgs = end.payload["output"]["messages"]
+    assert end.payload["state"] == "checkpoint"
+    assert msgs["$items"] == len(out["messages"]) == 32
+    assert [m["content"] for m in msgs["$tail"]] == [
+        m.content for m in out["messages"][-OUTPUT_TAIL:]
+    ]
+    # the whole value is the state of the thread's last checkpoint before the run_end
+    last = of_kind(events, "checkpoint")[-1]
+    assert last.seq is not None and end.seq is not None and last.seq < end.seq
+    state = ext.checkpointer.get_tuple(ext.config("long"))
+    assert state is not None and state.checkpoint["id"] == last.checkpoint_id
+    assert state.checkpoint["channel_values"]["messages"] == out["messages"]
+
+
+def test_a_run_end_without_a_recorded_checkpoint_keeps_its_whole_output(
+    ext: External,
+) -> None:
+    # a graph compiled without the recording checkpointer: the output is only here
+    graph = _echo_chat(None)
+    ext.flush()
+    history = [HumanMessage(f"q{i}") for i in range(OUTPUT_TAIL + 5)]
+    with capture_events(ext, kinds={"run_end"}, thread_id="plain") as events:
+        graph.invoke({"messages": history}, ext.config("plain"))
+    (end,) = events
+    assert "state" not in end.payload
+    assert len(end.payload["output"]["messages"]) == OUTPUT_TAIL + 6

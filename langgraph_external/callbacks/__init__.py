@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -150,12 +150,26 @@ class AuditCallbackHandler(GraphCallbackHandler):
         pipeline: where events go.
         record_chains: also record chains nested inside nodes (default: only nodes,
             routers, tools, models and retrievers).
+        checkpointed: tells whether a thread's state is recorded by a checkpointer of
+            the same pipeline (``External`` passes its checkpointer's). A ``run_end``
+            of such a thread records its output with lists longer than
+            :data:`OUTPUT_TAIL` items cut to their count and last items (``$items`` /
+            ``$tail``): the whole value is the thread's state at its last checkpoint,
+            recorded already, and a chat's full history rendered again at every turn
+            would make a thread's recording grow with the square of its length.
     """
 
     run_inline = True  # only enqueues: call it directly, also from async code
 
-    def __init__(self, pipeline: Pipeline, *, record_chains: bool = False) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        record_chains: bool = False,
+        checkpointed: Callable[[str], bool] | None = None,
+    ) -> None:
         self.pipeline = pipeline
+        self.checkpointed = checkpointed
         self._key: WorkspaceCipher | None = getattr(pipeline, "cipher", None)
         self.record_chains = record_chains
         self.raise_error = pipeline.strict
@@ -364,9 +378,12 @@ class AuditCallbackHandler(GraphCallbackHandler):
         run = self._runs.get(run_id)
         if run is None:
             return
+        build: Callable[[Event], Event] = _render_payload
         if run.kind == "graph":
             self._graph_runs.pop(str(run_id), None)
             kind, payload = EventKind.RUN_END, {"output": outputs}
+            if self.checkpointed is not None and self.checkpointed(run.thread_id):
+                build = _render_run_end
         elif run.kind == "node":
             kind, payload = EventKind.NODE_END, {"update": outputs}
         elif run.kind == "router" and isinstance(outputs, (str, list, tuple)):
@@ -374,9 +391,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
         else:
             self._runs.pop(run_id, None)
             return
-        self._finish(
-            kind, run_id, parent_run_id, status="ok", payload=payload, build=_render_payload
-        )
+        self._finish(kind, run_id, parent_run_id, status="ok", payload=payload, build=build)
 
     def on_chain_error(
         self,
@@ -707,6 +722,27 @@ def _render_exact(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 def _render_payload(event: Event) -> Event:
     return event.replace(payload=_render_exact(event.payload), build=None)
+
+
+OUTPUT_TAIL = 20
+"""Items kept of a long list in the output of a checkpointed thread's run (``run_end``)."""
+
+
+def _tail(value: Any) -> Any:
+    if isinstance(value, (list, tuple)) and len(value) > OUTPUT_TAIL:
+        return {"$items": len(value), "$tail": to_readable(list(value[-OUTPUT_TAIL:]))}
+    return to_readable(value)
+
+
+def _render_run_end(event: Event) -> Event:
+    """A checkpointed run's output: its long lists cut to count and tail (O(change))."""
+    output = event.payload.get("output")
+    if isinstance(output, Mapping):
+        rendered: Any = {str(k): _tail(v) for k, v in output.items()}
+    else:
+        rendered = _tail(output)
+    payload = {**event.payload, "output": rendered, "state": "checkpoint"}
+    return event.replace(payload=payload, build=None)
 
 
 def _render_tool_result(event: Event) -> Event:

@@ -286,6 +286,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self._seen: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> versions_seen
         self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> Send target per push index
         self._refs: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> every channel's reference
+        self._threads: _Lru = _Lru()  # threads this process stored checkpoints of, lately
         # Send-task writes seen before their step's checkpoint (durability="async")
         self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
         pipeline.add_flush_hook(self._drain_unresolved)
@@ -679,6 +680,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         writers = self._producers(tid, ns, parent, checkpoint)
         key = (tid, ns, checkpoint["id"])
         with self._book:
+            self._threads.put(tid, None)
             self._seen.put(key, {k: dict(v) for k, v in checkpoint["versions_seen"].items()})
             self._sends.put(key, _compat.send_targets(checkpoint["channel_values"]))
             waiting = self._unresolved.pop(key, [])
@@ -874,8 +876,17 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 return None
         return None
 
+    def checkpointed(self, thread_id: str) -> bool:
+        """Whether this checkpointer stored (and recorded) a checkpoint of ``thread_id``
+        lately: the thread's state is in the record, so an audit handler of the same
+        pipeline may name it instead of rendering it again (see ``AuditCallbackHandler``).
+        """
+        with self._book:
+            return thread_id in self._threads
+
     def _forget(self, tid: str) -> None:
         with self._book:
+            self._threads.pop(tid, None)
             for cache in (self._seen, self._sends, self._refs):
                 for key in [k for k in cache if k[0] == tid]:
                     del cache[key]
