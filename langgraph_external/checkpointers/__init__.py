@@ -182,6 +182,18 @@ class _Blobs:
         return ref
 
 
+def _shared_seen(
+    seen: Mapping[str, Mapping[str, Any]], before: Mapping[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """A copy of ``versions_seen`` sharing the parent's entries that did not change
+    (most nodes' at every step): a long thread's remembered checkpoints stay small."""
+    out = {}
+    for node, versions in seen.items():
+        kept = before.get(node) if before else None
+        out[node] = kept if kept is not None and kept == versions else dict(versions)
+    return out
+
+
 class _Lru(OrderedDict[Any, Any]):
     def put(self, key: Any, value: Any) -> None:
         self[key] = value
@@ -681,7 +693,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         key = (tid, ns, checkpoint["id"])
         with self._book:
             self._threads.put(tid, None)
-            self._seen.put(key, {k: dict(v) for k, v in checkpoint["versions_seen"].items()})
+            before = self._seen.get((tid, ns, parent)) if parent else None
+            self._seen.put(key, _shared_seen(checkpoint["versions_seen"], before))
             self._sends.put(key, _compat.send_targets(checkpoint["channel_values"]))
             waiting = self._unresolved.pop(key, [])
         for e in waiting:  # Send-task writes that arrived before this checkpoint

@@ -38,7 +38,7 @@ from langgraph_external.workspace import Workspace, dumps_json, encode_thread_id
 logger = logging.getLogger("langgraph_external")
 
 _CACHE = 4096
-_BYTES_BUDGET = 8 * 1024 * 1024  # exact bytes kept for rendering readable views
+_BYTES_BUDGET = 2 * 1024 * 1024  # exact bytes kept for rendering readable views
 _READABLE_CACHE = 256  # rendered values, each from at most RENDER_MAX bytes
 _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
 # a checkpoint line renders changed channels up to this size; a larger value (a long
@@ -365,7 +365,10 @@ class WorkspaceProjection:
 
     # -- readable views ----------------------------------------------------------------
     def _remember_bytes(self, sha: str, data: bytes) -> None:
-        # bounded by size, not only count: a long chat's message list is large
+        # bounded by size, not only count: a long chat's message list is large; values
+        # above RENDER_MAX are blob files already, read back when state.json needs them
+        if len(data) > RENDER_MAX:
+            return
         if sha in self._bytes:
             self._bytes.move_to_end(sha)
             return
