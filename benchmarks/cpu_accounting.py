@@ -10,6 +10,7 @@ short-lived executor threads, where the saver's calls run), the server's CPU (ev
 the sum of the Python CPU is what the app waits for: it all runs under one GIL.
 
     .venv/bin/python benchmarks/cpu_accounting.py --n 80
+    .venv/bin/python benchmarks/cpu_accounting.py --n 80 --no-projection --no-encrypt
 """
 
 from __future__ import annotations
@@ -98,14 +99,23 @@ def measure(name: str, graph: Any, n: int, dsn: str, flush: Any) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=80, help="invokes per setup")
+    ap.add_argument("--no-projection", action="store_true", help="stop the workspace mirror")
+    ap.add_argument("--no-encrypt", action="store_true", help="External(encrypt=False)")
     ap.add_argument("--dsn")
     a = ap.parse_args()
     from langgraph_external import External
 
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
         ext = External(
-            dsn=dsn, workspace=Path(tmp) / "ws", spool_dir=Path(tmp) / "spool", schema="lgx_cpu"
+            dsn=dsn,
+            workspace=Path(tmp) / "ws",
+            spool_dir=Path(tmp) / "spool",
+            schema="lgx_cpu",
+            encrypt=not a.no_encrypt,
         ).setup()
+        if a.no_projection:  # what the record costs without its mirror (a lower bound)
+            assert ext.pipeline is not None
+            ext.pipeline.projections = []
         saver, pool = bare_saver(dsn, 8)
         setups = {"bare": build_graph(saver), "External": build_graph(ext.checkpointer)}
         for g in setups.values():
