@@ -539,17 +539,23 @@ def _echo_chat(checkpointer: Any) -> Any:
     return g.compile(checkpointer=checkpointer)
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 def test_a_long_chat_run_end_names_its_state_instead_of_rendering_it_again(
-    ext: External,
+    ext: External, durability: Any
 ) -> None:
     # rendering the whole history at every turn's run_end made a thread's recording grow
     # with the square of its length: the history is the checkpoint's, recorded already
     graph = _echo_chat(ext.checkpointer)
     for turn in range(15):
-        graph.invoke({"messages": [HumanMessage(f"q{turn}")]}, ext.config("long"))
+        graph.invoke(
+            {"messages": [HumanMessage(f"q{turn}")]}, ext.config("long"), durability=durability
+        )
     ext.flush()
     with capture_events(ext, kinds={"run_end", "checkpoint"}, thread_id="long") as events:
-        out = graph.invoke({"messages": [HumanMessage("last")]}, ext.config("long"))
+        out = graph.invoke(
+            {"messages": [HumanMessage("last")]}, ext.config("long"), durability=durability
+        )
+        ext.flush()
     (end,) = of_kind(events, "run_end")
     msgs = end.payload["output"]["messages"]
     assert end.payload["state"] == "checkpoint"
