@@ -717,7 +717,18 @@ class Pipeline:
                     self._resolve_doubts(tid)
                 except Exception as exc:  # the ledger is still away: the thread waits
                     logger.debug("could not check thread %r against the ledger: %s", tid, exc)
-            batch, sealed = self._collect_sealed(self._flushable_now)
+            try:
+                batch, sealed = self._collect_sealed(self._flushable_now)
+            except Exception as exc:  # a head could not be looked up: the ledger is away
+                self._fail("ledger", exc, 0)
+                logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
+                with self._cv:
+                    if self._ledger_down_since is None:
+                        self._ledger_down_since = time.monotonic()
+                    if self._stop:
+                        return
+                    self._fcv.wait(self.retry_interval)
+                continue
             if not batch:
                 with self._cv:
                     if self._stop and not any(self._inflight.values()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,11 @@ class FlakyLedger(InMemoryLedger):
         if self.down:
             raise LedgerUnavailableError("server closed the connection unexpectedly")
         super().append(events)
+
+    def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
+        if self.down:
+            raise LedgerUnavailableError("server closed the connection unexpectedly")
+        return super().positions(thread_ids)
 
 
 class LostReplyLedger(InMemoryLedger):
@@ -147,6 +152,27 @@ def test_a_ledger_outage_keeps_events_buffered_and_loses_nothing(spool_dir: Path
     assert [e.seq for e in ledger.events] == list(range(1, 23))
     assert [e.payload.get("i") for e in ledger.events[1:21]] == list(range(20))
     verify_chain(_envs(ledger, "t"))
+
+
+def test_a_thread_first_seen_while_the_ledger_is_down_is_recorded_when_it_is_back(
+    spool_dir: Path,
+) -> None:
+    # the flusher must look the new thread's head up and cannot: it retries (it used to
+    # die, leaving every later event to the write-ahead log at close)
+    ledger = FlakyLedger()
+    p = Pipeline(ledger, spool_dir=spool_dir, retry_interval=0.05)
+    ledger.down = True
+    for i in range(5):
+        p.emit(Event.new("node_end", "new", payload={"i": i}))
+    assert not p.flush(timeout=0.5)
+    assert p.health()["buffered"] == 5
+    ledger.down = False
+    p.emit(Event.new("node_end", "other"))
+    assert p.flush(timeout=10)
+    p.close()
+    assert [e.payload.get("i") for e in ledger.events if e.thread_id == "new"] == list(range(5))
+    verify_chain(_envs(ledger, "new"))
+    assert len(_envs(ledger, "other")) == 1
 
 
 def test_events_that_outlive_a_close_are_replayed_by_the_next_start(spool_dir: Path) -> None:
