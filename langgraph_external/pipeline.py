@@ -919,7 +919,12 @@ class Pipeline:
             scan = time.monotonic() - last_scan >= self.poll_interval
             ok = True
             for proj in self.projections:
-                ok = self._project(proj, touched, scan) and ok
+                try:
+                    ok = self._project(proj, touched, scan) and ok
+                except Exception as exc:  # never let the projector die: retried
+                    self._fail(proj.name, exc, 0)
+                    logger.warning("projection %s deferred (%s); retrying", proj.name, exc)
+                    ok = False
             if scan:
                 last_scan = time.monotonic()
             if ok and self._settled < self._settle_at <= target:

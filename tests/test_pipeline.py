@@ -4,16 +4,19 @@ quarantine, projections."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from langgraph_external import Event, Pipeline, Workspace, verify_chain
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
 from langgraph_external.sinks.memory import InMemoryLedger
+from langgraph_external.sinks.postgres import LockedPass
 from langgraph_external.sinks.workspace import WorkspaceProjection
 from langgraph_external.workspace import sha256_hex
 
@@ -425,3 +428,34 @@ def test_an_app_that_never_closes_still_gets_everything_recorded_at_exit(
     envs = list(Workspace(tmp_path / "ws").iter_events("t"))
     assert [e["seq"] for e in envs] == list(range(1, 201))
     verify_chain(envs)
+
+
+class StumblingLockLedger(InMemoryLedger):
+    """Its projection locks fail in an unexpected way the first ``fail`` times."""
+
+    def __init__(self, fail: int) -> None:
+        super().__init__()
+        self.fail = fail
+
+    @contextlib.contextmanager
+    def projection_locks(self, projection: str, thread_ids: Sequence[str]) -> Iterator[Any]:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("unexpected failure taking the locks")
+        yield LockedPass(set(thread_ids), {})
+
+
+def test_the_projector_survives_an_unexpected_error_and_catches_up(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ledger = StumblingLockLedger(fail=2)
+    with Pipeline(
+        ledger, projections=[WorkspaceProjection(ws)], spool_dir=spool_dir, retry_interval=0.05
+    ) as p:
+        for i in range(3):
+            p.emit(Event.new("node_end", "t", payload={"i": i}))
+        assert p.flush(timeout=10)
+        assert [e["payload"]["i"] for e in ws.iter_events("t")] == [0, 1, 2]
+        assert any("unexpected failure" in f.error for f in p.failures)
+        assert ledger.fail == 0 and p._projector is not None and p._projector.is_alive()
