@@ -11,6 +11,7 @@ the sum of the Python CPU is what the app waits for: it all runs under one GIL.
 
     .venv/bin/python benchmarks/cpu_accounting.py --n 80
     .venv/bin/python benchmarks/cpu_accounting.py --n 80 --no-projection --no-encrypt
+    .venv/bin/python benchmarks/cpu_accounting.py --n 80 --no-projection --no-encrypt --floor
 """
 
 from __future__ import annotations
@@ -96,14 +97,42 @@ def measure(name: str, graph: Any, n: int, dsn: str, flush: Any) -> None:
     )
 
 
+def _strip_events() -> None:
+    """``--floor``: checkpoint events that name no channel, and no writes events."""
+    from langgraph_external.checkpointers import ExternalCheckpointer
+    from langgraph_external.events import Event
+
+    def bare_event(self: Any, rec: Any, cap: Any) -> Event:
+        return Event(
+            kind="checkpoint",
+            thread_id=rec.tid,
+            checkpoint_ns=rec.ns,
+            checkpoint_id=rec.checkpoint["id"],
+            payload={"parent_checkpoint_id": rec.parent, "writers": rec.writers, "size": 0},
+        )
+
+    ExternalCheckpointer._build_checkpoint = bare_event  # type: ignore[method-assign]
+    ExternalCheckpointer._writes_event = lambda self, *a: None  # type: ignore[method-assign]
+    ExternalCheckpointer._record_writes = lambda self, e: None  # type: ignore[method-assign]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=80, help="invokes per setup")
     ap.add_argument("--no-projection", action="store_true", help="stop the workspace mirror")
     ap.add_argument("--no-encrypt", action="store_true", help="External(encrypt=False)")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="not a usable record: checkpoint events without channel references and no "
+        "writes events, to measure what the machinery alone (events, chain, statement) costs",
+    )
     ap.add_argument("--dsn")
     a = ap.parse_args()
     from langgraph_external import External
+
+    if a.floor:
+        _strip_events()
 
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
         ext = External(
