@@ -1760,9 +1760,13 @@ def export_langfuse(
         try:
             if follow:
                 stop = threading.Event()
-                signal.signal(signal.SIGTERM, lambda *_: stop.set())
                 err.print(f"following the ledger into {exporter.config.base_url} (Ctrl-C stops)")
                 with contextlib.suppress(KeyboardInterrupt):
+                    # SIGTERM stops it like Ctrl-C. Not ``stop.set()`` in the handler: a
+                    # handler runs between two bytecodes of the main thread, possibly inside
+                    # ``stop.wait()`` holding the event's lock, and set() would wait for
+                    # that lock forever (seen: one exporter in ~600 never exited)
+                    signal.signal(signal.SIGTERM, signal.default_int_handler)
                     exporter.follow(stop)
                 typer.echo(
                     json.dumps({"spans": exporter.spans_sent})
