@@ -274,16 +274,10 @@ class Pipeline:
         self._listeners: list[Callable[[Sequence[Event]], None]] = []
         self._flush_hooks: list[Callable[[], Callable[[], None] | None]] = []
         self._replay_wal()
-        self._flusher = threading.Thread(
-            target=self._flush_loop, name="langgraph-external-flusher", daemon=True
-        )
-        self._flusher.start()
+        self._flusher = self._worker(self._flush_loop, "flusher")
         self._projector: threading.Thread | None = None
         if self.projections:
-            self._projector = threading.Thread(
-                target=self._project_loop, name="langgraph-external-projector", daemon=True
-            )
-            self._projector.start()
+            self._projector = self._worker(self._project_loop, "projector")
         ref = weakref.ref(self)
         self._atexit = lambda: (p := ref()) is not None and p._close_at_exit()
         atexit.register(self._atexit)
@@ -315,6 +309,7 @@ class Pipeline:
                 and threading.current_thread() is not self._flusher
                 and not _on_event_loop()
             ):
+                self._revive()
                 self._cv.wait(0.1)  # back-pressure: the ledger is behind or down
             now = time.monotonic()
             for e in processed:
@@ -420,7 +415,25 @@ class Pipeline:
                         return len(seen), [f"{t}: still behind" for t in sorted(lag)]
         return len(seen), [f"{k}: {v}" for k, v in sorted(self.quarantined.items())]
 
+    def _worker(self, loop: Callable[[], None], role: str) -> threading.Thread:
+        thread = threading.Thread(target=loop, name=f"langgraph-external-{role}", daemon=True)
+        thread.start()
+        return thread
+
+    def _revive(self) -> None:
+        """Start a background thread again if it died (under ``_cv``; never expected: both
+        loops retry every error, but a stalled recording must not wait on a dead thread)."""
+        if self._stop:
+            return
+        if not self._flusher.is_alive():
+            logger.error("langgraph-external: the flusher thread died; starting it again")
+            self._flusher = self._worker(self._flush_loop, "flusher")
+        if self._projector is not None and not self._projector.is_alive():
+            logger.error("langgraph-external: the projector thread died; starting it again")
+            self._projector = self._worker(self._project_loop, "projector")
+
     def _wait(self, deadline: float | None) -> bool:
+        self._revive()
         if deadline is None:
             self._cv.wait(0.1)
             return True

@@ -459,3 +459,31 @@ def test_the_projector_survives_an_unexpected_error_and_catches_up(
         assert [e["payload"]["i"] for e in ws.iter_events("t")] == [0, 1, 2]
         assert any("unexpected failure" in f.error for f in p.failures)
         assert ledger.fail == 0 and p._projector is not None and p._projector.is_alive()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_dead_flusher_is_started_again_and_nothing_is_lost(
+    spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # both loops retry every error; this guards what no `except Exception` catches
+    ledger = InMemoryLedger()
+    p = Pipeline(ledger, spool_dir=spool_dir, retry_interval=0.05)
+    original = Pipeline._flushable_now
+    calls = {"n": 0}
+
+    def dies_once(self: Pipeline) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise SystemExit("a BaseException in the flusher")
+        return original(self)
+
+    monkeypatch.setattr(Pipeline, "_flushable_now", dies_once)
+    first = p._flusher
+    for i in range(5):
+        p.emit(Event.new("node_end", "t", payload={"i": i}))
+    first.join(10)
+    assert not first.is_alive()
+    assert p.flush(timeout=10)
+    assert p._flusher is not first and p._flusher.is_alive()
+    p.close()
+    assert [e.payload.get("i") for e in ledger.events] == list(range(5))
