@@ -345,6 +345,8 @@ class Pipeline:
             ...     asyncio.run(p.wait_for_room("t"))
         """
         while not self.has_room() or (thread_id is not None and self._flushing.get(thread_id)):
+            with self._cv:
+                self._revive()
             await asyncio.sleep(0.005)
 
     def open_commit(self, thread_id: str) -> Commit:
