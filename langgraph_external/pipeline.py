@@ -736,13 +736,11 @@ class Pipeline:
                 batch, sealed = self._collect_sealed(self._flushable_now)
             except Exception as exc:  # a head could not be looked up: the ledger is away
                 self._fail("ledger", exc, 0)
-                logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
-                with self._cv:
-                    if self._ledger_down_since is None:
-                        self._ledger_down_since = time.monotonic()
-                    if self._stop:
-                        return
-                    self._fcv.wait(self.retry_interval)
+                if isinstance(exc, (LedgerUnavailableError, ConnectionError)):
+                    with self._cv:
+                        self._ledger_down_since = self._ledger_down_since or time.monotonic()
+                if not self._retry_later(exc):
+                    return
                 continue
             if not batch:
                 with self._cv:
@@ -757,13 +755,19 @@ class Pipeline:
                 continue
             except Exception as exc:
                 self._stored(batch)
-                logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
-                with self._cv:
-                    if self._stop:
-                        return
-                    self._fcv.wait(self.retry_interval)
+                if not self._retry_later(exc):
+                    return
             else:
                 self._stored(batch)
+
+    def _retry_later(self, exc: BaseException) -> bool:
+        """The flusher backs off after ``exc``; ``False`` when it is asked to stop."""
+        logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
+        with self._cv:
+            if self._stop:
+                return False
+            self._fcv.wait(self.retry_interval)
+            return True
 
     def _flushable_now(self) -> list[_Entry]:
         """What the flusher may commit now (under ``_cv``)."""
