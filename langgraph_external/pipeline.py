@@ -114,6 +114,7 @@ class Commit:
         self._settled = False
         with pipeline._cv:  # the flusher leaves the thread to this commit until it settles
             pipeline._inflight[thread_id] = pipeline._inflight.get(thread_id, 0) + 1
+            pipeline._open_commits[id(self)] = time.monotonic()  # health(): a stuck commit
 
     def take(
         self,
@@ -142,6 +143,8 @@ class Commit:
         if self._settled:
             return
         self._settled = True
+        with self.pipeline._cv:
+            self.pipeline._open_commits.pop(id(self), None)
         self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
 
     def failed(self, *, doubtful: bool = False) -> None:
@@ -161,6 +164,7 @@ class Commit:
             if doubtful and self._riders:
                 p._doubtful.add(self.thread_id)
             p._inflight[self.thread_id] -= 1
+            p._open_commits.pop(id(self), None)
             if not p._inflight[self.thread_id]:
                 del p._inflight[self.thread_id]
             p._rebuffer(self.thread_id, self._riders)
@@ -250,6 +254,7 @@ class Pipeline:
         self._count = 0
         self._tick = itertools.count()
         self._inflight: dict[str, int] = {}
+        self._open_commits: dict[int, float] = {}  # commit -> when it opened
         self._storing = 0  # entries taken by the flusher, not yet committed or put back
         self._flushing: dict[str, int] = {}  # the same, per thread
         # threads whose buffered events may be committed already (a commit's outcome was
@@ -532,7 +537,10 @@ class Pipeline:
                 (en.born for entries in self._buf.values() for en in entries), default=None
             )
             buffered = self._count + self._storing
-            store_started = self._store_started
+            # the flusher's store, or a commit inside a saver's transaction: both wait on
+            # the ledger's database
+            waits = [t for t in (self._store_started, *self._open_commits.values()) if t]
+            store_started = min(waits, default=None)
         now = time.monotonic()
         return {
             "delivered": self.delivered,

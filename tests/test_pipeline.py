@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -487,3 +488,14 @@ def test_a_dead_flusher_is_started_again_and_nothing_is_lost(
     assert p._flusher is not first and p._flusher.is_alive()
     p.close()
     assert [e.payload.get("i") for e in ledger.events] == list(range(5))
+
+
+def test_health_counts_a_commit_stuck_in_a_savers_transaction(spool_dir: Path) -> None:
+    # a frozen database can hold the app inside the saver's transaction with nothing
+    # buffered and the flusher idle: the open commit is what shows the wait
+    with Pipeline(InMemoryLedger(), spool_dir=spool_dir) as p:
+        commit = p.open_commit("t")
+        time.sleep(0.3)
+        assert p.health()["ledger_wait_seconds"] >= 0.3
+        commit.failed()
+        assert p.health()["ledger_wait_seconds"] == 0.0
