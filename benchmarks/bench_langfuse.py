@@ -9,7 +9,9 @@ the same local OTLP receiver (``bench_audit.Receiver``: decodes every request):
   workspace mirror and the live Langfuse exporter;
 * **a** — ``External(...)`` without Langfuse (what the export itself adds: c/a);
 * **d** — the same as **c** with Langfuse down (the exporter points at a closed port):
-  the graph's latency must not depend on Langfuse.
+  the graph's latency must not depend on Langfuse;
+* **e** — the official ``PostgresSaver`` alone (no handler): what Langfuse's handler
+  itself costs (b/e), the budget the target c/b ≤ 1 leaves our whole record (c/e ≤ b/e).
 
 Workload: ``bench_audit.build_graph`` (a 10-node chain with an LLM node and a tool node),
 ``durability="sync"``, a new thread per invoke. Every b/c round ends with a flush of what
@@ -95,6 +97,9 @@ def main() -> None:
 
     flushed: dict[str, bool] = {}
 
+    def noop() -> None:
+        return None
+
     def flush_c() -> None:
         flushed["c"] = ext_c.flush(120) and flushed.get("c", True)
 
@@ -103,6 +108,7 @@ def main() -> None:
         "b": (graph_b, cfg_b, langfuse.flush),
         "c": (graph_c, lambda: ext_c.config(f"c-{uuid.uuid4().hex}"), flush_c),
         "d": (graph_d, lambda: ext_d.config(f"d-{uuid.uuid4().hex}"), lambda: None),
+        "e": (graph_b, lambda: {"configurable": {"thread_id": f"e-{uuid.uuid4().hex}"}}, noop),
     }
     lat, wall, n = interleaved(setups, question, args.n, args.batch, warmup=5)
     med = {k: statistics.median(v) * 1000 for k, v in lat.items()}
@@ -111,13 +117,16 @@ def main() -> None:
     result = {
         "invokes_per_setup": n,
         "median_ms": med,
-        "incl_flush_ms": {k: per[k] for k in ("a", "b", "c")},
+        "incl_flush_ms": {k: per[k] for k in ("a", "b", "c", "e")},
         "ratios": {
             "c/b median": med["c"] / med["b"],
             "c/b incl flush": per["c"] / per["b"],
             "c/a median (export's own cost)": med["c"] / med["a"],
             "c/a incl flush": per["c"] / per["a"],
             "d/c median (Langfuse down / up)": med["d"] / med["c"],
+            "b/e median (Langfuse handler's own)": med["b"] / med["e"],
+            "c/e median (our whole record)": med["c"] / med["e"],
+            "c/e incl flush": per["c"] / per["e"],
         },
         "spans_received": receiver.spans,
         "lgx_spans_sent": health_c["spans_sent"],
@@ -133,6 +142,7 @@ def main() -> None:
         "b": "b: PostgresSaver + Langfuse CallbackHandler",
         "c": "c: langgraph-external + live Langfuse export",
         "d": "d: langgraph-external + Langfuse export, Langfuse down",
+        "e": "e: PostgresSaver alone",
     }
     for k in setups:
         flush_col = f"{per[k]:>16.2f}" if k != "d" else f"{'-':>16}"

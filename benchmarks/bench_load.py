@@ -528,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         "--max-connections",
         type=int,
         default=1000,
-        help="embedded server's max_connections (its default 100 is not enough: see README)",
+        help="embedded server's max_connections (headroom for every setup's pools)",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     p.add_argument("--no-rss", action="store_true", help="skip the memory subprocesses")
