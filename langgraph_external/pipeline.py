@@ -1130,7 +1130,7 @@ class Pipeline:
         if recorded is not None:
             held = recorded(tid, ids) if ids else set()
         else:
-            held = {e.event_id for e in self.ledger.read(tid, 0, limit=10**9)} if ids else set()
+            held = self._ids_in_ledger(tid) if ids else set()
         with self._cv:
             if held:
                 gone = [en for en in self._buf.get(tid, []) if en.event.event_id in held]
@@ -1145,6 +1145,15 @@ class Pipeline:
             self._doubtful.discard(tid)
             self._cv.notify_all()
 
+    def _ids_in_ledger(self, tid: str) -> set[str]:
+        """Every event id the ledger holds for ``tid`` (a ledger without ``recorded``)."""
+        held: set[str] = set()
+        after = 0
+        while events := self.ledger.read(tid, after):
+            held.update(e.event_id for e in events)
+            after = events[-1].seq or after + len(events)
+        return held
+
     def _skip_already_recorded(self) -> None:
         """Drop replayed events the ledger already holds (the crash came after the commit)."""
         with self._cv:
@@ -1155,7 +1164,7 @@ class Pipeline:
             if not entries:
                 continue
             try:
-                held = {e.event_id for e in self.ledger.read(tid, 0, limit=10**9)}
+                held = self._ids_in_ledger(tid)
             except Exception:
                 return
             keep = [en for en in entries if en.event.event_id not in held]

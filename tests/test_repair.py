@@ -186,3 +186,67 @@ def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
         )
         assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"]
     assert _lgx(dsn, ws, "verify", "--all").exit_code == 0
+
+
+def test_a_thread_larger_than_one_read_is_mirrored_in_bounded_reads(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """Each checkpoint of a growing document names the whole document (the saver's row):
+    reading the thread back holds at most ``max_bytes`` (plus one event) at a time, the
+    reads together return every event once and in order, and a workspace rebuilt that way
+    is the original, byte for byte."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from langgraph_external.sinks.postgres import READ_BUDGET
+
+    class S(TypedDict):
+        doc: list[str]
+        n: int
+
+    def grow(s: S) -> S:
+        return {"doc": [*s["doc"], f"<section {s['n']}>" + "lorem ipsum " * 2000], "n": s["n"] + 1}
+
+    builder = StateGraph(S)
+    builder.add_node("grow", grow)
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", END)
+    graph_ws = tmp_path / "ws"
+
+    def size(e: Any) -> int:
+        return sum(len(b) for b in e.attachments.values())
+
+    with External(dsn=dsn, workspace=graph_ws, spool_dir=spool_dir) as ext:
+        graph = builder.compile(checkpointer=ext.checkpointer)
+        state: dict[str, Any] = {"doc": [], "n": 0}
+        for _ in range(30):
+            state = graph.invoke(state, ext.config("doc"))
+        ext.flush()
+        ledger = ext.pipeline.ledger  # type: ignore[union-attr]
+        whole = ledger.read("doc", 0, limit=10**6, max_bytes=10**12)
+        assert sum(size(e) for e in whole) > 3 * READ_BUDGET  # the default would cut it
+        budget = 1_000_000
+        batches, after = [], 0
+        while batch := ledger.read("doc", after, max_bytes=budget):
+            batches.append(batch)
+            after = batch[-1].seq
+        assert len(batches) > 3
+        for batch in batches:
+            assert sum(size(e) for e in batch[:-1]) < budget  # stopped once it was reached
+        got = [e for b in batches for e in b]
+        assert [e.seq for e in got] == [e.seq for e in whole] == list(range(1, len(whole) + 1))
+        assert [e.attachments for e in got] == [e.attachments for e in whole]
+        files = {
+            p.relative_to(graph_ws): p.read_bytes()
+            for p in (graph_ws / "threads").rglob("*")
+            if p.is_file() and p.name not in ("state.json", "thread.json")
+        }
+    shutil.rmtree(graph_ws / "threads")
+    assert _lgx(dsn, graph_ws, "repair", "--rebuild", "doc").exit_code == 0
+    rebuilt = {
+        p.relative_to(graph_ws): p.read_bytes()
+        for p in (graph_ws / "threads").rglob("*")
+        if p.is_file() and p.name not in ("state.json", "thread.json")
+    }
+    assert rebuilt == files
+    assert _lgx(dsn, graph_ws, "verify", "doc").exit_code == 0

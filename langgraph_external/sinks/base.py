@@ -33,7 +33,11 @@ class Ledger(Protocol):
         """
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
-        """Events with ``seq > after`` in order, with their detail and attachments."""
+        """Events with ``seq > after`` in order, with their detail and attachments.
+
+        May return fewer than ``limit`` (a ledger may bound what one call holds): the
+        caller reads again after the last event returned, until nothing comes.
+        """
 
     def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
         """``(thread_id, head seq, projected seq)`` where ``projection`` is behind."""

@@ -46,6 +46,12 @@ def _identity_text(s: str) -> str:
     return s
 
 
+# what one read() of a thread's events holds at most (then the caller reads on): a
+# fresh workspace catching up on a 100-turn chat held ~270 MB at once without it
+READ_BUDGET = 2 * 1024 * 1024
+_READ_PAGE = (32, 512)  # rows of the first page, most rows of a page
+
+
 class PostgresLedger:
     """Stores sequenced events in the ledger schema and serves them to projections.
 
@@ -258,18 +264,42 @@ class PostgresLedger:
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
-    def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
+    def read(
+        self, thread_id: str, after: int = 0, limit: int = 2000, *, max_bytes: int = READ_BUDGET
+    ) -> list[Event]:
         """Events of ``thread_id`` with ``seq > after``, in order, with their detail.
 
         Large channel values a checkpoint event names by the saver's row
         (``detail["saver_blobs"]``) are read from the saver's table into its attachments;
         a row the saver no longer holds (a pruned or deleted checkpoint) stays missing.
+
+        At most ``limit`` events, and no more once their bytes (stored detail,
+        attachments, raw) reach ``max_bytes``: the first event always comes, the rest of
+        the thread is read again after the last one returned. A long chat's checkpoints
+        each name the whole conversation, so reading a whole thread at once would hold
+        every version of it in memory.
         """
+        out: list[Event] = []
+        size = 0
+        page = _READ_PAGE[0]
         try:
             with self._connection() as conn:
-                rows = conn.execute(self._sql["after"], (thread_id, after, limit)).fetchall()
-                events = [_row_to_event(r) for r in rows]
-                return [self._with_saver_blobs(conn, e) for e in events]
+                while len(out) < limit:
+                    page = min(limit - len(out), page)
+                    rows = conn.execute(self._sql["after"], (thread_id, after, page)).fetchall()
+                    for row in rows:
+                        e = self._with_saver_blobs(conn, _row_to_event(row))
+                        out.append(e)
+                        after = e.seq or after
+                        size += len(row[-1] or b"") + len(e.raw or b"")
+                        size += sum(len(data) for data in e.attachments.values())
+                        if size >= max_bytes:
+                            return out
+                    if len(rows) < page:
+                        break
+                    page = min(page * 2, _READ_PAGE[1])  # small pages first: rows past
+                    # the budget are read for nothing
+            return out
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
