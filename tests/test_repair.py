@@ -33,6 +33,37 @@ def _record(dsn: str, ws: Path, spool: Path) -> None:
         fanout_with_subgraph(ext.checkpointer).invoke({"items": [], "total": 0}, ext.config("fan"))
 
 
+def _growing_doc(nodes: tuple[str, ...], words: int) -> Any:
+    """A graph whose nodes each append a section of ``words`` words to one document."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        doc: list[str]
+        n: int
+
+    def grow(s: S) -> S:
+        return {"doc": [*s["doc"], f"<section {s['n']}>" + "lorem ipsum " * words], "n": s["n"] + 1}
+
+    builder = StateGraph(S)
+    previous = START
+    for name in nodes:
+        builder.add_node(name, grow)
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder
+
+
+def _mirror_files(ws: Path) -> dict[Path, bytes]:
+    """The workspace's files but the derived ``state.json`` and ``thread.json``."""
+    return {
+        p.relative_to(ws): p.read_bytes()
+        for p in (ws / "threads").rglob("*")
+        if p.is_file() and p.name not in ("state.json", "thread.json")
+    }
+
+
 def test_what_a_plain_saver_committed_is_recorded_by_repair(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
@@ -123,25 +154,10 @@ def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
 ) -> None:
     """A large channel value is the saver's row, named (not copied) by the ledger's event;
     a workspace rebuilt from the ledger reads it from there, byte for byte."""
-    from langgraph.graph import END, START, StateGraph
-    from typing_extensions import TypedDict
-
     from langgraph_external import Workspace
     from langgraph_external.restore import iter_checkpoint_ids, load_checkpoint
 
-    class S(TypedDict):
-        doc: list[str]
-        n: int
-
-    def grow(s: S) -> S:
-        return {"doc": [*s["doc"], f"<section {s['n']}>" + "lorem ipsum " * 4000], "n": s["n"] + 1}
-
-    builder = StateGraph(S)
-    builder.add_node("grow", grow)
-    builder.add_node("again", grow)
-    builder.add_edge(START, "grow")
-    builder.add_edge("grow", "again")
-    builder.add_edge("again", END)
+    builder = _growing_doc(("grow", "again"), 4000)
     ws = tmp_path / "ws"
     with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
         builder.compile(checkpointer=ext.checkpointer).invoke(
@@ -156,11 +172,7 @@ def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
                            where thread_id = 'big')"""
             ).fetchone()  # type: ignore[misc]
         assert biggest_blob > 90_000 and biggest_event < 20_000  # referenced, not copied
-        files = {
-            p.relative_to(ws): p.read_bytes()
-            for p in (ws / "threads").rglob("*")
-            if p.is_file() and p.name not in ("state.json", "thread.json")
-        }
+        files = _mirror_files(ws)
         saver = ext.checkpointer
         stored = [
             saver.get_tuple(
@@ -170,12 +182,7 @@ def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
         ]
     shutil.rmtree(ws / "threads")
     assert _lgx(dsn, ws, "repair", "--rebuild", "big").exit_code == 0
-    rebuilt = {
-        p.relative_to(ws): p.read_bytes()
-        for p in (ws / "threads").rglob("*")
-        if p.is_file() and p.name not in ("state.json", "thread.json")
-    }
-    assert rebuilt == files
+    assert _mirror_files(ws) == files
     for want in stored:
         assert want is not None
         got = load_checkpoint(
@@ -195,22 +202,9 @@ def test_a_thread_larger_than_one_read_is_mirrored_in_bounded_reads(
     reading the thread back holds at most ``max_bytes`` (plus one event) at a time, the
     reads together return every event once and in order, and a workspace rebuilt that way
     is the original, byte for byte."""
-    from langgraph.graph import END, START, StateGraph
-    from typing_extensions import TypedDict
-
     from langgraph_external.sinks.postgres import READ_BUDGET
 
-    class S(TypedDict):
-        doc: list[str]
-        n: int
-
-    def grow(s: S) -> S:
-        return {"doc": [*s["doc"], f"<section {s['n']}>" + "lorem ipsum " * 2000], "n": s["n"] + 1}
-
-    builder = StateGraph(S)
-    builder.add_node("grow", grow)
-    builder.add_edge(START, "grow")
-    builder.add_edge("grow", END)
+    builder = _growing_doc(("grow",), 2000)
     graph_ws = tmp_path / "ws"
 
     def size(e: Any) -> int:
@@ -236,17 +230,8 @@ def test_a_thread_larger_than_one_read_is_mirrored_in_bounded_reads(
         got = [e for b in batches for e in b]
         assert [e.seq for e in got] == [e.seq for e in whole] == list(range(1, len(whole) + 1))
         assert [e.attachments for e in got] == [e.attachments for e in whole]
-        files = {
-            p.relative_to(graph_ws): p.read_bytes()
-            for p in (graph_ws / "threads").rglob("*")
-            if p.is_file() and p.name not in ("state.json", "thread.json")
-        }
+        files = _mirror_files(graph_ws)
     shutil.rmtree(graph_ws / "threads")
     assert _lgx(dsn, graph_ws, "repair", "--rebuild", "doc").exit_code == 0
-    rebuilt = {
-        p.relative_to(graph_ws): p.read_bytes()
-        for p in (graph_ws / "threads").rglob("*")
-        if p.is_file() and p.name not in ("state.json", "thread.json")
-    }
-    assert rebuilt == files
+    assert _mirror_files(graph_ws) == files
     assert _lgx(dsn, graph_ws, "verify", "doc").exit_code == 0
