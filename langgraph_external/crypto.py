@@ -22,6 +22,7 @@ import base64
 import hashlib
 import hmac
 import os
+from typing import Any
 
 from langgraph_external.errors import ConfigurationError, RestoreError
 
@@ -45,17 +46,24 @@ class WorkspaceCipher:
 
     def __init__(self, key: bytes | str) -> None:
         raw = _parse_key(key)
-        try:
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise ConfigurationError("encryption needs the 'cryptography' package") from exc
-        self._aead = AESGCM(raw)
+        self._raw = raw
+        self._aead_impl: Any = None  # AES-GCM, made on first use (see _aead)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
-        self._address = hmac.new(self._mac_key, digestmod=hashlib.sha256)
-        tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
-        self._tag = hmac.new(tag_key, digestmod=hashlib.sha256)
+        self._tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
         # names the key without revealing it (key rotation, error messages)
         self.key_id = hashlib.sha256(b"langgraph-external key id\x00" + raw).hexdigest()[:16]
+
+    @property
+    def _aead(self) -> Any:
+        # imported when a value is first sealed or opened: a process that only hashes
+        # (encrypt=False, verify) does not load the cryptography library
+        if self._aead_impl is None:
+            try:
+                from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+            except ImportError as exc:  # pragma: no cover - a declared dependency
+                raise ConfigurationError("encryption needs the 'cryptography' package") from exc
+            self._aead_impl = AESGCM(self._raw)
+        return self._aead_impl
 
     @staticmethod
     def generate_key() -> str:
@@ -64,9 +72,7 @@ class WorkspaceCipher:
 
     def address(self, data: bytes) -> str:
         """Keyed content address (HMAC-SHA256 hex) of plaintext ``data``."""
-        mac = self._address.copy()
-        mac.update(data)
-        return mac.hexdigest()
+        return hmac.digest(self._mac_key, data, "sha256").hex()
 
     def tag(self, purpose: str, *parts: object) -> str:
         """HMAC-SHA256 hex over ``purpose`` and ``parts`` (chain heads, ``state.json``).
@@ -76,11 +82,8 @@ class WorkspaceCipher:
             >>> c.tag("head", "t", 1, "h") == c.tag("head", "t", 1, "h") != c.tag("x", "t")
             True
         """
-        mac = self._tag.copy()
-        mac.update(
-            "\x1f".join([purpose, *(str(p) for p in parts)]).encode("utf-8", "surrogatepass")
-        )
-        return mac.hexdigest()
+        text = "\x1f".join([purpose, *(str(p) for p in parts)])
+        return hmac.digest(self._tag_key, text.encode("utf-8", "surrogatepass"), "sha256").hex()
 
     def encrypt(self, data: bytes, aad: bytes) -> bytes:
         """``nonce || ciphertext+tag``."""
@@ -99,7 +102,9 @@ class WorkspaceCipher:
             >>> c.seal(b"v", a) == c.seal(b"v", a) and c.decrypt(c.seal(b"v", a), a) == b"v"
             True
         """
-        nonce = bytes.fromhex(self.tag("nonce", address.decode("ascii", "replace")))[:12]
+        # tag("nonce", address)'s first 12 bytes (an address is ASCII hex)
+        text = address if address.isascii() else address.decode("ascii", "replace").encode()
+        nonce = hmac.digest(self._tag_key, b"nonce\x1f" + text, "sha256")[:12]
         return nonce + self._aead.encrypt(nonce, data, address)
 
     def decrypt(self, blob: bytes, aad: bytes) -> bytes:

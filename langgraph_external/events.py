@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,7 +76,11 @@ def new_id() -> str:
         >>> len(new_id()), new_id()[14]
         (36, '4')
     """
-    return str(uuid.UUID(bytes=os.urandom(16), version=4))
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 _ROLES = {
     "human": "user",
     "ai": "assistant",
@@ -63,13 +65,8 @@ def to_readable(value: Any, _depth: int = 0) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     d = _depth + 1
-    try:
-        from langchain_core.messages import BaseMessage
-
-        if isinstance(value, BaseMessage):
-            return message_to_dict(value)
-    except ImportError:  # pragma: no cover - langchain_core ships with langgraph
-        pass
+    if isinstance(value, BaseMessage):
+        return message_to_dict(value)
     if isinstance(value, Mapping):
         return {str(k): to_readable(v, d) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -73,6 +73,7 @@ __all__ = ["ExternalCheckpointer"]
 _PULL = _compat.TASK_PATH_PULL
 _PUSH = _compat.TASK_PATH_PUSH
 _LRU = 2048
+_PER_THREAD = 32  # checkpoints of one (thread, namespace) the caches above keep
 _COMMIT_ATTEMPTS = 50
 
 
@@ -195,9 +196,30 @@ def _shared_seen(
 
 
 class _Lru(OrderedDict[Any, Any]):
+    """The most recent ``_LRU`` entries; with ``per_group``, also at most that many of
+    one ``key[:2]`` (a thread's namespace: its recent checkpoints are what a put or a
+    write looks up; an older parent is read from the saver), so one long thread does
+    not fill the cache with its whole history."""
+
+    def __init__(self, per_group: int | None = None) -> None:
+        super().__init__()
+        self._per_group = per_group
+        self._groups: OrderedDict[Any, OrderedDict[Any, None]] = OrderedDict()
+
     def put(self, key: Any, value: Any) -> None:
         self[key] = value
         self.move_to_end(key)
+        if self._per_group is not None:
+            group = self._groups.get(key[:2])
+            if group is None:
+                group = self._groups[key[:2]] = OrderedDict()
+            self._groups.move_to_end(key[:2])
+            group[key] = None
+            group.move_to_end(key)
+            while len(group) > self._per_group:
+                self.pop(group.popitem(last=False)[0], None)
+            while len(self._groups) > _LRU:
+                self._groups.popitem(last=False)
         while len(self) > _LRU:
             self.popitem(last=False)
 
@@ -295,9 +317,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self.saver_blob_refs = saver_blob_refs
         if outbox is not None:
             self.outbox = self._use_outbox(outbox)
-        self._seen: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> versions_seen
-        self._sends: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> Send target per push index
-        self._refs: _Lru = _Lru()  # (thread, ns, checkpoint_id) -> every channel's reference
+        self._seen: _Lru = _Lru(_PER_THREAD)  # (thread, ns, checkpoint_id) -> versions_seen
+        self._sends: _Lru = _Lru(_PER_THREAD)  # (thread, ns, checkpoint_id) -> Send targets
+        self._refs: _Lru = _Lru(_PER_THREAD)  # (thread, ns, checkpoint_id) -> channel references
         self._threads: _Lru = _Lru()  # threads this process stored checkpoints of, lately
         # Send-task writes seen before their step's checkpoint (durability="async")
         self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
