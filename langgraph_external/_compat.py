@@ -35,9 +35,15 @@ CHECKED_AGAINST = {
 
 # -- LangGraph's reserved channel and task-path names (langgraph._internal._constants) ----
 try:  # the names are stable strings; importing them proves they still exist
-    from langgraph._internal._constants import PULL, PUSH, TASKS
+    from langgraph._internal._constants import INTERRUPT, PULL, PUSH, TASKS
 except ImportError:  # pragma: no cover - moved upstream: the values are still known
     TASKS, PULL, PUSH = "__pregel_tasks", "__pregel_pull", "__pregel_push"
+    INTERRUPT = "__interrupt__"
+
+SEEN_NOT_A_NODE = frozenset({INTERRUPT})
+"""``versions_seen`` keys that are the loop's bookkeeping, not a node: on every resume
+(``Command(resume=...)``, a run from an older checkpoint) LangGraph records there the
+versions it has seen, and no task ran for it."""
 
 TASK_PATH_PULL = "~" + PULL
 """First element of a task path for a node triggered by its channels."""

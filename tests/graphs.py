@@ -70,23 +70,35 @@ class Fan(TypedDict):
     total: int
 
 
+def _fanout(last: str, node: Any, checkpointer: Any) -> Any:
+    """split → three Send tasks to ``work`` → ``last`` (``node``) → END."""
+    g = StateGraph(Fan)
+    g.add_node("split", lambda s: {"total": 0})
+    g.add_node("work", lambda s: {"items": [s["items"][0] * 10]})
+    g.add_node(last, node)
+    g.add_edge(START, "split")
+    g.add_conditional_edges(
+        "split", lambda s: [Send("work", {"items": [i], "total": 0}) for i in (1, 2, 3)], ["work"]
+    )
+    g.add_edge("work", last)
+    g.add_edge(last, END)
+    return g.compile(checkpointer=checkpointer)
+
+
 def fanout_with_subgraph(checkpointer: Any) -> Any:
     """split → three Send tasks to ``work`` → a ``summarize`` subgraph."""
     sub = StateGraph(Fan)
     sub.add_node("double", lambda s: {"total": sum(s["items"]) * 2})
     sub.add_edge(START, "double")
     sub.add_edge("double", END)
-    g = StateGraph(Fan)
-    g.add_node("split", lambda s: {"total": 0})
-    g.add_node("work", lambda s: {"items": [s["items"][0] * 10]})
-    g.add_node("summarize", sub.compile())
-    g.add_edge(START, "split")
-    g.add_conditional_edges(
-        "split", lambda s: [Send("work", {"items": [i], "total": 0}) for i in (1, 2, 3)], ["work"]
-    )
-    g.add_edge("work", "summarize")
-    g.add_edge("summarize", END)
-    return g.compile(checkpointer=checkpointer)
+    return _fanout("summarize", sub.compile(), checkpointer)
+
+
+def fanout_gather(checkpointer: Any) -> Any:
+    """split → three Send tasks to ``work`` → ``gather``: a run adds three items and its
+    total is 60 however long the thread (the subgraph of :func:`fanout_with_subgraph`
+    returns the items it was given, which doubles them in a thread run many times)."""
+    return _fanout("gather", lambda s: {"total": sum(s["items"][-3:])}, checkpointer)
 
 
 def fanout_with_interrupt(checkpointer: Any) -> Any:
@@ -104,17 +116,7 @@ def fanout_with_interrupt(checkpointer: Any) -> Any:
     sub.add_node("ask", ask)
     sub.add_edge(START, "ask")
     sub.add_edge("ask", END)
-    g = StateGraph(Fan)
-    g.add_node("split", lambda s: {"total": 0})
-    g.add_node("work", lambda s: {"items": [s["items"][0] * 10]})
-    g.add_node("review", sub.compile())
-    g.add_edge(START, "split")
-    g.add_conditional_edges(
-        "split", lambda s: [Send("work", {"items": [i], "total": 0}) for i in (1, 2, 3)], ["work"]
-    )
-    g.add_edge("work", "review")
-    g.add_edge("review", END)
-    return g.compile(checkpointer=checkpointer)
+    return _fanout("review", sub.compile(), checkpointer)
 
 
 @contextmanager

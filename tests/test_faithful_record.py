@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
-from tests.graphs import REACT_PATH, cpu_burner, fanout_with_subgraph, react_agent
+from tests.graphs import REACT_PATH, cpu_burner, fanout_gather, fanout_with_subgraph, react_agent
 
 RUNS = 20
 
@@ -97,3 +97,82 @@ def test_send_tasks_and_subgraphs_are_named_too(
             writes = [e for e in events if e["kind"] == "writes"]
             assert all(e["node"] for e in writes), [e["task_id"] for e in writes if not e["node"]]
             _check_causal_order(events)
+
+
+def test_a_long_thread_and_a_fork_from_far_back_are_named_right(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """The checkpointer keeps only a thread's recent checkpoints in memory: a thread far
+    longer than that still names every checkpoint's producers, and so does a run forked
+    from one of its first checkpoints (its parent is read back from the saver)."""
+    from langgraph.checkpoint.base import CheckpointTuple
+
+    from langgraph_external import checkpointers
+
+    turns = checkpointers._PER_THREAD + 8  # well past what the caches keep per thread
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        app = fanout_gather(ext.checkpointer)
+        cfg = ext.config("long")
+        for _ in range(turns):
+            assert app.invoke({"items": [], "total": 0}, cfg)["total"] == 60
+        history: list[CheckpointTuple] = list(ext.checkpointer.list(cfg))
+        # the input checkpoint of the second run, far back
+        early = [t for t in history if t.metadata and t.metadata.get("source") == "input"][-2]
+        fork_cfg = {**cfg, "configurable": {**cfg["configurable"], **early.config["configurable"]}}
+        assert app.invoke(None, fork_cfg)["total"] == 60
+        assert ext.flush()
+        events = ext.events("long")
+    verify_chain(events)
+    cps = _root_checkpoints(events)
+    per_run = [[], ["__start__"], ["split"], ["work"], ["gather"]]
+    assert [c["payload"]["nodes"] for c in cps[: 5 * turns]] == per_run * turns
+    forked = cps[5 * turns :]
+    assert (
+        forked[0]["payload"]["parent_checkpoint_id"]
+        == early.config["configurable"]["checkpoint_id"]
+    )
+    # LangGraph copies the old checkpoint as a "fork" first: no node produced that one
+    assert [(c["payload"]["source"], c["payload"]["nodes"]) for c in forked] == [
+        ("fork", []),
+        *(("loop", nodes) for nodes in per_run[1:]),
+    ]
+    work = forked[3]["payload"]["writers"]
+    assert [(w["node"], w["via"], w.get("index")) for w in work] == [
+        ("work", "push", 0),
+        ("work", "push", 1),
+        ("work", "push", 2),
+    ]
+    writes = [e for e in events if e["kind"] == "writes"]
+    assert all(e["node"] for e in writes), [e["task_id"] for e in writes if not e["node"]]
+
+
+def test_a_resume_names_the_node_that_ran_and_no_bookkeeping(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """Resuming records LangGraph's ``__interrupt__`` bookkeeping in the checkpoint's
+    ``versions_seen``; it is not a node, so the checkpoint names only the node that ran."""
+    from langgraph.types import Command
+
+    from tests.graphs import fanout_with_interrupt
+
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        app = fanout_with_interrupt(ext.checkpointer)
+        cfg = ext.config("resume")
+        assert "__interrupt__" in app.invoke({"items": [], "total": 0}, cfg)
+        assert app.invoke(Command(resume="yes"), cfg)["total"] == 120
+        assert ext.flush()
+        events = ext.events("resume")
+    verify_chain(events)
+    cps = [e for e in events if e["kind"] == "checkpoint"]
+    assert all("__interrupt__" not in c["payload"]["nodes"] for c in cps)
+    root = _root_checkpoints(events)
+    assert [c["payload"]["nodes"] for c in root] == [
+        [],
+        ["__start__"],
+        ["split"],
+        ["work"],
+        ["review"],
+    ]
+    assert root[-1]["node"] == "review"
+    sub = [c for c in cps if c["checkpoint_ns"]]
+    assert sub[-1]["payload"]["nodes"] == ["ask"] and sub[-1]["node"] == "ask"

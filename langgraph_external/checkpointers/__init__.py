@@ -757,6 +757,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             for node in sorted(seen_now)
             if dict(seen_now[node]) != dict(before.get(node) or {})
             and not node.startswith("__input")
+            and node not in _compat.SEEN_NOT_A_NODE
         ]
         writers.extend(
             {"node": target, "via": "push", "index": i} for i, target in enumerate(sends)
