@@ -21,11 +21,12 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_external import _compat
 from langgraph_external._compat import checkpointer_of
 
 logger = logging.getLogger("langgraph_external.guards")
 
-_NOT_NODES = frozenset({"__input__", "__start__", "__interrupt__"})
+_NOT_NODES = frozenset({"__input__", "__start__"}) | _compat.SEEN_NOT_A_NODE
 
 
 def ran_in_step(older: Mapping[str, Any], newer: Mapping[str, Any]) -> set[str]:
