@@ -49,7 +49,10 @@ class WorkspaceCipher:
         self._raw = raw
         self._aead_impl: Any = None  # AES-GCM, made on first use (see _aead)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
-        self._tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
+        # keyed once; each use copies the keyed state (cheaper than keying it again)
+        self._address = hmac.new(self._mac_key, digestmod=hashlib.sha256)
+        tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
+        self._tag = hmac.new(tag_key, digestmod=hashlib.sha256)
         # names the key without revealing it (key rotation, error messages)
         self.key_id = hashlib.sha256(b"langgraph-external key id\x00" + raw).hexdigest()[:16]
 
@@ -72,7 +75,9 @@ class WorkspaceCipher:
 
     def address(self, data: bytes) -> str:
         """Keyed content address (HMAC-SHA256 hex) of plaintext ``data``."""
-        return hmac.digest(self._mac_key, data, "sha256").hex()
+        mac = self._address.copy()
+        mac.update(data)
+        return mac.hexdigest()
 
     def tag(self, purpose: str, *parts: object) -> str:
         """HMAC-SHA256 hex over ``purpose`` and ``parts`` (chain heads, ``state.json``).
@@ -82,8 +87,11 @@ class WorkspaceCipher:
             >>> c.tag("head", "t", 1, "h") == c.tag("head", "t", 1, "h") != c.tag("x", "t")
             True
         """
-        text = "\x1f".join([purpose, *(str(p) for p in parts)])
-        return hmac.digest(self._tag_key, text.encode("utf-8", "surrogatepass"), "sha256").hex()
+        mac = self._tag.copy()
+        mac.update(
+            "\x1f".join([purpose, *(str(p) for p in parts)]).encode("utf-8", "surrogatepass")
+        )
+        return mac.hexdigest()
 
     def encrypt(self, data: bytes, aad: bytes) -> bytes:
         """``nonce || ciphertext+tag``."""
@@ -104,7 +112,9 @@ class WorkspaceCipher:
         """
         # tag("nonce", address)'s first 12 bytes (an address is ASCII hex)
         text = address if address.isascii() else address.decode("ascii", "replace").encode()
-        nonce = hmac.digest(self._tag_key, b"nonce\x1f" + text, "sha256")[:12]
+        mac = self._tag.copy()
+        mac.update(b"nonce\x1f" + text)
+        nonce = mac.digest()[:12]
         return nonce + self._aead.encrypt(nonce, data, address)
 
     def decrypt(self, blob: bytes, aad: bytes) -> bytes:
