@@ -104,3 +104,41 @@ def test_addresses_nonces_and_tags_are_stable_across_versions() -> None:
         "9acd363e4301b6bdec004c3e49cc78a3fbe768b121cc90fd1fef68cd404f2163"
     )
     assert c.decrypt(c.seal(b"state", addr.encode()), addr.encode()) == b"state"
+
+
+def test_a_process_that_does_not_encrypt_never_loads_the_cipher_library(
+    dsn: str, tmp_path: Path
+) -> None:
+    """``encrypt=False`` keeps the keyed addresses but not AES-GCM: the ``cryptography``
+    library (several MB of memory) is never imported by recording, mirroring or reading."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+from langgraph_external import External
+
+class S(TypedDict):
+    note: str
+
+g = StateGraph(S)
+g.add_node("write", lambda s: {{"note": "x" * 9000}})
+g.add_edge(START, "write")
+g.add_edge("write", END)
+with External(dsn={dsn!r}, workspace={str(tmp_path / "ws")!r},
+              spool_dir={str(tmp_path / "spool")!r}, encrypt=False) as ext:
+    app = g.compile(checkpointer=ext.checkpointer)
+    app.invoke({{"note": ""}}, ext.config("plain"))
+    assert ext.flush()
+    assert ext.checkpointer.get_tuple(ext.config("plain")).checkpoint["channel_values"]
+    assert ext.events("plain")
+print(sorted(m for m in sys.modules if m.split(".")[0] == "cryptography"))
+"""
+    env = {"LGX_KEY": WorkspaceCipher.generate_key(), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
