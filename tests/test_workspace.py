@@ -161,3 +161,36 @@ def test_checkpointer_builds_its_own_pipeline_from_a_workspace(tmp_path: Path) -
     assert state["values"] == {"n": 42}
     with pytest.raises(Exception, match="workspace"):
         ExternalCheckpointer(InMemorySaver())
+
+
+def test_a_deferred_state_json_never_goes_back_behind_another_writer(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    """Two processes mirror one thread (an app and ``lgx prune``/``repair``). One defers its
+    ``state.json`` for checkpoint X, the other writes the newer Y, then the first appends
+    writes lines of its own and settles: ``state.json`` must stay at Y, not go back to X."""
+    ledger = InMemoryLedger()
+    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    for n in (1, 10, 100):
+        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
+    pipeline.close()
+    events = ledger.read("t", 0, limit=10**6)
+    roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
+    # X and Y: two root checkpoints, Y followed by writes events before the next one
+    y = next(i for i in roots[2:] if i + 1 < len(events) and events[i + 1].kind == "writes")
+    x = max(i for i in roots if i < y)
+    w = next(i for i in range(y + 1, len(events)) if events[i].kind != "writes") - 1
+    ws = Workspace(tmp_path / "mirror")
+    first, second = WorkspaceProjection(ws), WorkspaceProjection(ws)
+    assert roots[0] < x < y < w
+    first.apply("t", events[: roots[0] + 1])  # writes state.json at once (first time)
+    first.apply("t", events[roots[0] + 1 : x + 1])  # X: deferred (STATE_INTERVAL)
+    assert first.due() == ["t"]
+    second.apply("t", events[x + 1 : y + 1])  # the other writer: state.json of Y at once
+    state = f"{ws.thread_dir('t')}/state.json"
+    assert ws.read_json(state)["checkpoint_id"] == events[y].checkpoint_id
+    first.revalidate("t")  # what the pipeline does under the thread's lock
+    first.apply("t", events[y + 1 : w + 1])  # writes lines only: no root checkpoint
+    first.settle()
+    assert ws.read_json(state)["checkpoint_id"] == events[y].checkpoint_id

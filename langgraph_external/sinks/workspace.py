@@ -45,6 +45,10 @@ _INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no
 # message list) is what its writes lines already render, so the line refers to them
 # instead of rendering the whole value again at every step
 RENDER_MAX = 16 * 1024
+# a deferred state.json whose thread another writer appended to after it was due: the
+# newest root checkpoint is then read from the log (our own later appends of writes lines
+# must not make the old one look current)
+_FOREIGN = -1
 STATE_INTERVAL = 5.0  # state.json is rewritten at most this often per thread (and at flush)
 
 
@@ -109,6 +113,9 @@ class WorkspaceProjection:
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about ``thread_id``'s files (another writer may have moved)."""
         self._last_seq.pop(thread_id, None)
+        due = self._state_due.get(thread_id)
+        if due is not None:  # another writer may hold a newer root checkpoint than ours:
+            self._state_due[thread_id] = (due[0], _FOREIGN)  # settle reads the log then
         prefix = self.ws.thread_dir(thread_id) + "/"
         for path in self._paths_of(prefix):
             self._drop_path(path)
@@ -142,7 +149,7 @@ class WorkspaceProjection:
                 continue
             e, size = due
             log = f"{self.ws.thread_dir(tid)}/events.jsonl"
-            if self.ws.size(log) == self._file_size.get(log, size):
+            if size != _FOREIGN and self.ws.size(log) == self._file_size.get(log, size):
                 self._write_state(tid, e)
             else:  # another writer went on since: the newest root checkpoint is in the log
                 self._write_latest_state(tid)
