@@ -143,9 +143,7 @@ class Commit:
         if self._settled:
             return
         self._settled = True
-        with self.pipeline._cv:
-            self.pipeline._open_commits.pop(id(self), None)
-        self.pipeline._committed(self.sealed, self._riders, inflight=self.thread_id)
+        self.pipeline._committed(self.sealed, self._riders, inflight=self)
 
     def failed(self, *, doubtful: bool = False) -> None:
         """The transaction did not commit: riders go back, the head is asked again.
@@ -642,8 +640,10 @@ class Pipeline:
             self._fcv.notify()
 
     def _committed(
-        self, sealed: Sequence[Event], entries: Sequence[_Entry], inflight: str | None = None
+        self, sealed: Sequence[Event], entries: Sequence[_Entry], inflight: Commit | None = None
     ) -> None:
+        """``sealed`` are in the ledger (``inflight``: the commit of a saver's transaction
+        that stored them, settled here under the same lock)."""
         self._wal.settled([en.wal for en in entries if en.wal])
         with self._cv:
             for e in sealed:
@@ -655,9 +655,11 @@ class Pipeline:
             while len(self._done_checkpoints) > 8192:
                 self._done_checkpoints.pop(next(iter(self._done_checkpoints)))
             if inflight is not None:
-                self._inflight[inflight] -= 1
-                if not self._inflight[inflight]:
-                    del self._inflight[inflight]
+                self._open_commits.pop(id(inflight), None)
+                tid = inflight.thread_id
+                self._inflight[tid] -= 1
+                if not self._inflight[tid]:
+                    del self._inflight[tid]
             self.delivered += len(sealed)
             self._commits += 1
             self._touched.update(e.thread_id for e in sealed)
