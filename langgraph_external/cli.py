@@ -628,18 +628,33 @@ def verify(
         elif r.ok:
             out.print(
                 f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
-                "hash chain intact, ledger and workspace agree"
+                "hash chain intact, ledger and workspace agree" + _pending_note(r.pending)
             )
         else:
             out.print(f"[bold red]FAIL[/] {escape(r.thread_id)}: {escape(r.problems[0])}")
             for p in r.problems[1:]:
                 out.print(f"     also: {escape(p)}")
+            if r.pending:
+                out.print(f"     {_pending_note(r.pending).strip(' ;')}")
     if all_threads:
         events = sum(r.ledger_events for r in results)
+        pending = sum(r.pending for r in results)
         status = "[green]OK[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
-        out.print(f"{status}: {_n(len(results), 'thread')}, {_n(events, 'ledger event')} verified")
+        out.print(
+            f"{status}: {_n(len(results), 'thread')}, {_n(events, 'ledger event')} verified"
+            + _pending_note(pending)
+        )
     if failed:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+def _pending_note(pending: int) -> str:
+    if not pending:
+        return ""
+    return (
+        f"; pending: {_n(pending, 'capture')} committed with the saver, not sealed yet "
+        "(a sealer seals them; `lgx worker --status`)"
+    )
 
 
 # -- events ------------------------------------------------------------------------------
@@ -1070,11 +1085,19 @@ def db_status(
     """Say whether the embedded server runs (exit 0) or not (exit 1); clean stale pids."""
     with _command(ctx) as s:
         st = embedded.server_status(s.datadir())
+        sealing: dict[str, Any] | None = None
+        if st.running and st.uri is not None:
+            try:
+                sealing = _sealing_status(st.uri, s.schema, s.ws())
+            except (ExternalError, psycopg.Error):
+                sealing = None  # no ledger set up in it yet
     if as_json:
-        typer.echo(json.dumps(st.to_dict()))
+        typer.echo(json.dumps({**st.to_dict(), "sealing": sealing}, default=str))
     else:
         for line in _status_lines(st):
             out.print(line, soft_wrap=True)
+        for line in _sealing_lines(sealing) if sealing is not None else []:
+            out.print("  " + line, soft_wrap=True)
     if not st.running:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -1203,6 +1226,116 @@ def repair(
             out.print(f"[bold red]problem:[/] {escape(p)}")
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+# -- worker ------------------------------------------------------------------------------
+@app.command()
+def worker(
+    ctx: typer.Context,
+    key: _KeyOption = None,
+    no_workspace: Annotated[
+        bool, typer.Option("--no-workspace", help="Seal only; do not mirror a workspace.")
+    ] = False,
+    langfuse: Annotated[
+        bool,
+        typer.Option("--langfuse", help="Also export to Langfuse (LANGFUSE_* variables)."),
+    ] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Seal and mirror what is waiting, then exit.")
+    ] = False,
+    status: Annotated[
+        bool, typer.Option("--status", help="Print how far sealing is behind, then exit.")
+    ] = False,
+    redaction: Annotated[
+        str,
+        typer.Option("--redaction", help="Redaction of readable views: standard, strict, off."),
+    ] = "standard",
+    poll_interval: Annotated[
+        float, typer.Option("--poll", help="Seconds between looks when no NOTIFY wakes it.")
+    ] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="--status as JSON.")] = False,
+) -> None:
+    """Seal captures, mirror the workspace and export, for every app on this database.
+
+    Apps started with `External(..., sealing="worker")` only capture (one statement in
+    the saver's transaction); run one or more workers beside them. They share the work
+    per thread, wake on NOTIFY, poll as a fallback, and stop on SIGTERM or Ctrl-C after
+    sealing what they hold. See docs/architecture.md for a systemd unit and a container.
+    """
+    from langgraph_external.assembly import resolve_redactor
+    from langgraph_external.keys import load_key
+    from langgraph_external.worker import WorkerConfig, run_worker
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        if status:
+            info = _sealing_status(dsn, s.schema, None if no_workspace else s.ws())
+            if as_json:
+                typer.echo(json.dumps(info, default=str))
+            else:
+                for line in _sealing_lines(info):
+                    out.print(line, soft_wrap=True)
+            return
+        exports: list[Any] = []
+        if langfuse:
+            from langgraph_external.exporters.langfuse import LangfuseExport
+
+            exports.append(LangfuseExport().resolved())
+        config = WorkerConfig(
+            dsn=dsn,
+            schema=s.schema,
+            workspace=None if no_workspace else s.ws().location,
+            cipher=load_key(key, create=False),
+            redactor=resolve_redactor(redaction),
+            exports=exports,
+            poll_interval=poll_interval,
+        )
+        if not once:
+            err.print(
+                f"lgx worker: sealing {escape(s.schema)}"
+                + ("" if no_workspace else f", mirroring {escape(s.ws().location)}")
+                + (", exporting to Langfuse" if langfuse else "")
+                + " (Ctrl-C to stop)",
+                soft_wrap=True,
+            )
+        code = run_worker(config, once=once)
+    if code:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def _sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any]:
+    """Captures waiting for a sealer and how far the workspace mirror is behind."""
+    from langgraph_external.sinks.postgres import PostgresLedger
+    from langgraph_external.sinks.workspace import WorkspaceProjection
+
+    store = PostgresLedger(dsn, schema)
+    try:
+        info = store.pending()
+        oldest = info.pop("oldest")
+        info["oldest_seconds"] = (
+            round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
+        )
+        if ws is not None:
+            name = WorkspaceProjection(ws).name
+            info["workspace_behind_threads"] = len(store.lagging(name, limit=100_000))
+    finally:
+        store.close()
+    return info
+
+
+def _sealing_lines(info: dict[str, Any]) -> list[str]:
+    lines = [
+        f"captures waiting for a sealer: {info['captures']} of {_n(info['threads'], 'thread')}"
+        + (f", oldest {info['oldest_seconds']:.1f} s" if info["captures"] else "")
+    ]
+    if info.get("behind_running_transactions"):
+        lines.append(
+            f"  {info['behind_running_transactions']} not sealable yet: a transaction older"
+            " than them is still running"
+        )
+    if "workspace_behind_threads" in info:
+        lines.append(f"workspace mirror behind on {_n(info['workspace_behind_threads'], 'thread')}")
+    return lines
 
 
 # -- helpers -----------------------------------------------------------------------------

@@ -23,14 +23,20 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external import _compat, ledger
 from langgraph_external._nolock import NoLock
-from langgraph_external.assembly import Recording, assemble, embedded_for, resolve_redactor
+from langgraph_external.assembly import (
+    Recording,
+    assemble,
+    embedded_for,
+    resolve_redactor,
+    resolve_sealing,
+)
 from langgraph_external.callbacks import (
     POLICY_HASH_KEY,
     TAGS_KEY,
     USER_ID_KEY,
     AuditCallbackHandler,
 )
-from langgraph_external.checkpointers import ExternalCheckpointer
+from langgraph_external.checkpointers import ExternalCheckpointer, untapped_serde
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
@@ -80,6 +86,13 @@ class External:
         langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
             :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
             sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
+        sealing: where the record is sealed after commit (hash chain, keyed heads,
+            encryption), the workspace mirrored and traces exported. ``"process"`` (the
+            default, or ``$LGX_SEALING``): a helper process started and stopped with this
+            ``External`` — the app's threads only capture; ``"thread"``: background
+            threads of this process; ``"worker"``: nothing here, ``lgx worker`` processes
+            do it for every app on the database (``workspace`` is then theirs; pass
+            ``workspace=None``). See docs/architecture.md.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -88,7 +101,7 @@ class External:
     def __init__(
         self,
         dsn: str | None = None,
-        workspace: str | os.PathLike[str] = "./agent_workspace",
+        workspace: str | os.PathLike[str] | None = "./agent_workspace",
         *,
         schema: str = ledger.DEFAULT_SCHEMA,
         strict: bool = False,
@@ -107,9 +120,17 @@ class External:
         encrypt: bool = True,
         encryption_key: str | bytes | None = None,
         langfuse: bool | LangfuseExport | None = None,
+        sealing: str | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
-        self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
+        self.sealing = resolve_sealing(sealing)
+        if workspace is None and self.sealing != "worker":
+            raise ConfigurationError("workspace=None needs sealing='worker' (workers mirror)")
+        self.workspace: Workspace | None = (
+            Workspace(workspace, fsync=fsync, storage_options=storage_options)
+            if workspace is not None
+            else None
+        )
         self.dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
         self.strict = strict
         self.redactor = resolve_redactor(redaction, redactor)
@@ -120,26 +141,35 @@ class External:
         self._projections = list(projections)
         self._recording: Recording | None = None
         self.record_behaviour = record_behaviour
+        ws = self.workspace
         self.cipher: WorkspaceCipher = load_key(
             key if key is not None else encryption_key,
-            workspace_root=self.workspace.root if self.workspace.is_local else None,
+            workspace_root=ws.root if ws is not None and ws.is_local else None,
         )
         self.encrypt = encrypt
         self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
-            self._embedded = embedded_for(self.workspace, embedded_dir)
+            if ws is None:
+                raise ConfigurationError("sealing='worker' needs dsn=... (the shared database)")
+            self._embedded = embedded_for(ws, embedded_dir)
         self._pool: ConnectionPool[Any] | None = None
         self._apool: AsyncConnectionPool[Any] | None = None
         self._checkpointer: ExternalCheckpointer | None = None
         self.pipeline: Pipeline | None = None
         self._is_setup = False
         self._langfuse_config = _langfuse_config(langfuse)
+        if self._langfuse_config is not None and self.sealing == "worker":
+            raise ConfigurationError(
+                "with sealing='worker' the workers export: run `lgx worker --langfuse`"
+            )
         self.langfuse: LangfuseExporter | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
-        """Everything both setups share: server, workspace, ledger, pipeline."""
+        """Everything both setups share: server, workspace, ledger, pipeline, sealer."""
+        given = self._inner_given
+        exports = [self._langfuse_config] if self._langfuse_config is not None else []
         self._recording = assemble(
             workspace=self.workspace,
             dsn=self.dsn,
@@ -147,15 +177,18 @@ class External:
             redactor=self.redactor,
             cipher=self.cipher,
             encrypt=self.encrypt,
+            serde=untapped_serde(given.serde) if given is not None else None,
             strict=self.strict,
             offload_threshold=self.offload_threshold,
             spool_dir=self.spool_dir,
             embedded=self._embedded,
             projections=self._projections,
+            sealing=self.sealing,
+            exports=exports,
         )
         self.pipeline = self._recording.pipeline
         self.dsn = self._recording.dsn
-        if self._langfuse_config is not None:
+        if self._langfuse_config is not None and self._recording.sealing == "thread":
             self.langfuse = LangfuseExporter(self._langfuse_config, self.dsn, self.schema)
             self.langfuse.attach(self.pipeline)
         return self.dsn
@@ -239,7 +272,10 @@ class External:
 
     def _wrap(self, inner: BaseCheckpointSaver[Any], outbox: bool | None) -> None:
         assert self.pipeline is not None and self._recording is not None
-        self._recording.mirror.serde = inner.serde
+        if self._recording.mirror is not None:
+            self._recording.mirror.serde = inner.serde
+        if self.pipeline.service is not None:  # inline values and Send packets
+            self.pipeline.service.sealer.reader.serde = untapped_serde(inner.serde)
         self._checkpointer = ExternalCheckpointer(
             inner,
             pipeline=self.pipeline,

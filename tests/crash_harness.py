@@ -33,8 +33,9 @@ class Findings:
     trials: int = 0
     saver_checkpoints: int = 0
     saver_writes: int = 0
-    checkpoints_without_event_before_repair: int = 0
-    writes_without_event_before_repair: int = 0
+    checkpoints_without_event_before_repair: int = 0  # nor a capture
+    writes_without_event_before_repair: int = 0  # nor a capture
+    unsealed_before_repair: int = 0  # captures a killed process left for the sealer
     checkpoints_without_event: int = 0
     writes_without_event: int = 0
     threads: int = 0
@@ -52,6 +53,7 @@ class Findings:
         out = list(self.chain_problems) + self.workspace_disagreements + self.restore_problems
         for name in (
             "checkpoints_without_event_before_repair",
+            "writes_without_event_before_repair",
             "checkpoints_without_event",
             "writes_without_event",
             "duplicate_events",
@@ -135,9 +137,12 @@ def run_trials(
         time.sleep(rng.uniform(min_life, max_life))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        before = _missing(dsn)
+        # what commits with a checkpoint is its capture: every committed checkpoint and task
+        # write has its event or a capture the sealer turns into it
+        before = _missing(dsn, captured=True)
         findings.checkpoints_without_event_before_repair += before[0]
         findings.writes_without_event_before_repair += before[1]
+        findings.unsealed_before_repair += _unsealed(dsn)
         report = repair(dsn=dsn, workspace=ws, spool_dir=spool)
         findings.recovered_writes += report.writes_recovered
         findings.wal_replayed += report.wal_events_replayed
@@ -148,13 +153,31 @@ def run_trials(
     return findings
 
 
-def _missing(dsn: str) -> tuple[int, int]:
+def _missing(dsn: str, *, captured: bool = False) -> tuple[int, int]:
+    """Saver checkpoints and task writes without their event (``captured``: without their
+    event and without a capture waiting to be sealed into it)."""
+    cp_capture = (
+        """ and not exists (select 1 from langgraph_external.captures k
+               where k.thread_id = c.thread_id and k.kind = 'checkpoint'
+                 and k.checkpoint_ns = c.checkpoint_ns and k.checkpoint_id = c.checkpoint_id)"""
+        if captured
+        else ""
+    )
+    w_capture = (
+        """ and not exists (select 1 from langgraph_external.captures k
+               where k.thread_id = w.thread_id and k.kind = 'writes'
+                 and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
+                 and k.task_id = w.task_id)"""
+        if captured
+        else ""
+    )
     with psycopg.connect(dsn) as conn:
         cps = conn.execute(
             """select count(*) from public.checkpoints c where not exists (
                  select 1 from langgraph_external.events e
                  where e.thread_id = c.thread_id and e.kind = 'checkpoint'
                    and e.checkpoint_ns = c.checkpoint_ns and e.checkpoint_id = c.checkpoint_id)"""
+            + cp_capture
         ).fetchone()
         writes = conn.execute(
             """select count(*) from (select distinct thread_id, checkpoint_ns, checkpoint_id,
@@ -163,9 +186,17 @@ def _missing(dsn: str) -> tuple[int, int]:
                  where e.thread_id = w.thread_id and e.kind = 'writes'
                    and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
                    and e.task_id = w.task_id)"""
+            + w_capture
         ).fetchone()
     assert cps is not None and writes is not None
     return int(cps[0]), int(writes[0])
+
+
+def _unsealed(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("select count(*) from langgraph_external.captures").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _check(dsn: str, ws_root: Path, findings: Findings, *, restore: bool) -> None:

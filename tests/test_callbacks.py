@@ -280,6 +280,9 @@ def test_fail_soft_never_raises_into_the_graph_and_strict_does(
     class Down(InMemoryLedger):
         name = "down"
 
+        def capture(self, captures: Any) -> None:
+            raise ConnectionError("ledger down")
+
         def append(self, events: Any) -> None:
             raise ConnectionError("ledger down")
 

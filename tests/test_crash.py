@@ -17,6 +17,8 @@ def test_sigkill_at_random_moments_loses_nothing_committed(
     findings = run_trials(dsn, tmp_path, trials=trials, strict=strict, seed=7 + strict)
     assert findings.trials == trials
     assert findings.saver_checkpoints > 0 and findings.threads > 1
-    # the checkpoint's event commits in its transaction: never missing, even before repair
+    # a checkpoint's (and a task write's) capture commits in its transaction: never
+    # missing, even before repair; the sealer turns captures into events
     assert findings.checkpoints_without_event_before_repair == 0
+    assert findings.writes_without_event_before_repair == 0
     assert findings.problems() == []

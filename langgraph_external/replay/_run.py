@@ -84,7 +84,10 @@ def _resolver(ext: External, thread_id: str) -> Any:
         digest = payload.get("$artifact") if isinstance(payload, Mapping) else None
         if not digest:
             return payload
-        data = ext.workspace.read_bytes(ext.workspace.artifact_path(thread_id, str(digest)))
+        ws = ext.workspace
+        if ws is None:
+            raise ConfigurationError("an offloaded payload is in the workspace: give External one")
+        data = ws.read_bytes(ws.artifact_path(thread_id, str(digest)))
         loaded = json.loads(data)
         return loaded if isinstance(loaded, dict) else {}
 
