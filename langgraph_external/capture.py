@@ -27,7 +27,7 @@ import ormsgpack
 
 from langgraph_external.events import SCHEMA_VERSION, Event, new_id
 
-__all__ = ["KINDS", "Capture", "pack_riders", "unpack_riders"]
+__all__ = ["KINDS", "Capture", "pack_riders", "unpack_inline", "unpack_riders"]
 
 KINDS = ("checkpoint", "writes", "events")
 """What a capture stands for: a stored checkpoint, a task's stored writes, or only the
@@ -40,7 +40,9 @@ class Capture:
 
     ``event_id`` is the id its main event (the checkpoint's or the writes') will have,
     or the id that names an ``"events"`` capture; ``id`` and ``captured_at`` are the
-    ledger's (assigned when the row is stored).
+    ledger's (assigned when the row is stored). ``inline``: the serializer's bytes of the
+    changed channel values the official saver keeps inline in its checkpoint row (a float,
+    a string...): that JSON row cannot give them back exactly (``-0.0``, ``1.7e308``).
     """
 
     kind: str
@@ -54,6 +56,7 @@ class Capture:
     changed: list[str] | None = None
     idx: list[int] | None = None
     riders: Sequence[Event] = ()
+    inline: dict[str, tuple[str, bytes]] | None = None
     event_id: str = field(default_factory=new_id)
     id: int | None = None
     captured_at: datetime | None = None
@@ -74,6 +77,7 @@ class Capture:
             self.changed,
             self.idx,
             pack_riders(self.riders) if self.riders else None,
+            ormsgpack.packb(self.inline) if self.inline else None,
         )
 
 
@@ -106,6 +110,13 @@ def _row(e: Event) -> list[Any]:
         e.detail,
         dict(e.attachments) if e.attachments else None,
     ]
+
+
+def unpack_inline(data: bytes | None) -> dict[str, tuple[str, bytes]] | None:
+    """Inverse of the packing of :attr:`Capture.inline`."""
+    if not data:
+        return None
+    return {ch: (str(v[0]), bytes(v[1])) for ch, v in ormsgpack.unpackb(bytes(data)).items()}
 
 
 def unpack_riders(data: bytes | None, thread_id: str) -> list[Event]:

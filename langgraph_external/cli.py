@@ -302,6 +302,14 @@ def setup(
     apply: Annotated[
         bool, typer.Option("--apply", help="With --roles: set up, then apply the grants.")
     ] = False,
+    capture_only: Annotated[
+        bool,
+        typer.Option(
+            "--capture-only",
+            help="With --roles: the role only captures (apps with sealing='worker'; "
+            "`lgx worker` runs as a role with the full grants).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Create the ledger schema (or bring it up to date) and print its version.
@@ -314,7 +322,7 @@ def setup(
 
     if roles and not apply:
         with _command(ctx) as s:
-            typer.echo(grant_script(s.schema, app_role), nl=False)
+            typer.echo(grant_script(s.schema, app_role, capture_only=capture_only), nl=False)
         return
     applied: list[str] = []
     with _command(ctx) as s:
@@ -322,7 +330,9 @@ def setup(
             version = ledger.setup(conn, s.schema)
             if roles:
                 _saver_setup(conn)
-                applied = list(apply_grants(conn, s.schema, app_role, saver=True))
+                applied = list(
+                    apply_grants(conn, s.schema, app_role, saver=True, capture_only=capture_only)
+                )
         datadir = str(s._embedded.datadir) if s._embedded else None
         if as_json:
             out_json: dict[str, Any] = {"schema": s.schema, "version": version, "embedded": datadir}

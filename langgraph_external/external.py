@@ -164,6 +164,7 @@ class External:
                 "with sealing='worker' the workers export: run `lgx worker --langfuse`"
             )
         self.langfuse: LangfuseExporter | None = None
+        self._langfuse_here = False
 
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
@@ -188,9 +189,13 @@ class External:
         )
         self.pipeline = self._recording.pipeline
         self.dsn = self._recording.dsn
-        if self._langfuse_config is not None and self._recording.sealing == "thread":
+        if self._langfuse_config is not None:
+            # runs here with sealing="thread"; otherwise the helper process runs the export
+            # and this one answers questions about it (trace_context)
             self.langfuse = LangfuseExporter(self._langfuse_config, self.dsn, self.schema)
-            self.langfuse.attach(self.pipeline)
+            self._langfuse_here = self._recording.sealing == "thread"
+            if self._langfuse_here:
+                self.langfuse.attach(self.pipeline)
         return self.dsn
 
     def setup(self) -> External:
@@ -291,7 +296,7 @@ class External:
     def close(self) -> None:
         """Flush every recorded event, close connections, stop the embedded server."""
         if self.langfuse is not None:
-            if self.pipeline is not None:
+            if self.pipeline is not None and self._langfuse_here:
                 self.pipeline.flush(10.0)  # so the exporter sees the last commits
             self.langfuse.close()  # what it could not send waits in the ledger
             self.langfuse = None
@@ -419,7 +424,7 @@ class External:
             return True
         start = time.monotonic()
         ok = self.pipeline.flush(timeout)
-        if self.langfuse is not None:
+        if self.langfuse is not None and self._langfuse_here:
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             ok = self.langfuse.flush(left) and ok
         return ok
@@ -434,8 +439,10 @@ class External:
     def health(self) -> dict[str, Any]:
         """Recording health: delivered events, failures, spooled batches (and Langfuse)."""
         out = self.pipeline.health() if self.pipeline is not None else {}
-        if self.langfuse is not None:
+        if self.langfuse is not None and self._langfuse_here:
             out["langfuse"] = self.langfuse.health()
+        elif "langfuse" in out.get("sealing", {}):  # the helper process exports
+            out["langfuse"] = out["sealing"]["langfuse"]
         return out
 
 

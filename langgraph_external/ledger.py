@@ -288,10 +288,12 @@ MIGRATIONS: list[str] = [
         changed text[],
         idx integer[],
         riders bytea,
+        inline bytea,
         recovered boolean not null default false,
         captured_at timestamptz not null default clock_timestamp()
     );
     alter table {schema}.captures alter column riders set storage external;
+    alter table {schema}.captures alter column inline set storage external;
     create index if not exists captures_thread_idx on {schema}.captures (thread_id, id);
     create or replace function {schema}.seal_thread(
         p_thread text, p_expected bigint, p_prev text, p_seq bigint, p_hash text,
@@ -473,8 +475,8 @@ on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
 
 INSERT_CAPTURE = """
 insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders)
-values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::int[], %s)
+    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
+values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::int[], %s, %s)
 """
 """One capture (:class:`~langgraph_external.capture.Capture`): the one statement the
 record adds to a saver's transaction."""
@@ -499,7 +501,7 @@ that append to a thread directly (prune, restore) take it too."""
 SELECT_CAPTURES = """
 select id, event_id::text, thread_id, kind, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, captured_at,
-    recovered
+    recovered, inline
 from {schema}.captures
 where thread_id = any(%s) and xid < pg_snapshot_xmin(pg_current_snapshot())
 order by id limit %s

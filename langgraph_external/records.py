@@ -308,8 +308,10 @@ class RecordBuilder:
         cp = m.checkpoint
         versions: Mapping[str, Any] = cp.get("channel_versions") or {}
         before = self._refs.get((tid, ns, m.parent_id)) if m.parent_id else {}
+        # ``changed``: the channels of new versions (all of them when unknown); ``full``:
+        # every channel referenced afresh (the parent's references are not at hand)
+        changed = set(versions) if m.changed is None else set(m.changed) & set(versions)
         full = before is None or m.changed is None
-        changed = set(versions) if full else set(m.changed or ())
         refs: dict[str, Any] = {}
         blobs = _Blobs(self.digest, self.seal)
         for ch, ver in versions.items():
@@ -340,7 +342,7 @@ class RecordBuilder:
             "writers": writers,
             "nodes": nodes,
             "channels": refs,
-            "changed": sorted(ch for ch in refs if ch in changed or full),
+            "changed": sorted(ch for ch in refs if ch in changed),
             "complete": True,
             "full": full,
             "size": blobs.size,

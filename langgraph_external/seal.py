@@ -399,7 +399,7 @@ class SaverReader:
                 wanted.append((-1 - len(plans), c.thread_id, c.checkpoint_ns, _TASKS, ver))
             plans.append((c, cp, meta, parent, full))
         blobs = self._blobs(conn, wanted)
-        for n, (c, cp, meta, parent, full) in enumerate(plans):
+        for n, (c, cp, meta, parent, _full) in enumerate(plans):
             assert c.id is not None
             versions = cp.get("channel_versions") or {}
             inline = cp.get("channel_values") or {}
@@ -412,6 +412,8 @@ class SaverReader:
                 if hit is not None:
                     values[ch] = hit
                     rows_of.add(ch)
+                elif c.inline and ch in c.inline and ch in (c.changed or ()):
+                    values[ch] = c.inline[ch]  # the app's bytes: the JSON row is not exact
                 elif ch in inline and inline[ch] is not _compat.SAVER_INLINE_TRUE:
                     values[ch] = self.serde.dumps_typed(inline[ch])
                 else:
@@ -426,7 +428,7 @@ class SaverReader:
                 parent_id=c.parent_id,
                 checkpoint=cp,
                 metadata=meta,
-                changed=None if full else list(c.changed or ()),
+                changed=None if c.changed is None else list(c.changed),
                 values=values,
                 saver_rows=rows_of,
                 parent_seen=parent.get("versions_seen") or {} if parent else None,

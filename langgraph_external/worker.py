@@ -265,6 +265,11 @@ class HelperProcess:
             target=self._read, args=(parent,), name="langgraph-external-helper", daemon=True
         ).start()
 
+    @property
+    def pid(self) -> int | None:
+        """The helper's process id (``None`` before it started)."""
+        return self._proc.pid if self._proc is not None else None
+
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -323,12 +328,19 @@ class HelperProcess:
             self._waiting.pop(rid, None)
 
     def _read(self, conn: Connection) -> None:
-        """Deliver the helper's answers to whoever waits for them (a thread per helper)."""
+        """Deliver the helper's answers to whoever waits for them, and its log records to
+        this process's logging (a thread per helper)."""
         while True:
             try:
                 rid, value = conn.recv()
             except (EOFError, OSError):
                 return
+            if rid == 0:  # a log record of the helper: the app's logging decides
+                record = logging.makeLogRecord(value)
+                target = logging.getLogger(record.name)
+                if target.isEnabledFor(record.levelno):
+                    target.handle(record)
+                continue
             waiter = self._waiting.get(rid)
             if waiter is not None:
                 waiter.value = value
@@ -460,8 +472,9 @@ def _managed(conn_fd: int, wake_fd: int) -> int:
     until close or EOF (the app is gone: seal what is sealable, then exit)."""
     conn = Connection(conn_fd)
     config: WorkerConfig = pickle.loads(conn.recv_bytes())
-    running = Running(config)
     send_lock = threading.Lock()
+    _forward_logs(conn, send_lock)
+    running = Running(config)
     closing = threading.Event()
     os.set_blocking(wake_fd, False)
 
@@ -501,10 +514,46 @@ def _managed(conn_fd: int, wake_fd: int) -> int:
             conn.close()
 
 
+class _ToParent(logging.Handler):
+    """Sends the helper's log records to the app, which logs them as its own."""
+
+    def __init__(self, conn: Connection, lock: threading.Lock) -> None:
+        super().__init__(logging.INFO)
+        self.conn = conn
+        self.send_lock = lock
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            data = {
+                "name": record.name,
+                "levelno": record.levelno,
+                "levelname": record.levelname,
+                "msg": record.getMessage() + " [sealing helper]",
+                "args": None,
+                "exc_text": self.format(record).partition("\n")[2] if record.exc_info else None,
+                "created": record.created,
+                "process": record.process,
+                "threadName": record.threadName,
+            }
+            with self.send_lock:
+                self.conn.send((0, data))
+        except Exception:  # the app is gone: nowhere to log to
+            self.handleError(record)
+
+
+def _forward_logs(conn: Connection, lock: threading.Lock) -> None:
+    handler = _ToParent(conn, lock)
+    for name in ("langgraph_external", "psycopg", "psycopg.pool"):
+        lg = logging.getLogger(name)
+        lg.addHandler(handler)
+        lg.propagate = False
+        if lg.level == logging.NOTSET or lg.level > logging.INFO:
+            lg.setLevel(logging.INFO)
+
+
 def _main(argv: Sequence[str]) -> int:
     if len(argv) == 3 and argv[0] == "--managed":
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when it stops
-        logging.basicConfig(level=logging.WARNING, format="%(message)s")
         return _managed(int(argv[1]), int(argv[2]))
     raise SystemExit("usage: lgx worker (this module is started by External)")
 

@@ -47,6 +47,7 @@ class Findings:
     restore_problems: list[str] = field(default_factory=list)
     recovered_writes: int = 0
     wal_replayed: int = 0
+    sealer_kills: int = 0
 
     def problems(self) -> list[str]:
         """Every violation of the guarantee, in words."""
@@ -66,7 +67,7 @@ class Findings:
 
 
 # -- the child -------------------------------------------------------------------------------
-def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None:
+def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing: str) -> None:
     """Record graphs forever (until killed)."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     sys.path.insert(0, str(ROOT))
@@ -77,10 +78,12 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None
 
     rng = random.Random(seed)
     pid = os.getpid()
-    with External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict) as ext:
+    ws = None if sealing == "worker" else workspace
+    with External(dsn=dsn, workspace=ws, spool_dir=spool, strict=strict, sealing=sealing) as ext:
         react = react_agent(ext.checkpointer)
         fan = fanout_with_subgraph(ext.checkpointer)
-        print("ready", flush=True)
+        helper = getattr(ext.pipeline.sealing, "pid", None) if ext.pipeline else None
+        print("ready", helper or "", flush=True)
         i = 0
         while True:
             i += 1
@@ -94,6 +97,25 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None
 
 
 # -- the parent ------------------------------------------------------------------------------
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _start_worker(dsn: str, ws: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from langgraph_external.cli import main; main()", "--dsn", dsn]
+        + ["-w", str(ws), "worker"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def run_trials(
     dsn: str,
     root: Path,
@@ -104,53 +126,97 @@ def run_trials(
     min_life: float = 0.2,
     max_life: float = 2.5,
     check_every: int = 0,
+    sealing: str = "process",
 ) -> Findings:
-    """Start, SIGKILL and repair ``trials`` children, then check the record once more."""
+    """Start, SIGKILL and repair ``trials`` children, then check the record once more.
+
+    The sealer is killed too, at random moments: the app's helper process (``sealing=
+    "process"``) while the app runs or right after the app died (mid-drain), or the
+    ``lgx worker`` beside the app (``sealing="worker"``).
+    """
     from langgraph_external.repair import repair
 
     rng = random.Random(seed)
     ws, spool = root / "ws", root / "spool"
     findings = Findings()
-    for trial in range(trials):
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.crash_harness",
-                "child",
-                dsn,
-                str(ws),
-                str(spool),
-                "1" if strict else "0",
-                str(seed * 100_000 + trial),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the child is set up and about to record
-        if line.strip() != "ready":
-            proc.kill()
-            raise RuntimeError(f"trial {trial}: the child did not start ({line!r})")
-        time.sleep(rng.uniform(min_life, max_life))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        # what commits with a checkpoint is its capture: every committed checkpoint and task
-        # write has its event or a capture the sealer turns into it
-        before = _missing(dsn, captured=True)
-        findings.checkpoints_without_event_before_repair += before[0]
-        findings.writes_without_event_before_repair += before[1]
-        findings.unsealed_before_repair += _unsealed(dsn)
-        report = repair(dsn=dsn, workspace=ws, spool_dir=spool)
-        findings.recovered_writes += report.writes_recovered
-        findings.wal_replayed += report.wal_events_replayed
-        findings.trials += 1
-        if check_every and (trial + 1) % check_every == 0:
-            _check(dsn, ws, findings, restore=False)
+    worker = _start_worker(dsn, ws) if sealing == "worker" else None
+    try:
+        for trial in range(trials):
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.crash_harness",
+                    "child",
+                    dsn,
+                    str(ws),
+                    str(spool),
+                    "1" if strict else "0",
+                    str(seed * 100_000 + trial),
+                    sealing,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert proc.stdout is not None
+            line = proc.stdout.readline().split()  # set up and about to record
+            if not line or line[0] != "ready":
+                proc.kill()
+                raise RuntimeError(f"trial {trial}: the child did not start ({line!r})")
+            helper = int(line[1]) if len(line) > 1 else None
+            life = rng.uniform(min_life, max_life)
+            if rng.random() < 0.5:  # the sealer dies while the app records
+                at = rng.uniform(0, life)
+                time.sleep(at)
+                if helper is not None and _kill(helper):
+                    findings.sealer_kills += 1
+                if worker is not None:
+                    worker.kill()
+                    worker.wait()
+                    findings.sealer_kills += 1
+                    worker = _start_worker(dsn, ws)
+                time.sleep(life - at)
+            else:
+                time.sleep(life)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            if helper is not None and rng.random() < 0.5:
+                time.sleep(rng.uniform(0, 0.3))  # the orphaned helper is sealing what it can
+                if _kill(helper):
+                    findings.sealer_kills += 1
+            elif helper is not None:
+                _wait_gone(helper, 30.0)
+            # what commits with a checkpoint is its capture: every committed checkpoint and
+            # task write has its event or a capture the sealer turns into it
+            before = _missing(dsn, captured=True)
+            findings.checkpoints_without_event_before_repair += before[0]
+            findings.writes_without_event_before_repair += before[1]
+            findings.unsealed_before_repair += _unsealed(dsn)
+            report = repair(dsn=dsn, workspace=ws, spool_dir=spool)
+            findings.recovered_writes += report.writes_recovered
+            findings.wal_replayed += report.wal_events_replayed
+            findings.trials += 1
+            if check_every and (trial + 1) % check_every == 0:
+                _check(dsn, ws, findings, restore=False)
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
     _check(dsn, ws, findings, restore=True)
     return findings
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    _kill(pid)
 
 
 def _missing(dsn: str, *, captured: bool = False) -> tuple[int, int]:
@@ -302,4 +368,6 @@ def report_json(findings: Findings) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1] == "child":
-        child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]))
+        child(
+            sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]), sys.argv[7]
+        )

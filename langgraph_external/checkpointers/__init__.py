@@ -232,10 +232,14 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self.saver_blob_refs = saver_blob_refs  # kept for callers; the sealer decides now
         if outbox is not None:
             self.outbox = self._use_outbox(outbox)
+        self._plain = untapped_serde(inner.serde)  # serializes values the saver keeps inline
         # other savers: their events are built here, from the saver's own bytes
         self._builder = RecordBuilder(self._digest, self._seal, self._parent_of)
         self._sends: Lru = Lru(PER_THREAD)  # (thread, ns, checkpoint_id) -> Send targets
         self._threads: Lru = Lru()  # threads this process stored checkpoints of, lately
+        # other savers: Send-task writes seen before their step's checkpoint (async)
+        self._unresolved: dict[tuple[str, str, str | None], list[Event]] = {}
+        pipeline.add_flush_hook(self._drain_unresolved)
         self._book = threading.Lock()  # puts and writes may arrive from several threads
 
     def _use_outbox(self, wanted: bool) -> bool:
@@ -521,7 +525,15 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         with self._book:  # which node a later Send task runs (its writes name it)
             self._threads.put(tid, None)
             self._sends.put((tid, ns, cid), _compat.send_targets(checkpoint["channel_values"]))
-        capture = Capture("checkpoint", tid, ns, cid, parent, changed=list(new_versions))
+        values = checkpoint["channel_values"]
+        inline = {
+            ch: self._plain.dumps_typed(values[ch])
+            for ch in new_versions
+            if ch in values and _compat.inline_value_is_primitive(values[ch])
+        }
+        capture = Capture(
+            "checkpoint", tid, ns, cid, parent, changed=list(new_versions), inline=inline or None
+        )
         commit = self.pipeline.open_commit(tid)
         ledger = self.pipeline.ledger
 
@@ -571,7 +583,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         if not self._decide_outbox():
             with _capturing("write") as cap:
                 self.inner.put_writes(*args)
-            self.pipeline.emit(self._local_writes(tid, config, writes, task_id, task_path, cap))
+            self._emit_writes(self._local_writes(tid, config, writes, task_id, task_path, cap))
             return
         commit, box = self._writes_capture(tid, config, writes, task_id, task_path)
         token = _compat.OUTBOX.set(box)
@@ -602,7 +614,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         if not await self._adecide_outbox():
             with _capturing("write") as cap:
                 await self._inner_aput_writes(*args)
-            self.pipeline.emit(self._local_writes(tid, config, writes, task_id, task_path, cap))
+            self._emit_writes(self._local_writes(tid, config, writes, task_id, task_path, cap))
             return
         commit, box = self._writes_capture(tid, config, writes, task_id, task_path)
         token = _compat.OUTBOX.set(box)
@@ -786,6 +798,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             self._threads.put(tid, None)
             sends = _compat.send_targets(values)
             self._sends.put((tid, ns, checkpoint["id"]), sends)
+        self._resolve_waiting(tid, ns, checkpoint["id"])
+        with self._book:
             full = self._builder.needs_full(tid, ns, parent)
             wanted = versions if full else new_versions
             material = CheckpointMaterial(
@@ -795,7 +809,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 parent_id=parent,
                 checkpoint=checkpoint,
                 metadata=get_serializable_checkpoint_metadata(config, metadata),
-                changed=None if full else list(new_versions),
+                changed=list(new_versions),
                 values={ch: self._dump(values[ch], cap) if ch in values else None for ch in wanted},
                 sends=sends,
             )
@@ -830,6 +844,43 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             )
             return self._builder.writes_event(material)
 
+    def _emit_writes(self, event: Event) -> None:
+        """Emit a writes event built here; a ``Send`` task's writes that arrived before
+        the checkpoint naming its node (``durability="async"``) wait for that checkpoint."""
+        key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
+        with self._book:
+            if (
+                event.node is None
+                and event.payload["task_path"].startswith(_PUSH)
+                and key not in self._sends
+            ):
+                self._unresolved.setdefault(key, []).append(event)
+                return
+        self.pipeline.emit(event)
+
+    def _resolve_waiting(self, tid: str, ns: str, cid: str) -> None:
+        """Emit the Send-task writes that waited for checkpoint ``cid`` (now named)."""
+        with self._book:
+            waiting = self._unresolved.pop((tid, ns, cid), [])
+            named = [self._named(e) for e in waiting]
+        for e in named:
+            self.pipeline.emit(e)
+
+    def _named(self, event: Event) -> Event:
+        node = node_of_task_path(
+            event.payload["task_path"],
+            lambda: self._sends.get((event.thread_id, event.checkpoint_ns, event.checkpoint_id)),
+        )
+        return event.replace(node=node, name=node) if node else event
+
+    def _drain_unresolved(self) -> None:
+        """Emit Send-task writes still waiting for their checkpoint (run ended or failed)."""
+        with self._book:
+            waiting = [self._named(e) for evs in self._unresolved.values() for e in evs]
+            self._unresolved.clear()
+        for e in waiting:
+            self.pipeline.emit(e)
+
     def _dump(self, value: Any, cap: _Capture) -> tuple[str, bytes]:
         hit = cap.get(value)
         if hit is not None:
@@ -850,6 +901,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             self._threads.pop(tid, None)
             self._sends.forget_thread(tid)
             self._builder.forget(tid)
+            for key in [k for k in self._unresolved if k[0] == tid]:
+                del self._unresolved[key]
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
-from langgraph_external.capture import Capture, unpack_riders
+from langgraph_external.capture import Capture, unpack_inline, unpack_riders
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.events import Event
@@ -604,6 +604,7 @@ def _capture_from_row(r: Sequence[Any]) -> Capture:
         riders=unpack_riders(r[12], r[2]),
         captured_at=r[13],
         recovered=bool(r[14]),
+        inline=unpack_inline(r[15]),
     )
 
 
