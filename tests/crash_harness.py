@@ -105,10 +105,12 @@ def _kill(pid: int) -> bool:
         return False
 
 
+LGX = [sys.executable, "-c", "from langgraph_external.cli import main; main()"]
+
+
 def _start_worker(dsn: str, ws: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", "from langgraph_external.cli import main; main()", "--dsn", dsn]
-        + ["-w", str(ws), "worker"],
+        [*LGX, "--dsn", dsn, "-w", str(ws), "worker"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
