@@ -22,8 +22,9 @@ Example (shell)::
     lgx prune --all --keep 10 --older-than 30d --dry-run
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
-(``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
-:class:`~langgraph_external.External` does, and released afterwards.
+(``<workspace>/.lgx/pgdata``) is used, exactly as :class:`~langgraph_external.External`
+does: started if it is not running, and left running for the next process
+(``lgx db stop`` stops it).
 
 Exit codes: ``0`` success; ``1`` a check failed (a verification problem, a missing thread
 or checkpoint, a rejected query, the embedded server not running); ``2`` the command could
@@ -163,7 +164,7 @@ class _Settings:
 
     def close(self) -> None:
         if self._embedded is not None:
-            self._embedded.stop()
+            self._embedded.release()
             self._embedded = None
 
 
@@ -1050,10 +1051,13 @@ def _status_lines(st: embedded.ServerStatus) -> list[str]:
     lines.append(f"  data directory: {escape(st.datadir)}")
     if st.handles:
         lines.append("  used by processes: " + ", ".join(str(p) for p in st.handles))
-    if st.keep_running:
-        lines.append("  kept running by `lgx db start` (stop it with `lgx db stop`)")
-    elif st.running and not st.handles:
-        lines.append("  no process uses it: the next one that does stops it when done")
+    if st.running:
+        lines.append("  it keeps running between processes until `lgx db stop`")
+    if st.stale:
+        lines.append(
+            f"  [yellow]left by a crash:[/] {escape(st.stale)}; the next start (or "
+            "`lgx db stop`) cleans it up"
+        )
     if st.stale_removed:
         lines.append(
             "  removed stale pids of processes that no longer exist: "
@@ -1084,7 +1088,7 @@ def db_start(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
-    """Start the embedded server and leave it running for other tools; print its URL."""
+    """Start the embedded server (or find it running) and print its URL; it keeps running."""
     with _command(ctx) as s:
         st = embedded.start_detached(s.datadir())
     if as_json:
@@ -1115,6 +1119,8 @@ def db_stop(
         out.print(f"stopped the embedded server in {escape(res.status.datadir)}", soft_wrap=True)
     elif not res.was_running:
         out.print(f"not running ({escape(res.status.datadir)})", soft_wrap=True)
+    if res.cleaned and not as_json:
+        out.print(f"cleaned up what a crash left: {escape(res.cleaned)}", soft_wrap=True)
     if res.status.stale_removed and not as_json:
         out.print(
             "removed stale pids of processes that no longer exist: "

@@ -446,6 +446,8 @@ def test_embedded_server_of_the_workspace(
     verified = runner.invoke(app, ["--workspace", str(ws), "verify", "--all"])
     assert verified.exit_code == 0, verified.output
     assert "1 thread," in verified.stdout
+    stopped = runner.invoke(app, ["--workspace", str(ws), "db", "stop"])
+    assert stopped.exit_code == 0, stopped.output
 
 
 def test_console_script_entry_point() -> None:
