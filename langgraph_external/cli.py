@@ -99,10 +99,11 @@ class _Stdout(Console):
         raise SystemExit(EXIT_OK)
 
 
-out = _Stdout(highlight=False)
-err = Console(stderr=True, highlight=False)
+# emoji=False: ":name:" in a thread id (``lgx-replay:t:1a2b``) is text, never an emoji
+out = _Stdout(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 _PIPE_WIDTH = 100_000
-_piped = _Stdout(highlight=False, width=_PIPE_WIDTH)
+_piped = _Stdout(highlight=False, emoji=False, width=_PIPE_WIDTH)
 """Prints tables when stdout is not a terminal: as wide as their content, never wrapped."""
 
 app = typer.Typer(
@@ -353,29 +354,35 @@ def threads(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Most threads to list (0: all).")
     ] = 50,
+    replays: Annotated[
+        bool,
+        typer.Option("--replays", help=f"Also list replay copies ({inspection.REPLAY_PREFIX}...)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """List recorded threads, most recently updated first."""
+    """List recorded threads, most recently updated first (replay copies with --replays)."""
     with _command(ctx) as s, _connect(s) as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        rows = cur.execute(
-            ledger.q(inspection.SELECT_THREADS, s.schema),
-            (limit or None,),
-        ).fetchall()
-        total = cur.execute(ledger.q(inspection.COUNT_THREADS, s.schema)).fetchone()
-        n_total = int(total["n"]) if total else len(rows)
+        rows, n_total, n_copies = inspection.list_threads(
+            conn, s.schema, limit=limit or None, replays=replays
+        )
+    if replays:
+        n_total += n_copies
     if as_json:
         for r in rows:
             typer.echo(json.dumps(r, ensure_ascii=False, default=_json_default))
         return
+    hidden = ""
+    if n_copies and not replays:
+        copies = f"{n_copies} replay cop{'y' if n_copies == 1 else 'ies'}"
+        hidden = f"; {copies} not listed (--replays lists them)"
     if not rows:
-        out.print("no threads recorded yet")
+        out.print("no threads recorded yet" if not hidden else f"no threads listed{hidden}")
         return
     shown = (
         f"{len(rows)} of {_n(n_total, 'thread')}" if n_total > len(rows) else _n(n_total, "thread")
     )
     deleted = any(r["deleted_at"] is not None for r in rows)
-    table = Table(caption=f"{shown}; times in UTC", caption_justify="left")
+    table = Table(caption=f"{shown}{hidden}; times in UTC", caption_justify="left")
     table.add_column("thread_id", overflow="fold", min_width=12)
     table.add_column("created", no_wrap=True)
     table.add_column("updated", no_wrap=True)
@@ -1836,8 +1843,21 @@ def replay_cmd(
         typer.Option("--app", help="The graph as module:attribute (builder, graph or factory)."),
     ],
     into: Annotated[
-        str | None, typer.Option("--into", help="Id of the new thread (default: generated).")
+        str | None,
+        typer.Option(
+            "--into",
+            help="Id of the new thread (default: lgx-replay:THREAD:RANDOM, deleted after the "
+            "comparison unless --keep); a thread named here is kept.",
+        ),
     ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Keep the replay's thread (a replay copy: hidden from `lgx threads` without "
+            "--replays, never sent to Langfuse).",
+        ),
+    ] = False,
     mode: Annotated[str, typer.Option("--mode", help="recorded or regression.")] = "recorded",
     tools: Annotated[str, typer.Option("--tools", help="recorded or live.")] = "recorded",
     checkpoint: Annotated[
@@ -1849,6 +1869,8 @@ def replay_cmd(
 
     recorded: the app's code runs, every model and tool call is answered from the record.
     regression: the model runs live, tools stay recorded (or --tools live).
+    Each divergence is printed with its before/after (the unified diff of the first prompt
+    that differs). The new thread is deleted after the comparison unless --keep or --into.
     """
     from langgraph_external.external import External
     from langgraph_external.replay import replay
@@ -1870,24 +1892,18 @@ def replay_cmd(
                         tools=tools,
                         into=into,
                         checkpoint_id=checkpoint,
+                        keep=True if keep else None,
                     )
             except inspection.NotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
     else:
-        out.print(
-            f"replayed {escape(thread_id)} into {escape(report.thread_id)} ({report.mode}, "
-            f"tools {report.tools}): {_n(report.invocations, 'invocation')}, "
-            f"{report.model_calls_answered} model and {report.tool_calls_answered} tool calls "
-            f"answered from the record, {report.model_calls} model calls and "
-            f"{report.tool_calls_executed} tool calls made live",
-            soft_wrap=True,
-        )
-        for d in report.divergences:
-            out.print(f"[bold red]diverged:[/] {escape(d.message)}", soft_wrap=True)
-        if not report.diverged:
-            out.print("no divergence: same calls, same path, same state")
+        for line in report.lines():
+            if line.startswith("diverged: "):
+                out.print(f"[bold red]diverged:[/] {escape(line[10:])}", soft_wrap=True)
+            else:
+                out.print(escape(line), soft_wrap=True)
     if report.diverged:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -1905,7 +1921,8 @@ def diff_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
-    """Compare two threads, checkpoints or runs: node path and state; exit 1 if they differ."""
+    """Compare two threads, checkpoints or runs: node path, model and tool calls (the
+    unified diff of the first prompt that differs) and state; exit 1 if they differ."""
     from langgraph_external import diff
 
     cps = list(checkpoint or [])

@@ -34,12 +34,15 @@ if TYPE_CHECKING:  # restore pulls in LangGraph: imported where a state is read
     from langgraph_external.restore import CheckpointLog
 
 __all__ = [
+    "REPLAY_PREFIX",
     "AmbiguousCheckpointError",
     "EventFilter",
     "NotFoundError",
     "QueryResult",
     "StateView",
     "example_queries",
+    "is_replay_copy",
+    "list_threads",
     "parse_time",
     "prepare_session",
     "query_events",
@@ -57,15 +60,39 @@ class AmbiguousCheckpointError(ConfigurationError):
     """A checkpoint id prefix matches more than one checkpoint."""
 
 
+# -- replay copies -----------------------------------------------------------------------
+REPLAY_PREFIX = "lgx-replay:"
+"""Thread ids starting with this are replay copies (``lgx replay`` runs a recorded thread
+again into ``lgx-replay:<thread>:<8 hex digits>``). ``lgx threads`` leaves them out unless
+asked (``--replays``), and the Langfuse export never sends them. Ids are compared as
+given: a copy is a copy by its id alone, from its first event on."""
+
+
+def is_replay_copy(thread_id: str) -> bool:
+    """Whether ``thread_id`` names a replay copy (see :data:`REPLAY_PREFIX`).
+
+    Example:
+        >>> is_replay_copy("lgx-replay:thread-42:1a2b3c4d"), is_replay_copy("thread-42")
+        (True, False)
+    """
+    return thread_id.startswith(REPLAY_PREFIX)
+
+
 # -- SQL ---------------------------------------------------------------------------------
+# ``replays`` switches the listing of replay copies on; ``prefix`` is REPLAY_PREFIX
 SELECT_THREADS = """
 select thread_id, created_at, updated_at, events as last_seq, checkpoints, deleted_at
 from {schema}.thread_summary
+where (%(replays)s or not starts_with(thread_id, %(prefix)s))
 order by updated_at desc, thread_id
-limit %s
+limit %(limit)s
 """
 
-COUNT_THREADS = "select count(*) as n from {schema}.threads"
+COUNT_THREADS = """
+select count(*) filter (where not starts_with(thread_id, %(prefix)s)) as n,
+       count(*) filter (where starts_with(thread_id, %(prefix)s)) as replays
+from {schema}.threads
+"""
 
 SELECT_THREAD_IDS = "select thread_id from {schema}.threads"
 
@@ -269,6 +296,35 @@ def thread_in_ledger(
     """Whether the ledger has a thread row or any event for ``thread_id``."""
     row = conn.execute(ledger.q(THREAD_IN_LEDGER, schema), {"t": thread_id}).fetchone()
     return bool(row and row[0])
+
+
+def list_threads(
+    conn: psycopg.Connection[Any],
+    schema: str = ledger.DEFAULT_SCHEMA,
+    *,
+    limit: int | None = 50,
+    replays: bool = False,
+) -> tuple[list[dict[str, Any]], int, int]:
+    """Recorded threads, most recently updated first: ``(rows, total, replay copies)``.
+
+    Each row has ``thread_id``, ``created_at``, ``updated_at``, ``last_seq``,
+    ``checkpoints`` and ``deleted_at``. Replay copies (:func:`is_replay_copy`) are left
+    out unless ``replays``; ``total`` counts the other threads, ``replay copies`` those.
+
+    Example:
+        >>> with ledger.connect(dsn) as conn:                       # doctest: +SKIP
+        ...     rows, total, copies = list_threads(conn, limit=10)
+    """
+    from psycopg.rows import dict_row
+
+    cur = conn.cursor(row_factory=dict_row)
+    rows = cur.execute(
+        ledger.q(SELECT_THREADS, schema),
+        {"replays": replays, "prefix": REPLAY_PREFIX, "limit": limit or None},
+    ).fetchall()
+    counts = cur.execute(ledger.q(COUNT_THREADS, schema), {"prefix": REPLAY_PREFIX}).fetchone()
+    total, copies = (int(counts["n"]), int(counts["replays"])) if counts else (len(rows), 0)
+    return rows, total, copies
 
 
 # -- ad-hoc SQL --------------------------------------------------------------------------
