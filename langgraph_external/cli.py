@@ -444,14 +444,13 @@ def show(
             for env in envelopes[-limit:] if limit else envelopes:
                 typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
             return
-        events = (
+        rows = (
             conn.cursor(row_factory=dict_row)
-            .execute(
-                ledger.q(inspection.SELECT_LAST_EVENTS, s.schema),
-                (thread_id, limit or None),
-            )
+            .execute(ledger.q(inspection.SELECT_EVENT_PLACES, s.schema), (thread_id,))
             .fetchall()
         )
+        placed = inspection.place_events(rows)
+        events = placed[-limit:] if limit else placed
         kinds = conn.execute(
             ledger.q(inspection.SELECT_KIND_COUNTS, s.schema),
             (thread_id,),
@@ -484,21 +483,7 @@ def show(
         out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
     if events:
         label = f"last {len(events)} events" if limit else f"all {len(events)} events"
-        table = Table(caption=f"{label}; times in UTC", caption_justify="left")
-        for col in ("seq", "ts", "kind", "node", "step", "name"):
-            table.add_column(
-                col, justify="right" if col in ("seq", "step") else "left", no_wrap=col == "ts"
-            )
-        for e in reversed(events):
-            table.add_row(
-                str(e["seq"]),
-                _ts(e["ts"], precise=True),
-                Text(e["kind"]),
-                Text(e["node"] or ""),
-                "" if e["step"] is None else str(e["step"]),
-                Text(e["name"] or ""),
-            )
-        _print_data(table)
+        _print_data(_events_table(events, f"{label} in step order", status=False))
 
 
 def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -703,15 +688,29 @@ def events(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Only the last N matching events (0: all).")
     ] = 0,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            "--order",
+            help="step: run by run, step by step (writes with the step that wrote them; the "
+            "default of the table); seq: commit order (the default of --json).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
     ] = False,
 ) -> None:
     """List a thread's events from the ledger, filtered by kind, node, name and time.
 
-    Exit code 1 when the thread is not in the ledger; an empty match is not an error.
+    The table shows them step by step; ``seq`` is the commit order (the hash chain's),
+    ``ts`` when each event happened. Exit code 1 when the thread is not in the ledger; an
+    empty match is not an error.
     """
     with _command(ctx) as s:
+        if order not in (None, "step", "seq"):
+            raise CliError(f"--order: {order!r} is not one of step, seq")
+        by_step = (order or ("seq" if as_json else "step")) == "step"
         flt = inspection.EventFilter(
             kinds=tuple(kind or ()),
             nodes=tuple(node or ()),
@@ -728,30 +727,62 @@ def events(
                     "`lgx show` also reads the workspace",
                     EXIT_PROBLEM,
                 )
+            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
+        placed = (
+            inspection.place_events(found, context)
+            if by_step
+            else [inspection.Placed(e, 0, e["step"], e["step"]) for e in found]
+        )
         if as_json:
-            for env in found:
-                typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
+            for p in placed:
+                typer.echo(json.dumps(p.event, ensure_ascii=False, default=_json_default))
             return
         if not found:
             err.print("no events match", soft_wrap=True)
             return
-        table = Table(caption=f"{_n(len(found), 'event')}; times in UTC", caption_justify="left")
-        for col in ("seq", "ts", "kind", "node", "step", "name", "status", "ms"):
-            table.add_column(
-                col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
-            )
-        for e in found:
-            table.add_row(
-                str(e["seq"]),
-                _ts(datetime.fromisoformat(e["ts"]), precise=True),
-                Text(e["kind"]),
-                Text(e["node"] or ""),
-                "" if e["step"] is None else str(e["step"]),
-                Text(e["name"] or ""),
-                Text(e["status"] or ""),
-                "" if e["duration_ms"] is None else f"{e['duration_ms']:.1f}",
-            )
-        _print_data(table)
+        label = f"{_n(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
+        _print_data(_events_table(placed, label, grouped=by_step))
+
+
+def _events_table(
+    placed: Sequence[inspection.Placed], label: str, *, status: bool = True, grouped: bool = True
+) -> Table:
+    """Events as a table: ``seq`` (commit order) and ``ts`` (when it happened) side by side;
+    a rule between steps when ``grouped``; a writes event shows the step that wrote it."""
+    caption = (
+        f"{label}; seq: the commit order (the hash chain's), ts: when the event happened "
+        "(UTC). The two orders differ: an event is committed after it happened, a step's "
+        "writes after the step, sometimes after later steps."
+    )
+    table = Table(caption=caption, caption_justify="left")
+    cols = ["seq", "ts (UTC)", "kind", "node", "step", "name"]
+    cols += ["status", "ms"] if status else []
+    for col in cols:
+        table.add_column(
+            col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
+        )
+    for i, p in enumerate(placed):
+        e = p.event
+        ts = e["ts"] if isinstance(e["ts"], datetime) else datetime.fromisoformat(e["ts"])
+        node = e.get("node") or ""
+        ns = str(e.get("checkpoint_ns") or "")
+        if ns:  # a subgraph's event: the nodes it runs under
+            node = "/".join(x for x in [*(y.split(":", 1)[0] for y in ns.split("|")), node] if x)
+        cells: list[str | Text] = [
+            str(e["seq"]),
+            _ts(ts, precise=True),
+            Text(e["kind"]),
+            Text(node),
+            "" if p.own_step is None else str(p.own_step),
+            Text(e.get("name") or ""),
+        ]
+        if status:
+            ms = e.get("duration_ms")
+            cells += [Text(e.get("status") or ""), "" if ms is None else f"{ms:.1f}"]
+        nxt = placed[i + 1] if i + 1 < len(placed) else None
+        boundary = nxt is not None and (nxt.run, nxt.step) != (p.run, p.step)
+        table.add_row(*cells, end_section=grouped and boundary)
+    return table
 
 
 # -- state -------------------------------------------------------------------------------

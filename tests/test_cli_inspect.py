@@ -320,7 +320,7 @@ def test_events_table(runner: CliRunner, recorded: Recorded) -> None:
     result = lgx(runner, recorded, "events", "thread-1", "--kind", "checkpoint")
     assert result.exit_code == 0, result.output
     checkpoints = [e for e in events if e["kind"] == "checkpoint"]
-    assert f"{len(checkpoints)} events; times in UTC" in result.stdout
+    assert f"{len(checkpoints)} events in step order; seq: the commit order" in result.stdout
     for e in checkpoints:
         assert f"│ {e['seq']:>3} │" in result.stdout
 
