@@ -3,6 +3,7 @@ it, what a crash leaves is cleaned up; real servers, real processes, a real SIGK
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -393,26 +394,35 @@ def test_a_killed_server_is_detected_and_started_again(runner: CliRunner, ws: Pa
     handle.start()
     handle.release()
     old = postmaster_pid(pgdata(ws))
-    children = [p for p in server_pids(pgdata(ws)) if p != old]
-    for pid in children:  # server processes that outlive their postmaster (stopped, so
-        os.kill(pid, signal.SIGSTOP)  # they cannot notice its death in time)
-    os.kill(old, signal.SIGKILL)
-    wait_gone(old)
-    assert (pgdata(ws) / "postmaster.pid").exists()
-    status = as_json(lgx(runner, ws, "db", "status", "--json"))
-    assert not status["running"] and f"pid {old}, which no longer runs" in status["stale"]
-
-    handle = EmbeddedPostgres(pgdata(ws))
-    uri = handle.start()
+    children = []
     try:
-        with psycopg.connect(uri) as conn:
-            assert conn.execute("select 1").fetchone() == (1,)
-        assert postmaster_pid(pgdata(ws)) != old
-        assert all(gone(p) for p in children)  # the orphans were ended
+        for pid in server_pids(pgdata(ws)):  # server processes that outlive their postmaster
+            if pid != old:  # (stopped, so they cannot notice its death in time)
+                with contextlib.suppress(ProcessLookupError):  # e.g. a backend just done
+                    os.kill(pid, signal.SIGSTOP)
+                    children.append(pid)
+        assert children
+        os.kill(old, signal.SIGKILL)
+        wait_gone(old)
+        assert (pgdata(ws) / "postmaster.pid").exists()
+        status = as_json(lgx(runner, ws, "db", "status", "--json"))
+        assert not status["running"] and f"pid {old}, which no longer runs" in status["stale"]
+
+        handle = EmbeddedPostgres(pgdata(ws))
+        uri = handle.start()
+        try:
+            with psycopg.connect(uri) as conn:
+                assert conn.execute("select 1").fetchone() == (1,)
+            assert postmaster_pid(pgdata(ws)) != old
+            assert all(gone(p) for p in children)  # the orphans were ended
+        finally:
+            handle.release()
+        assert lgx(runner, ws, "db", "stop").exit_code == 0
+        assert_no_server(pgdata(ws))
     finally:
-        handle.release()
-    assert lgx(runner, ws, "db", "stop").exit_code == 0
-    assert_no_server(pgdata(ws))
+        for pid in children:  # whatever happened, leave no stopped process behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_postmaster_pid_naming_another_program_is_stale(runner: CliRunner, ws: Path) -> None:
