@@ -60,12 +60,13 @@ class Recording:
     sealing: str = "thread"
 
     def close(self) -> None:
-        """Flush and close the pipeline, then stop an embedded server it started."""
+        """Flush and close the pipeline, then release an embedded server it started (the
+        server keeps running for the next process)."""
         try:
             self.pipeline.close()
         finally:
             if self.embedded is not None:
-                self.embedded.stop()
+                self.embedded.release()  # the server stays up for the next process
 
     def __enter__(self) -> Recording:
         return self
@@ -224,6 +225,6 @@ def assemble(
         )
     except BaseException:
         if server is not None and embedded is None:
-            server.stop()
+            server.release()
         raise
     return Recording(pipeline, dsn, ws, mirror, server if embedded is None else None, mode)

@@ -22,8 +22,9 @@ Example (shell)::
     lgx prune --all --keep 10 --older-than 30d --dry-run
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
-(``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
-:class:`~langgraph_external.External` does, and released afterwards.
+(``<workspace>/.lgx/pgdata``) is used, exactly as :class:`~langgraph_external.External`
+does: started if it is not running, and left running for the next process
+(``lgx db stop`` stops it).
 
 Exit codes: ``0`` success; ``1`` a check failed (a verification problem, a missing thread
 or checkpoint, a rejected query, the embedded server not running); ``2`` the command could
@@ -98,10 +99,11 @@ class _Stdout(Console):
         raise SystemExit(EXIT_OK)
 
 
-out = _Stdout(highlight=False)
-err = Console(stderr=True, highlight=False)
+# emoji=False: ":name:" in a thread id (``lgx-replay:t:1a2b``) is text, never an emoji
+out = _Stdout(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 _PIPE_WIDTH = 100_000
-_piped = _Stdout(highlight=False, width=_PIPE_WIDTH)
+_piped = _Stdout(highlight=False, emoji=False, width=_PIPE_WIDTH)
 """Prints tables when stdout is not a terminal: as wide as their content, never wrapped."""
 
 app = typer.Typer(
@@ -163,7 +165,7 @@ class _Settings:
 
     def close(self) -> None:
         if self._embedded is not None:
-            self._embedded.stop()
+            self._embedded.release()
             self._embedded = None
 
 
@@ -362,29 +364,35 @@ def threads(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Most threads to list (0: all).")
     ] = 50,
+    replays: Annotated[
+        bool,
+        typer.Option("--replays", help=f"Also list replay copies ({inspection.REPLAY_PREFIX}...)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """List recorded threads, most recently updated first."""
+    """List recorded threads, most recently updated first (replay copies with --replays)."""
     with _command(ctx) as s, _connect(s) as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        rows = cur.execute(
-            ledger.q(inspection.SELECT_THREADS, s.schema),
-            (limit or None,),
-        ).fetchall()
-        total = cur.execute(ledger.q(inspection.COUNT_THREADS, s.schema)).fetchone()
-        n_total = int(total["n"]) if total else len(rows)
+        rows, n_total, n_copies = inspection.list_threads(
+            conn, s.schema, limit=limit or None, replays=replays
+        )
+    if replays:
+        n_total += n_copies
     if as_json:
         for r in rows:
             typer.echo(json.dumps(r, ensure_ascii=False, default=_json_default))
         return
+    hidden = ""
+    if n_copies and not replays:
+        copies = f"{n_copies} replay cop{'y' if n_copies == 1 else 'ies'}"
+        hidden = f"; {copies} not listed (--replays lists them)"
     if not rows:
-        out.print("no threads recorded yet")
+        out.print("no threads recorded yet" if not hidden else f"no threads listed{hidden}")
         return
     shown = (
         f"{len(rows)} of {_n(n_total, 'thread')}" if n_total > len(rows) else _n(n_total, "thread")
     )
     deleted = any(r["deleted_at"] is not None for r in rows)
-    table = Table(caption=f"{shown}; times in UTC", caption_justify="left")
+    table = Table(caption=f"{shown}{hidden}; times in UTC", caption_justify="left")
     table.add_column("thread_id", overflow="fold", min_width=12)
     table.add_column("created", no_wrap=True)
     table.add_column("updated", no_wrap=True)
@@ -446,14 +454,13 @@ def show(
             for env in envelopes[-limit:] if limit else envelopes:
                 typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
             return
-        events = (
+        rows = (
             conn.cursor(row_factory=dict_row)
-            .execute(
-                ledger.q(inspection.SELECT_LAST_EVENTS, s.schema),
-                (thread_id, limit or None),
-            )
+            .execute(ledger.q(inspection.SELECT_EVENT_PLACES, s.schema), (thread_id,))
             .fetchall()
         )
+        placed = inspection.place_events(rows)
+        events = placed[-limit:] if limit else placed
         kinds = conn.execute(
             ledger.q(inspection.SELECT_KIND_COUNTS, s.schema),
             (thread_id,),
@@ -486,21 +493,7 @@ def show(
         out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
     if events:
         label = f"last {len(events)} events" if limit else f"all {len(events)} events"
-        table = Table(caption=f"{label}; times in UTC", caption_justify="left")
-        for col in ("seq", "ts", "kind", "node", "step", "name"):
-            table.add_column(
-                col, justify="right" if col in ("seq", "step") else "left", no_wrap=col == "ts"
-            )
-        for e in reversed(events):
-            table.add_row(
-                str(e["seq"]),
-                _ts(e["ts"], precise=True),
-                Text(e["kind"]),
-                Text(e["node"] or ""),
-                "" if e["step"] is None else str(e["step"]),
-                Text(e["name"] or ""),
-            )
-        _print_data(table)
+        _print_data(_events_table(events, f"{label} in step order", status=False))
 
 
 def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -720,15 +713,29 @@ def events(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Only the last N matching events (0: all).")
     ] = 0,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            "--order",
+            help="step: run by run, step by step (writes with the step that wrote them; the "
+            "default of the table); seq: commit order (the default of --json).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
     ] = False,
 ) -> None:
     """List a thread's events from the ledger, filtered by kind, node, name and time.
 
-    Exit code 1 when the thread is not in the ledger; an empty match is not an error.
+    The table shows them step by step; ``seq`` is the commit order (the hash chain's),
+    ``ts`` when each event happened. Exit code 1 when the thread is not in the ledger; an
+    empty match is not an error.
     """
     with _command(ctx) as s:
+        if order not in (None, "step", "seq"):
+            raise CliError(f"--order: {order!r} is not one of step, seq")
+        by_step = (order or ("seq" if as_json else "step")) == "step"
         flt = inspection.EventFilter(
             kinds=tuple(kind or ()),
             nodes=tuple(node or ()),
@@ -745,30 +752,62 @@ def events(
                     "`lgx show` also reads the workspace",
                     EXIT_PROBLEM,
                 )
+            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
+        placed = (
+            inspection.place_events(found, context)
+            if by_step
+            else [inspection.Placed(e, 0, e["step"], e["step"]) for e in found]
+        )
         if as_json:
-            for env in found:
-                typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
+            for p in placed:
+                typer.echo(json.dumps(p.event, ensure_ascii=False, default=_json_default))
             return
         if not found:
             err.print("no events match", soft_wrap=True)
             return
-        table = Table(caption=f"{_n(len(found), 'event')}; times in UTC", caption_justify="left")
-        for col in ("seq", "ts", "kind", "node", "step", "name", "status", "ms"):
-            table.add_column(
-                col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
-            )
-        for e in found:
-            table.add_row(
-                str(e["seq"]),
-                _ts(datetime.fromisoformat(e["ts"]), precise=True),
-                Text(e["kind"]),
-                Text(e["node"] or ""),
-                "" if e["step"] is None else str(e["step"]),
-                Text(e["name"] or ""),
-                Text(e["status"] or ""),
-                "" if e["duration_ms"] is None else f"{e['duration_ms']:.1f}",
-            )
-        _print_data(table)
+        label = f"{_n(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
+        _print_data(_events_table(placed, label, grouped=by_step))
+
+
+def _events_table(
+    placed: Sequence[inspection.Placed], label: str, *, status: bool = True, grouped: bool = True
+) -> Table:
+    """Events as a table: ``seq`` (commit order) and ``ts`` (when it happened) side by side;
+    a rule between steps when ``grouped``; a writes event shows the step that wrote it."""
+    caption = (
+        f"{label}; seq: the commit order (the hash chain's), ts: when the event happened "
+        "(UTC). The two orders differ: an event is committed after it happened, a step's "
+        "writes after the step, sometimes after later steps."
+    )
+    table = Table(caption=caption, caption_justify="left")
+    cols = ["seq", "ts (UTC)", "kind", "node", "step", "name"]
+    cols += ["status", "ms"] if status else []
+    for col in cols:
+        table.add_column(
+            col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
+        )
+    for i, p in enumerate(placed):
+        e = p.event
+        ts = e["ts"] if isinstance(e["ts"], datetime) else datetime.fromisoformat(e["ts"])
+        node = e.get("node") or ""
+        ns = str(e.get("checkpoint_ns") or "")
+        if ns:  # a subgraph's event: the nodes it runs under
+            node = "/".join(x for x in [*(y.split(":", 1)[0] for y in ns.split("|")), node] if x)
+        cells: list[str | Text] = [
+            str(e["seq"]),
+            _ts(ts, precise=True),
+            Text(e["kind"]),
+            Text(node),
+            "" if p.own_step is None else str(p.own_step),
+            Text(e.get("name") or ""),
+        ]
+        if status:
+            ms = e.get("duration_ms")
+            cells += [Text(e.get("status") or ""), "" if ms is None else f"{ms:.1f}"]
+        nxt = placed[i + 1] if i + 1 < len(placed) else None
+        boundary = nxt is not None and (nxt.run, nxt.step) != (p.run, p.step)
+        table.add_row(*cells, end_section=grouped and boundary)
+    return table
 
 
 # -- state -------------------------------------------------------------------------------
@@ -1075,10 +1114,13 @@ def _status_lines(st: embedded.ServerStatus) -> list[str]:
     lines.append(f"  data directory: {escape(st.datadir)}")
     if st.handles:
         lines.append("  used by processes: " + ", ".join(str(p) for p in st.handles))
-    if st.keep_running:
-        lines.append("  kept running by `lgx db start` (stop it with `lgx db stop`)")
-    elif st.running and not st.handles:
-        lines.append("  no process uses it: the next one that does stops it when done")
+    if st.running:
+        lines.append("  it keeps running between processes until `lgx db stop`")
+    if st.stale:
+        lines.append(
+            f"  [yellow]left by a crash:[/] {escape(st.stale)}; the next start (or "
+            "`lgx db stop`) cleans it up"
+        )
     if st.stale_removed:
         lines.append(
             "  removed stale pids of processes that no longer exist: "
@@ -1117,7 +1159,7 @@ def db_start(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
-    """Start the embedded server and leave it running for other tools; print its URL."""
+    """Start the embedded server (or find it running) and print its URL; it keeps running."""
     with _command(ctx) as s:
         st = embedded.start_detached(s.datadir())
     if as_json:
@@ -1148,6 +1190,8 @@ def db_stop(
         out.print(f"stopped the embedded server in {escape(res.status.datadir)}", soft_wrap=True)
     elif not res.was_running:
         out.print(f"not running ({escape(res.status.datadir)})", soft_wrap=True)
+    if res.cleaned and not as_json:
+        out.print(f"cleaned up what a crash left: {escape(res.cleaned)}", soft_wrap=True)
     if res.status.stale_removed and not as_json:
         out.print(
             "removed stale pids of processes that no longer exist: "
@@ -1973,8 +2017,21 @@ def replay_cmd(
         typer.Option("--app", help="The graph as module:attribute (builder, graph or factory)."),
     ],
     into: Annotated[
-        str | None, typer.Option("--into", help="Id of the new thread (default: generated).")
+        str | None,
+        typer.Option(
+            "--into",
+            help="Id of the new thread (default: lgx-replay:THREAD:RANDOM, deleted after the "
+            "comparison unless --keep); a thread named here is kept.",
+        ),
     ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Keep the replay's thread (a replay copy: hidden from `lgx threads` without "
+            "--replays, never sent to Langfuse).",
+        ),
+    ] = False,
     mode: Annotated[str, typer.Option("--mode", help="recorded or regression.")] = "recorded",
     tools: Annotated[str, typer.Option("--tools", help="recorded or live.")] = "recorded",
     checkpoint: Annotated[
@@ -1986,6 +2043,8 @@ def replay_cmd(
 
     recorded: the app's code runs, every model and tool call is answered from the record.
     regression: the model runs live, tools stay recorded (or --tools live).
+    Each divergence is printed with its before/after (the unified diff of the first prompt
+    that differs). The new thread is deleted after the comparison unless --keep or --into.
     """
     from langgraph_external.external import External
     from langgraph_external.replay import replay
@@ -2007,24 +2066,18 @@ def replay_cmd(
                         tools=tools,
                         into=into,
                         checkpoint_id=checkpoint,
+                        keep=True if keep else None,
                     )
             except inspection.NotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
     else:
-        out.print(
-            f"replayed {escape(thread_id)} into {escape(report.thread_id)} ({report.mode}, "
-            f"tools {report.tools}): {_n(report.invocations, 'invocation')}, "
-            f"{report.model_calls_answered} model and {report.tool_calls_answered} tool calls "
-            f"answered from the record, {report.model_calls} model calls and "
-            f"{report.tool_calls_executed} tool calls made live",
-            soft_wrap=True,
-        )
-        for d in report.divergences:
-            out.print(f"[bold red]diverged:[/] {escape(d.message)}", soft_wrap=True)
-        if not report.diverged:
-            out.print("no divergence: same calls, same path, same state")
+        for line in report.lines():
+            if line.startswith("diverged: "):
+                out.print(f"[bold red]diverged:[/] {escape(line[10:])}", soft_wrap=True)
+            else:
+                out.print(escape(line), soft_wrap=True)
     if report.diverged:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -2042,7 +2095,8 @@ def diff_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
-    """Compare two threads, checkpoints or runs: node path and state; exit 1 if they differ."""
+    """Compare two threads, checkpoints or runs: node path, model and tool calls (the
+    unified diff of the first prompt that differs) and state; exit 1 if they differ."""
     from langgraph_external import diff
 
     cps = list(checkpoint or [])

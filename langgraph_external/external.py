@@ -294,7 +294,8 @@ class External:
         )
 
     def close(self) -> None:
-        """Flush every recorded event, close connections, stop the embedded server."""
+        """Flush every recorded event, close connections, release the embedded server
+        (which keeps running for the next process: ``lgx db stop`` stops it)."""
         if self.langfuse is not None:
             if self.pipeline is not None and self._langfuse_here:
                 self.pipeline.flush(10.0)  # so the exporter sees the last commits
@@ -308,7 +309,7 @@ class External:
             self._pool.close()
             self._pool = None
         if self._embedded is not None:
-            self._embedded.stop()
+            self._embedded.release()  # the server stays up for the next process
         self._is_setup = False
 
     async def aclose(self) -> None:

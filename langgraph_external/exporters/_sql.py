@@ -20,6 +20,7 @@ left join {schema}.projection_cursors c on c.projection = %(projection)s
 where (%(all)s or t.thread_id = any(%(threads)s) or t.last_seq > coalesce(c.seq, 0))
   and (%(since)s::timestamptz is null or t.updated_at >= %(since)s::timestamptz)
   and (cardinality(%(threads)s::text[]) = 0 or t.thread_id = any(%(threads)s))
+  and not starts_with(t.thread_id, %(replays)s)
 order by t.updated_at
 """
 

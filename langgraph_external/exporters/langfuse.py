@@ -43,6 +43,7 @@ from langgraph_external.exporters._langfuse_map import (
     span_id_for_run,
     trace_id_for_run,
 )
+from langgraph_external.inspection import REPLAY_PREFIX, is_replay_copy
 from langgraph_external.sinks.postgres import PostgresLedger, unpack_detail
 
 logger = logging.getLogger("langgraph_external")
@@ -250,6 +251,11 @@ class LangfuseExporter:
         with self.ledger.projection_lock(self.name, thread_id) as held:
             if not held:
                 return None
+            if is_replay_copy(thread_id):  # never exported: the cursor moves past it unsent
+                head = self.ledger.positions([thread_id]).get(thread_id, (0, ""))[0]
+                self.ledger.set_cursor(self.name, thread_id, head, None)
+                self._mark_done(thread_id, head)
+                return head
             cursor, _ = self._cursor(thread_id)
             mapper = self._mappers.get(thread_id)
             pending = self._pending.pop(thread_id, None)
@@ -416,6 +422,7 @@ class LangfuseExporter:
                     "all": bool(all_threads),
                     "threads": list(thread_ids),
                     "since": since,
+                    "replays": REPLAY_PREFIX,
                 },
             ).fetchall()
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
