@@ -35,6 +35,7 @@ from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 from langgraph_external.keys import load_key
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
@@ -80,6 +81,10 @@ class External:
         langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
             :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
             sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
+        export: an :class:`~langgraph_external.exporters.OtlpExport` (or several): a
+            background exporter each sends the ledger as OTLP traces — to Phoenix, any
+            OpenTelemetry collector, or Langfuse (see docs/otlp.md). Each has its own
+            cursor; the graph never waits.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -107,6 +112,7 @@ class External:
         encrypt: bool = True,
         encryption_key: str | bytes | None = None,
         langfuse: bool | LangfuseExport | None = None,
+        export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
         self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
@@ -134,8 +140,11 @@ class External:
         self._checkpointer: ExternalCheckpointer | None = None
         self.pipeline: Pipeline | None = None
         self._is_setup = False
-        self._langfuse_config = _langfuse_config(langfuse)
-        self.langfuse: LangfuseExporter | None = None
+        self._export_configs = _export_configs(langfuse, export)
+        self.exporters: list[OtlpExporter] = []
+        """The live exporters (``External(export=...)``, ``langfuse=``), once set up."""
+        self.langfuse: OtlpExporter | None = None
+        """The exporter of the ``langfuse`` preset, if one is configured."""
 
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
@@ -155,9 +164,13 @@ class External:
         )
         self.pipeline = self._recording.pipeline
         self.dsn = self._recording.dsn
-        if self._langfuse_config is not None:
-            self.langfuse = LangfuseExporter(self._langfuse_config, self.dsn, self.schema)
-            self.langfuse.attach(self.pipeline)
+        for config in self._export_configs:
+            cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
+            exporter = cls(config, self.dsn, self.schema)
+            exporter.attach(self.pipeline)
+            self.exporters.append(exporter)
+            if config.preset == "langfuse" and self.langfuse is None:
+                self.langfuse = exporter
         return self.dsn
 
     def setup(self) -> External:
@@ -254,10 +267,12 @@ class External:
 
     def close(self) -> None:
         """Flush every recorded event, close connections, stop the embedded server."""
-        if self.langfuse is not None:
+        if self.exporters:
             if self.pipeline is not None:
-                self.pipeline.flush(10.0)  # so the exporter sees the last commits
-            self.langfuse.close()  # what it could not send waits in the ledger
+                self.pipeline.flush(10.0)  # so the exporters see the last commits
+            for exporter in self.exporters:
+                exporter.close()  # what it could not send waits in the ledger
+            self.exporters = []
             self.langfuse = None
         if self._recording is not None:
             self._recording.close()
@@ -377,15 +392,15 @@ class External:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything recorded so far is in the workspace and the ledger (and
-        in Langfuse when it is exported there). ``False`` when that did not finish within
-        ``timeout``; nothing is dropped, it is retried."""
+        in each export's receiver). ``False`` when that did not finish within ``timeout``;
+        nothing is dropped, it is retried."""
         if self.pipeline is None:
             return True
         start = time.monotonic()
         ok = self.pipeline.flush(timeout)
-        if self.langfuse is not None:
+        for exporter in self.exporters:
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            ok = self.langfuse.flush(left) and ok
+            ok = exporter.flush(left) and ok
         return ok
 
     def events(self, thread_id: str) -> list[dict[str, Any]]:
@@ -396,8 +411,11 @@ class External:
             return ledger.fetch_events(conn, thread_id, self.schema)
 
     def health(self) -> dict[str, Any]:
-        """Recording health: delivered events, failures, spooled batches (and Langfuse)."""
+        """Recording health: delivered events, failures, spooled batches, and each export
+        (``"exports"`` by cursor name; ``"langfuse"`` for the Langfuse export)."""
         out = self.pipeline.health() if self.pipeline is not None else {}
+        if self.exporters:
+            out["exports"] = {x.name: x.health() for x in self.exporters}
         if self.langfuse is not None:
             out["langfuse"] = self.langfuse.health()
         return out
@@ -411,14 +429,30 @@ _SETUP_RACES = (
 )
 
 
-def _langfuse_config(value: bool | LangfuseExport | None) -> LangfuseExport | None:
-    """The resolved export configuration (``ConfigurationError`` now, not at the first run)."""
-    if value is None or value is False:
-        return None
-    config = LangfuseExport() if value is True else value
-    if not isinstance(config, LangfuseExport):
-        raise ConfigurationError("langfuse= takes True or a LangfuseExport")
-    return config.resolved()
+def _export_configs(
+    langfuse: bool | LangfuseExport | None,
+    export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None,
+) -> list[OtlpExport]:
+    """The resolved export configurations (``ConfigurationError`` now, not at the first run)."""
+    configs: list[OtlpExport] = []
+    if langfuse is not None and langfuse is not False:
+        config = LangfuseExport() if langfuse is True else langfuse
+        if not isinstance(config, LangfuseExport):
+            raise ConfigurationError("langfuse= takes True or a LangfuseExport")
+        configs.append(config.to_otlp().resolved())
+    given = [export] if isinstance(export, (OtlpExport, LangfuseExport)) else list(export or [])
+    for item in given:
+        if isinstance(item, LangfuseExport):
+            item = item.to_otlp()
+        if not isinstance(item, OtlpExport):
+            raise ConfigurationError("export= takes an OtlpExport (or a list of them)")
+        configs.append(item.resolved())
+    names = [str(c.cursor) for c in configs]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(
+            f"two exports share a cursor ({', '.join(names)}): give each its own cursor="
+        )
+    return configs
 
 
 _SAVER_VERSION_SQL = (

@@ -419,9 +419,7 @@ class ThreadMapper:
                 **self._io("output", attrs[OBS_OUTPUT], output),
                 **self._ours(e, self._step_checkpoint(e)),
             }
-        return self._record(
-            e, chain, span_id, self._parent(e), e.name or "llm", start, attrs, conv
-        )
+        return self._record(e, chain, span_id, self._parent(e), e.name or "llm", start, attrs, conv)
 
     def _retrieval(self, e: Event) -> SpanRecord | None:
         chain = self._chain_of(e)
@@ -457,9 +455,7 @@ class ThreadMapper:
                 **self._io("output", attrs[OBS_OUTPUT], hits),
                 **self._ours(e, self._step_checkpoint(e)),
             }
-        return self._record(
-            e, chain, span_id, self._parent(e), e.name or e.kind, None, attrs, conv
-        )
+        return self._record(e, chain, span_id, self._parent(e), e.name or e.kind, None, attrs, conv)
 
     def _point(self, e: Event) -> SpanRecord | None:
         last = self._last_chain

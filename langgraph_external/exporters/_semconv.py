@@ -337,7 +337,10 @@ def _genai_message(m: Mapping[str, Any], clip: Clip) -> dict[str, Any]:
     elif isinstance(content, list):
         for block in content:
             kind, text = _block(block)
-            parts.append({"type": kind, "content": clip(text)} if text is not None else {"type": kind})
+            part: dict[str, Any] = {"type": kind}
+            if text is not None:
+                part["content"] = clip(text)
+            parts.append(part)
     elif content is not None:
         parts.append({"type": "text", "content": clip(dumps(content))})
     for call in m.get("tool_calls") or []:
