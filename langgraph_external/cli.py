@@ -40,7 +40,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -1757,7 +1757,14 @@ def export_langfuse(
     from langgraph_external.exporters.otlp import OtlpExport
 
     _run_export(
-        ctx, OtlpExport(preset="langfuse"), thread_ids, since, all_threads, follow, resend, as_json
+        ctx,
+        lambda: OtlpExport(preset="langfuse"),
+        thread_ids,
+        since,
+        all_threads,
+        follow,
+        resend,
+        as_json,
     )
 
 
@@ -1813,24 +1820,26 @@ def export_otlp(
     """
     from langgraph_external.exporters.otlp import OtlpExport, parse_headers
 
-    parsed: dict[str, str] | None = None
-    for item in headers or []:
-        parsed = {**(parsed or {}), **parse_headers(item)}
-    config = OtlpExport(
-        preset=preset,
-        endpoint=endpoint,
-        path=path,
-        headers=parsed,
-        api_key=api_key or os.environ.get("LGX_OTLP_API_KEY") or None,
-        project=project,
-        cursor=cursor,
-    )
+    def config() -> OtlpExport:
+        parsed: dict[str, str] | None = None
+        for item in headers or []:
+            parsed = {**(parsed or {}), **parse_headers(item)}
+        return OtlpExport(
+            preset=preset,
+            endpoint=endpoint,
+            path=path,
+            headers=parsed,
+            api_key=api_key or os.environ.get("LGX_OTLP_API_KEY") or None,
+            project=project,
+            cursor=cursor,
+        )
+
     _run_export(ctx, config, thread_ids, since, all_threads, follow, resend, as_json)
 
 
 def _run_export(
     ctx: typer.Context,
-    config: Any,
+    make_config: Callable[[], Any],
     thread_ids: list[str] | None,
     since: str | None,
     all_threads: bool,
@@ -1846,6 +1855,7 @@ def _run_export(
     from langgraph_external.exporters.otlp import OtlpExporter
 
     with _command(ctx) as s:
+        config = make_config().resolved()  # a bad option: exit 2 with the reason
         dsn = s.resolve_dsn(create=False)
         cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
         exporter = cls(config, dsn, s.schema)
@@ -1902,6 +1912,8 @@ def _run_export(
                 ensure_ascii=False,
             )
         )
+    elif not report.behind and not report.threads:
+        out.print(f"nothing new to send to {escape(exporter.url)}: every thread is up to date")
     elif not report.behind:
         out.print(
             f"{_n(report.spans, 'span')} sent to {escape(exporter.url)}"
