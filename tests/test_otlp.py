@@ -29,7 +29,7 @@ from langgraph_external.exporters import LangfuseExport, OtlpExport, OtlpExporte
 from langgraph_external.exporters._langfuse_map import MapperOptions, ThreadMapper, chain_start
 from langgraph_external.exporters._otlp import encode
 from langgraph_external.sinks.postgres import PostgresLedger
-from tests.graphs import react_agent
+from tests.graphs import cpu_burner, react_agent
 from tests.otlp_apps import SECRET
 from tests.otlp_receiver import OtlpReceiver
 
@@ -493,6 +493,33 @@ def test_close_does_not_wait_again_after_a_flush_that_timed_out(
         f"connection refused ({url}/api/public/otel/v1/traces)); they wait in the ledger for "
         "the next start or `lgx export langfuse`"
     ]
+
+
+def test_close_still_delivers_when_the_receiver_came_back_after_a_timed_out_flush(
+    dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]
+) -> None:
+    """No second wait only when nothing moved: a receiver back since gets every span, also
+    while another thread burns CPU."""
+    cfg = LangfuseExport(
+        public_key=keys[0], secret_key=keys[1], base_url=rx.base_url, backoff_max=0.2
+    )
+    threads = []
+    with cpu_burner():
+        for i in range(3):
+            rx.set_mode("down")
+            with External(dsn=dsn, workspace=tmp_path / f"ws{i}", langfuse=cfg) as ext:
+                graph = react_agent(ext.checkpointer)
+                for j in range(3):
+                    threads.append(f"back-{i}-{j}")
+                    graph.invoke({"messages": [("user", "hi")]}, ext.config(threads[-1]))
+                assert not ext.flush(0.5)
+                rx.set_mode("ok")
+                assert rx.wait_for(lambda r: r.accepted_requests > 0, timeout=30)
+            # close() ran: it gave the export its time, since spans were accepted again
+            got = {s.span_id for s in rx.by_key(keys[0])}
+            for tid in threads:
+                assert set(expected_spans(dsn, tid)) <= got, tid
+            rx.accepted_requests = 0
 
 
 def test_lgx_export_otlp_usage_errors(dsn: str) -> None:
