@@ -1,4 +1,6 @@
-"""Ledger events → Langfuse observations (pure: no I/O, deterministic ids).
+"""Ledger events → spans: Langfuse observations, and with ``MapperOptions.semconv`` also
+the OpenInference, OpenTelemetry GenAI and ``lgx.*`` attributes (pure: no I/O,
+deterministic ids; :mod:`~langgraph_external.exporters._semconv`).
 
 One :class:`ThreadMapper` per thread reads the thread's events in ``seq`` order and
 returns :class:`SpanRecord` objects once an observation is complete (its end event has
