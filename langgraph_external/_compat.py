@@ -8,7 +8,8 @@ loudly when one of them moves, so an upgrade is one file to read.
 
 Checked against (``CHECKED_AGAINST``): langgraph 1.2.24, langgraph-checkpoint 4.3.2,
 langgraph-checkpoint-postgres 3.2.0 (the record); langgraph-prebuilt 1.1.3 and
-langchain-core 1.8.3 (the transition guard, last section).
+langchain-core 1.8.3 (the transition guard); opentelemetry-semantic-conventions 0.66b2
+(the GenAI attribute names of the OTLP export, last section).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CHECKED_AGAINST = {
     "langgraph-checkpoint-postgres": "3.2.0",
     "langgraph-prebuilt": "1.1.3",
     "langchain-core": "1.8.3",
+    "opentelemetry-semantic-conventions": "0.66b2",
 }
 
 # -- LangGraph's reserved channel and task-path names (langgraph._internal._constants) ----
@@ -473,3 +475,17 @@ def patch_method(cls: type, name: str, make: Callable[[Any], Any]) -> Callable[[
             setattr(cls, name, original)
 
     return undo
+
+
+# -- OpenTelemetry's GenAI semantic conventions (the OTLP export) -------------------------
+def genai_attributes() -> Any:
+    """The module of OpenTelemetry's GenAI attribute names (``gen_ai.*``).
+
+    The conventions are still "development" upstream, so the package ships them only
+    under ``opentelemetry.semconv._incubating``; importing the names (rather than
+    spelling them) makes an upgrade that renames one fail in ``tests/test_compat.py``.
+    Imported on first use: the OTLP export is an optional extra.
+    """
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+
+    return gen_ai_attributes

@@ -41,7 +41,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -1696,7 +1696,8 @@ export_app = typer.Typer(
     name="export",
     cls=_DefaultCommandGroup,
     help="Export what was recorded: `lgx export THREAD -o FILE` writes a thread archive; "
-    "`lgx export langfuse` sends the record to Langfuse.",
+    "`lgx export langfuse` sends the record to Langfuse, `lgx export otlp` to Phoenix or "
+    "any OpenTelemetry collector.",
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
@@ -1907,27 +1908,31 @@ def prune_command(
     _print_data(table)
 
 
+_ThreadsArg = Annotated[
+    list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
+]
+_SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
+]
+_AllOpt = Annotated[bool, typer.Option("--all", help="Visit every thread (not only those behind).")]
+_FollowOpt = Annotated[
+    bool, typer.Option("--follow", help="Keep exporting as threads are recorded (Ctrl-C stops).")
+]
+_ResendOpt = Annotated[
+    bool, typer.Option("--resend", help="Send the chosen threads again from their first event.")
+]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+
+
 @export_app.command("langfuse")
 def export_langfuse(
     ctx: typer.Context,
-    thread_ids: Annotated[
-        list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
-    ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
-    ] = None,
-    all_threads: Annotated[
-        bool, typer.Option("--all", help="Visit every thread (not only those behind).")
-    ] = False,
-    follow: Annotated[
-        bool,
-        typer.Option("--follow", help="Keep exporting as threads are recorded (Ctrl-C stops)."),
-    ] = False,
-    resend: Annotated[
-        bool,
-        typer.Option("--resend", help="Send the chosen threads again from their first event."),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    thread_ids: _ThreadsArg = None,
+    since: _SinceOpt = None,
+    all_threads: _AllOpt = False,
+    follow: _FollowOpt = False,
+    resend: _ResendOpt = False,
+    as_json: _JsonOpt = False,
 ) -> None:
     """Send recorded threads to Langfuse (keys and URL from LANGFUSE_* variables).
 
@@ -1936,18 +1941,115 @@ def export_langfuse(
     sends nothing new. Several exporters may run at once (one per thread at a time).
     Exit 1 if a thread could not be brought up to date (Langfuse down, keys refused).
     """
+    from langgraph_external.exporters.otlp import OtlpExport
+
+    _run_export(
+        ctx,
+        lambda: OtlpExport(preset="langfuse"),
+        thread_ids,
+        since,
+        all_threads,
+        follow,
+        resend,
+        as_json,
+    )
+
+
+@export_app.command("otlp")
+def export_otlp(
+    ctx: typer.Context,
+    thread_ids: _ThreadsArg = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            help="The receiver's base URL (default: the preset's, or the environment's: "
+            "PHOENIX_COLLECTOR_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT).",
+        ),
+    ] = None,
+    preset: Annotated[
+        str, typer.Option("--preset", help="otlp (any collector), phoenix or langfuse.")
+    ] = "otlp",
+    path: Annotated[
+        str | None, typer.Option("--path", help="The traces path (default: the preset's).")
+    ] = None,
+    headers: Annotated[
+        list[str] | None,
+        typer.Option("--header", "-H", help="A request header, KEY=VALUE (repeatable)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key", help="Sent as 'Authorization: Bearer KEY' (or $LGX_OTLP_API_KEY)."
+        ),
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", help="The Phoenix project (openinference.project.name)."),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="This export's cursor name (default: the preset's)."),
+    ] = None,
+    since: _SinceOpt = None,
+    all_threads: _AllOpt = False,
+    follow: _FollowOpt = False,
+    resend: _ResendOpt = False,
+    as_json: _JsonOpt = False,
+) -> None:
+    """Send recorded threads as OpenTelemetry traces (Phoenix, any OTLP/HTTP collector).
+
+    Spans carry the OpenInference and OpenTelemetry GenAI attributes (and Langfuse's),
+    so Phoenix shows chat messages, tool calls and token counts, and GenAI-aware backends
+    (Jaeger, Tempo, Honeycomb, Datadog) read them too. The cursor (one per --cursor name)
+    moves only when the receiver accepted the spans; running it again sends nothing new.
+    Exit 1 if a thread could not be brought up to date (receiver down, refused).
+    """
+    from langgraph_external.exporters.otlp import OtlpExport, parse_headers
+
+    def config() -> OtlpExport:
+        parsed: dict[str, str] | None = None
+        for item in headers or []:
+            parsed = {**(parsed or {}), **parse_headers(item)}
+        return OtlpExport(
+            preset=preset,
+            endpoint=endpoint,
+            path=path,
+            headers=parsed,
+            api_key=api_key or os.environ.get("LGX_OTLP_API_KEY") or None,
+            project=project,
+            cursor=cursor,
+        )
+
+    _run_export(ctx, config, thread_ids, since, all_threads, follow, resend, as_json)
+
+
+def _run_export(
+    ctx: typer.Context,
+    make_config: Callable[[], Any],
+    thread_ids: list[str] | None,
+    since: str | None,
+    all_threads: bool,
+    follow: bool,
+    resend: bool,
+    as_json: bool,
+) -> None:
+    """``lgx export langfuse`` / ``lgx export otlp``: back-fill, or follow."""
     import signal
     import threading
 
-    from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+    from langgraph_external.exporters.langfuse import LangfuseExporter
+    from langgraph_external.exporters.otlp import OtlpExporter
 
     with _command(ctx) as s:
+        config = make_config().resolved()  # a bad option: exit 2 with the reason
         dsn = s.resolve_dsn(create=False)
-        exporter = LangfuseExporter(LangfuseExport(), dsn, s.schema)
+        cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
+        exporter = cls(config, dsn, s.schema)
         try:
             if follow:
                 stop = threading.Event()
-                err.print(f"following the ledger into {exporter.config.base_url} (Ctrl-C stops)")
+                err.print(f"following the ledger into {exporter.url} (Ctrl-C stops)")
                 with contextlib.suppress(KeyboardInterrupt):
                     # SIGTERM stops it like Ctrl-C. Not ``stop.set()`` in the handler: a
                     # handler runs between two bytecodes of the main thread, possibly inside
@@ -1976,7 +2078,7 @@ def export_langfuse(
                 raise CliError(f"no such thread: {', '.join(missing)}", EXIT_PROBLEM)
             total = sum(max(0, head - done) for _, head, done in todo)
             with Progress(
-                TextColumn("exporting to Langfuse"),
+                TextColumn(f"exporting to {exporter.label}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("threads"),
@@ -1991,14 +2093,36 @@ def export_langfuse(
         finally:
             exporter.close()
     if as_json:
-        typer.echo(json.dumps({**report.__dict__, "events_behind": total, "ok": not report.behind}))
-    else:
+        typer.echo(
+            json.dumps(
+                {**report.__dict__, "events_behind": total, "ok": not report.behind},
+                ensure_ascii=False,
+            )
+        )
+    elif not report.behind and not report.threads:
+        out.print(f"nothing new to send to {escape(exporter.url)}: every thread is up to date")
+    elif not report.behind:
         out.print(
-            f"exported {_n(report.threads, 'thread')}, {_n(report.spans, 'span')} sent"
-            f" to {escape(exporter.config.base_url or '')}"
+            f"{_n(report.spans, 'span')} sent to {escape(exporter.url)}"
+            f" ({_n(report.threads, 'thread')} up to date)"
+        )
+    else:
+        # "sent of total" is computed from the same two counts, so it cannot contradict
+        # itself: what was accepted in this run, and what the ledger still holds unsent
+        whole = report.spans + report.spans_waiting
+        out.print(
+            f"{report.spans} of {_n(whole, 'span')} sent; {escape(report.reason or 'not sent')}"
         )
         for tid, why in sorted(report.behind.items()):
-            out.print(f"[bold red]behind:[/] {escape(tid)}: {escape(why)}")
+            waiting = _n(report.waiting.get(tid, 0), "span")
+            line = f"[bold red]behind:[/] {escape(tid)}: {waiting} waiting"
+            if why != report.reason:
+                line += f" ({escape(why)})"
+            out.print(line)
+        out.print(
+            "nothing is dropped: the spans wait in the ledger; run the command again once "
+            "the receiver takes them"
+        )
     if report.behind:
         raise typer.Exit(EXIT_PROBLEM)
 

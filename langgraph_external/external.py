@@ -41,6 +41,7 @@ from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 from langgraph_external.keys import load_key
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
@@ -86,6 +87,10 @@ class External:
         langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
             :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
             sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
+        export: an :class:`~langgraph_external.exporters.OtlpExport` (or several): a
+            background exporter each sends the ledger as OTLP traces — to Phoenix, any
+            OpenTelemetry collector, or Langfuse (see docs/otlp.md). Each has its own
+            cursor; the graph never waits.
         sealing: where the record is sealed after commit (hash chain, keyed heads,
             encryption), the workspace mirrored and traces exported. ``"process"`` (the
             default, or ``$LGX_SEALING``): a helper process started and stopped with this
@@ -120,6 +125,7 @@ class External:
         encrypt: bool = True,
         encryption_key: str | bytes | None = None,
         langfuse: bool | LangfuseExport | None = None,
+        export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None = None,
         sealing: str | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
@@ -158,19 +164,24 @@ class External:
         self._checkpointer: ExternalCheckpointer | None = None
         self.pipeline: Pipeline | None = None
         self._is_setup = False
-        self._langfuse_config = _langfuse_config(langfuse)
-        if self._langfuse_config is not None and self.sealing == "worker":
+        self._export_configs = _export_configs(langfuse, export)
+        if self._export_configs and self.sealing == "worker":
             raise ConfigurationError(
                 "with sealing='worker' the workers export: run `lgx worker --langfuse`"
+                " (or `lgx export otlp --follow`)"
             )
-        self.langfuse: LangfuseExporter | None = None
-        self._langfuse_here = False
+        self.exporters: list[OtlpExporter] = []
+        """The exporters (``External(export=...)``, ``langfuse=``), once set up: running
+        here with ``sealing="thread"``; else the helper process runs them and these answer
+        questions about them (``trace_context``)."""
+        self.langfuse: OtlpExporter | None = None
+        """The exporter of the ``langfuse`` preset, if one is configured."""
+        self._exports_here = False
 
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
         """Everything both setups share: server, workspace, ledger, pipeline, sealer."""
         given = self._inner_given
-        exports = [self._langfuse_config] if self._langfuse_config is not None else []
         self._recording = assemble(
             workspace=self.workspace,
             dsn=self.dsn,
@@ -185,17 +196,19 @@ class External:
             embedded=self._embedded,
             projections=self._projections,
             sealing=self.sealing,
-            exports=exports,
+            exports=list(self._export_configs),
         )
         self.pipeline = self._recording.pipeline
         self.dsn = self._recording.dsn
-        if self._langfuse_config is not None:
-            # runs here with sealing="thread"; otherwise the helper process runs the export
-            # and this one answers questions about it (trace_context)
-            self.langfuse = LangfuseExporter(self._langfuse_config, self.dsn, self.schema)
-            self._langfuse_here = self._recording.sealing == "thread"
-            if self._langfuse_here:
-                self.langfuse.attach(self.pipeline)
+        self._exports_here = self._recording.sealing == "thread"
+        for config in self._export_configs:
+            cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
+            exporter = cls(config, self.dsn, self.schema)
+            if self._exports_here:
+                exporter.attach(self.pipeline)
+            self.exporters.append(exporter)
+            if config.preset == "langfuse" and self.langfuse is None:
+                self.langfuse = exporter
         return self.dsn
 
     def setup(self) -> External:
@@ -296,10 +309,12 @@ class External:
     def close(self) -> None:
         """Flush every recorded event, close connections, release the embedded server
         (which keeps running for the next process: ``lgx db stop`` stops it)."""
-        if self.langfuse is not None:
-            if self.pipeline is not None and self._langfuse_here:
-                self.pipeline.flush(10.0)  # so the exporter sees the last commits
-            self.langfuse.close()  # what it could not send waits in the ledger
+        if self.exporters:
+            if self.pipeline is not None and self._exports_here:
+                self.pipeline.flush(10.0)  # so the exporters see the last commits
+            for exporter in self.exporters:
+                exporter.close()  # what it could not send waits in the ledger
+            self.exporters = []
             self.langfuse = None
         if self._recording is not None:
             self._recording.close()
@@ -419,15 +434,15 @@ class External:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything recorded so far is in the workspace and the ledger (and
-        in Langfuse when it is exported there). ``False`` when that did not finish within
-        ``timeout``; nothing is dropped, it is retried."""
+        in each export's receiver). ``False`` when that did not finish within ``timeout``;
+        nothing is dropped, it is retried."""
         if self.pipeline is None:
             return True
         start = time.monotonic()
         ok = self.pipeline.flush(timeout)
-        if self.langfuse is not None and self._langfuse_here:
+        for exporter in self.exporters if self._exports_here else ():  # else the helper's
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            ok = self.langfuse.flush(left) and ok
+            ok = exporter.flush(left) and ok
         return ok
 
     def events(self, thread_id: str) -> list[dict[str, Any]]:
@@ -438,12 +453,15 @@ class External:
             return ledger.fetch_events(conn, thread_id, self.schema)
 
     def health(self) -> dict[str, Any]:
-        """Recording health: delivered events, failures, spooled batches (and Langfuse)."""
+        """Recording health: delivered events, failures, spooled batches, and each export
+        (``"exports"`` by cursor name; ``"langfuse"`` for the Langfuse export)."""
         out = self.pipeline.health() if self.pipeline is not None else {}
-        if self.langfuse is not None and self._langfuse_here:
-            out["langfuse"] = self.langfuse.health()
-        elif "langfuse" in out.get("sealing", {}):  # the helper process exports
-            out["langfuse"] = out["sealing"]["langfuse"]
+        if self.exporters and self._exports_here:
+            out["exports"] = {x.name: x.health() for x in self.exporters}
+        elif "exports" in out.get("sealing", {}):  # the helper process exports
+            out["exports"] = out["sealing"]["exports"]
+        if self.langfuse is not None and self.langfuse.name in out.get("exports", {}):
+            out["langfuse"] = out["exports"][self.langfuse.name]
         return out
 
 
@@ -455,14 +473,30 @@ _SETUP_RACES = (
 )
 
 
-def _langfuse_config(value: bool | LangfuseExport | None) -> LangfuseExport | None:
-    """The resolved export configuration (``ConfigurationError`` now, not at the first run)."""
-    if value is None or value is False:
-        return None
-    config = LangfuseExport() if value is True else value
-    if not isinstance(config, LangfuseExport):
-        raise ConfigurationError("langfuse= takes True or a LangfuseExport")
-    return config.resolved()
+def _export_configs(
+    langfuse: bool | LangfuseExport | None,
+    export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None,
+) -> list[OtlpExport]:
+    """The resolved export configurations (``ConfigurationError`` now, not at the first run)."""
+    configs: list[OtlpExport] = []
+    if langfuse is not None and langfuse is not False:
+        config = LangfuseExport() if langfuse is True else langfuse
+        if not isinstance(config, LangfuseExport):
+            raise ConfigurationError("langfuse= takes True or a LangfuseExport")
+        configs.append(config.to_otlp().resolved())
+    given = [export] if isinstance(export, (OtlpExport, LangfuseExport)) else list(export or [])
+    for item in given:
+        if isinstance(item, LangfuseExport):
+            item = item.to_otlp()
+        if not isinstance(item, OtlpExport):
+            raise ConfigurationError("export= takes an OtlpExport (or a list of them)")
+        configs.append(item.resolved())
+    names = [str(c.cursor) for c in configs]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(
+            f"two exports share a cursor ({', '.join(names)}): give each its own cursor="
+        )
+    return configs
 
 
 _SAVER_VERSION_SQL = (

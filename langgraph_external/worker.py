@@ -70,7 +70,8 @@ class WorkerConfig:
         encrypt: encrypt exact copies.
         redactor: redaction of the readable views (checkpoint metadata and values).
         serde: the saver's serializer (``None``: LangGraph's default).
-        exports: exporter configurations (``LangfuseExport``) to run beside the mirror.
+        exports: exporter configurations (``OtlpExport``, ``LangfuseExport``) to run beside
+            the mirror.
         spool_dir: where refused captures are kept for a person.
         poll_interval, retry_interval: seconds between looks for work, and retries.
     """
@@ -132,8 +133,11 @@ class Running:
         self.exporters: list[Any] = []
         for export in config.exports:
             from langgraph_external.exporters.langfuse import LangfuseExporter
+            from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 
-            exporter = LangfuseExporter(export, config.dsn, config.schema)
+            otlp = export if isinstance(export, OtlpExport) else export.to_otlp()
+            cls = LangfuseExporter if otlp.preset == "langfuse" else OtlpExporter
+            exporter = cls(otlp, config.dsn, config.schema)
             exporter.attach(self.service)
             self.exporters.append(exporter)
         self._stop = threading.Event()
@@ -166,8 +170,8 @@ class Running:
 
     def health(self) -> dict[str, Any]:
         out = self.service.health()
-        for exporter in self.exporters:
-            out["langfuse"] = exporter.health()
+        if self.exporters:
+            out["exports"] = {x.name: x.health() for x in self.exporters}
         return out
 
     def close(self, timeout: float = 30.0) -> bool:

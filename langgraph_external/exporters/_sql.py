@@ -45,3 +45,17 @@ select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
     case when kind in ('checkpoint', 'writes') then null else detail end
 from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
 """
+
+# spans waiting per thread: the events after the cursor that complete a span (the mapper's
+# END_KINDS with a run id, and its POINT_KINDS)
+COUNT_WAITING = """
+select t.thread_id, count(e.seq)
+from {schema}.threads t
+left join {schema}.projection_cursors c on c.projection = %(projection)s
+    and c.thread_id = t.thread_id
+join {schema}.events e on e.thread_id = t.thread_id and e.seq > coalesce(c.seq, 0)
+where t.last_seq > coalesce(c.seq, 0)
+  and (cardinality(%(threads)s::text[]) = 0 or t.thread_id = any(%(threads)s))
+  and ((e.kind = any(%(ends)s) and e.run_id is not null) or e.kind = any(%(points)s))
+group by t.thread_id
+"""
