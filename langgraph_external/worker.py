@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 _START_TIMEOUT = 60.0
+_ZYGOTE_IDLE = 30.0  # seconds a zygote with no helper to serve waits before it exits
 
 
 def notify_channel(schema: str) -> str:
@@ -165,10 +166,16 @@ class Running:
                 logger.debug("LISTEN connection lost (%s); polling until it is back", exc)
                 self._stop.wait(self.config.retry_interval)
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        exports: bool = True,
+    ) -> bool:
         start = time.monotonic()
         ok = self.service.flush(threads, horizon, timeout)
-        for exporter in self.exporters:
+        for exporter in self.exporters if exports else ():
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             ok = exporter.flush(left) and ok
         return ok
@@ -371,12 +378,19 @@ class HelperProcess:
                 waiter.value = value
                 waiter.done.set()
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
         """Ask the helper to seal (and mirror, export) the app's captures so far."""
         try:
             return bool(
                 self._ask(
-                    ("flush", sorted(threads), horizon, timeout),
+                    ("flush", sorted(threads), horizon, timeout, exports),
                     None if timeout is None else timeout + _START_TIMEOUT,
                 )
             )
@@ -508,10 +522,16 @@ def _zygote(sock_fd: int) -> int:
     """The zygote's loop: fork a helper per request, reap them; exit with the app."""
     sock = socket.socket(fileno=sock_fd)
     sock.sendall(b"r")  # imported: ready to fork
+    children: set[int] = set()
+    idle_since = time.monotonic()
     while True:
         with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
+            while (done := os.waitpid(-1, os.WNOHANG)[0]) != 0:
+                children.discard(done)
+        if children:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > _ZYGOTE_IDLE:
+            return 0  # no helper for a while: the app's next one starts a zygote again
         ready, _, _ = select.select([sock], [], [], 0.5)
         if not ready:
             continue
@@ -530,6 +550,7 @@ def _zygote(sock_fd: int) -> int:
                 code = _managed(fds[0], fds[1])
             finally:
                 os._exit(code)
+        children.add(pid)
         for fd in fds:
             os.close(fd)
         sock.sendall(struct.pack("!q", pid))
@@ -594,7 +615,14 @@ class NotifyingBackend:
                 logger.debug("NOTIFY failed: %s", exc)
             self._stop.wait(self.interval)
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         self.wake()
         while True:
@@ -689,11 +717,12 @@ class _ToParent(logging.Handler):
                 "name": record.name,
                 "levelno": record.levelno,
                 "levelname": record.levelname,
-                "msg": record.getMessage() + " [sealing helper]",
+                "msg": record.getMessage(),
                 "args": None,
                 "exc_text": self.format(record).partition("\n")[2] if record.exc_info else None,
                 "created": record.created,
                 "process": record.process,
+                "processName": "langgraph-external sealing helper",
                 "threadName": record.threadName,
             }
             with self.send_lock:
@@ -704,12 +733,15 @@ class _ToParent(logging.Handler):
 
 def _forward_logs(conn: Connection, lock: threading.Lock) -> None:
     handler = _ToParent(conn, lock)
-    for name in ("langgraph_external", "psycopg", "psycopg.pool"):
-        lg = logging.getLogger(name)
-        lg.addHandler(handler)
-        lg.propagate = False
-        if lg.level == logging.NOTSET or lg.level > logging.INFO:
-            lg.setLevel(logging.INFO)
+    ours = logging.getLogger("langgraph_external")
+    ours.addHandler(handler)
+    ours.propagate = False
+    if ours.level == logging.NOTSET or ours.level > logging.INFO:
+        ours.setLevel(logging.INFO)
+    # the database driver's own retries are ours to report (as "sealing deferred"): they
+    # stay out of the app's log, as they would in a sealer thread that logs nothing else
+    for name in ("psycopg", "psycopg.pool"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _main(argv: Sequence[str]) -> int:
