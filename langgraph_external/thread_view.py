@@ -708,7 +708,7 @@ class _Builder:
             "status": status,
             "duration_ms": duration,
             "tokens": {"input": total_in, "output": total_out, "total": total_in + total_out},
-            "cost": sum(c for c in costs if c is not None) if costs else None,
+            "cost": sum(known) if (known := [c for c in costs if c is not None]) else None,
             "cost_complete": not unknown,
             "unknown_price_models": unknown,
             "currency": self.prices.currency,

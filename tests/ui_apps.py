@@ -34,19 +34,20 @@ SYSTEM_PROMPT = "You are a support agent for an online shop. Be brief."
 
 def support_policy(bad: str = "") -> dict[str, Any]:
     """The support agent's policy: ``remote_write`` is a tier the agent may not use."""
+    recall, agent, tools, escalate = (f"{n}{bad}" for n in ("recall", "agent", "tools", "escalate"))
     return {
         "name": "support",
-        "states": ["recall", "agent", "tools", "escalate"],
+        "states": [recall, agent, tools, escalate],
         "transitions": {
-            "START": ["recall"],
-            "recall": ["agent"],
-            "agent": ["tools", "END"],
-            "tools": ["agent"],
-            "escalate": ["END"],
+            "START": [recall],
+            recall: [agent],
+            agent: [tools, "END"],
+            tools: [agent],
+            escalate: ["END"],
         },
         "tools": {f"lookup_order{bad}": "read_only", f"remote_write{bad}": "remote_write"},
         "default_tier": "read_only",
-        "on_violation": {"action": "interrupt", "fallback": "escalate"},
+        "on_violation": {"action": "interrupt", "fallback": escalate},
     }
 
 
@@ -105,7 +106,8 @@ def _tools(bad: str) -> list[BaseTool]:
 def support_agent(memory: Any, *, bad: str = "", model: str = "gpt-4o-mini") -> StateGraph[Any]:
     """recall (Mem0 search) → agent ⇄ tools, ``escalate`` as the guard's fallback.
 
-    ``bad`` is appended to node names, tool names, tool results and the model's words.
+    ``bad`` is appended to node names, tool names and arguments, tool results, the
+    memories' words and the model's words.
     """
     tools = _tools(bad)
     calls = [
@@ -133,15 +135,15 @@ def support_agent(memory: Any, *, bad: str = "", model: str = "gpt-4o-mini") -> 
         return {"messages": [AIMessage(f"A human will look at this refund.{bad}")]}
 
     b: StateGraph[Any] = StateGraph(MessagesState)
-    b.add_node("recall", recall)
-    b.add_node("agent", agent)
-    b.add_node("tools", ToolNode(tools, handle_tool_errors=True))
-    b.add_node("escalate", escalate)
-    b.add_edge(START, "recall")
-    b.add_edge("recall", "agent")
-    b.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
-    b.add_edge("tools", "agent")
-    b.add_edge("escalate", END)
+    b.add_node(f"recall{bad}", recall)
+    b.add_node(f"agent{bad}", agent)
+    b.add_node(f"tools{bad}", ToolNode(tools, handle_tool_errors=True))
+    b.add_node(f"escalate{bad}", escalate)
+    b.add_edge(START, f"recall{bad}")
+    b.add_edge(f"recall{bad}", f"agent{bad}")
+    b.add_conditional_edges(f"agent{bad}", tools_condition, {"tools": f"tools{bad}", END: END})
+    b.add_edge(f"tools{bad}", f"agent{bad}")
+    b.add_edge(f"escalate{bad}", END)
     return b
 
 
@@ -166,8 +168,8 @@ def record_support_thread(
     app.invoke(Command(resume=False), config)
 
 
-def remember_alice(memory: Any) -> None:
+def remember_alice(memory: Any, bad: str = "") -> None:
     """What Mem0 knows about alice before the run (written outside any thread)."""
-    memory.add("Alice prefers refunds to store credit", user_id="alice", infer=False)
+    memory.add(f"Alice prefers refunds to store credit{bad}", user_id="alice", infer=False)
     memory.add("Alice's order A-1 was a birthday present", user_id="alice", infer=False)
     memory.add("Alice lives in Lyon", user_id="alice", infer=False)

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import shlex
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -245,10 +246,7 @@ def threads_page(
         return f"{root}/?" + urlencode({k: v for k, v in params.items() if v != ""})
 
     def search_url(key: str, value: str) -> str:
-        term = f"{key}:{value}"
-        if any(c.isspace() or c == '"' for c in term):
-            term = '"' + term.replace('"', "") + '"'
-        return f"{root}/?" + urlencode({"q": term})
+        return f"{root}/?" + urlencode({"q": shlex.quote(f"{key}:{value}")})
 
     return render(
         "threads.html",
