@@ -1966,8 +1966,11 @@ def diff_cmd(
 def ui_command(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option("--host", help="Address to listen on (another than 127.0.0.1 "
-                          "exposes the record to the network).")
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on (another than 127.0.0.1 exposes the record to the network).",
+        ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any).")] = 8765,
     prices: _PricesOption = None,

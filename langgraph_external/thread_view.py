@@ -47,7 +47,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from langgraph_external.diff import diff_messages, diff_values
+from langgraph_external.diff import diff_messages
+from langgraph_external.events import canonical_json
 from langgraph_external.prices import PriceTable
 
 __all__ = ["build_thread_view", "checkpoint_states", "summarize"]
@@ -136,7 +137,7 @@ def _messages_of(update: Any) -> list[dict[str, Any]]:
         msgs = [msgs]
     if not isinstance(msgs, list):
         return []
-    return [m for m in msgs if isinstance(m, Mapping) and "role" in m]
+    return [dict(m) for m in msgs if isinstance(m, Mapping) and "role" in m]
 
 
 def _usage(payload: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
@@ -816,7 +817,9 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
         a, b = before.get(ch), after.get(ch)
         if a == b:
             continue
-        if _message_list(a) or _message_list(b):
+        if (_message_list(a) or _message_list(b)) and all(
+            v in (None, []) or _message_list(v) for v in (a, b)
+        ):
             la, lb = list(a or []), list(b or [])
             if all(m.get("id") for m in la + lb):
                 ids_a = {m["id"]: m for m in la}
@@ -837,7 +840,7 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
                 ]
             if added or removed or changed:
                 out.append({"channel": ch, "added": added, "removed": removed, "changed": changed})
-        elif not diff_values({ch: a}, {ch: b}).same:
+        elif canonical_json(a) != canonical_json(b):
             out.append({"channel": ch, "before": a, "after": b})
     return {"channels": out}
 
@@ -876,7 +879,7 @@ def checkpoint_states(
         except (RestoreError, OSError, ValueError):  # torn or unreadable: the ledger's view
             continue
         for cid, doc in log.docs.items():
-            parent = doc.get("parent_checkpoint_id")
+            parent = str(doc.get("parent_checkpoint_id") or "")
             values = dict(out[(ns, parent)]["values"]) if (ns, parent) in out else {}
             for ch, value in (doc.get("updates") or {}).items():
                 if not _internal(ch):
@@ -884,7 +887,7 @@ def checkpoint_states(
             for ch, ref in (doc.get("channels") or {}).items():
                 if not _internal(ch) and (ref or {}).get("type") == "empty":
                     values.pop(ch, None)
-            out[(ns, cid)] = {"values": values, "parent": parent}
+            out[(ns, cid)] = {"values": values, "parent": parent or None}
     return out
 
 

@@ -265,8 +265,9 @@ def test_the_page_labels_every_row_shows_the_conversation_and_clicks_show_readab
                 ".map(p => p.textContent)"
             )
             assert json.loads(shown[0]) == {"city": "Oslo"} and shown[1] == "sunny in Oslo"
-            page.eval("document.querySelector('#details section:not([hidden]) details.raw')"
-                      ".open = true")
+            page.eval(
+                "document.querySelector('#details section:not([hidden]) details.raw').open = true"
+            )
             page.pump(0.2)
             raw = page.eval(
                 "[...document.querySelectorAll('#details section:not([hidden]) pre.payload')]"
@@ -310,7 +311,7 @@ def repeated(one: list[dict[str, Any]], at_least: int) -> list[dict[str, Any]]:
         n = len(envs) // len(one)
         shift = timedelta(seconds=n)
 
-        def fresh(v: Any) -> Any:
+        def fresh(v: Any, n: int = n) -> Any:
             return f"{v}-{n}" if v else v
 
         for e in one:

@@ -27,7 +27,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
-from langgraph_external.prices import PriceTable, PricesError, load_prices
+from langgraph_external.prices import PricesError, PriceTable, load_prices
 from langgraph_external.ui import _queries, read_only_options
 from tests import browser
 from tests.conftest import _fresh_database
@@ -139,7 +139,8 @@ def test_prices_come_from_a_file_the_environment_or_pyproject_and_unknown_models
     assert load_prices(cwd=tmp_path).prices == {}  # nothing configured: every price unknown
     (tmp_path / "pyproject.toml").write_text(
         '[tool.langgraph-external.prices]\ncurrency = "EUR"\n'
-        '"gpt-4o*" = { input = 2.5, output = 10 }\n"gpt-4o-mini*" = { input = 0.15, output = 0.6 }\n'
+        '"gpt-4o*" = { input = 2.5, output = 10 }\n'
+        '"gpt-4o-mini*" = { input = 0.15, output = 0.6 }\n'
     )
     table = load_prices(cwd=tmp_path)
     assert table.currency == "EUR"
@@ -236,9 +237,11 @@ def test_the_server_is_local_read_only_and_answers_get_only(
     status, body, _ = server.get("/static/lgx.js")
     assert status == 200 and "textContent" in body
     # the app's sessions cannot write, whatever a query tried
-    with psycopg.connect(recorded.dsn, autocommit=True, options=read_only_options()) as conn:
-        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-            conn.execute(f"delete from {S}.events")
+    with (
+        psycopg.connect(recorded.dsn, autocommit=True, options=read_only_options()) as conn,
+        pytest.raises(psycopg.errors.ReadOnlySqlTransaction),
+    ):
+        conn.execute(f"delete from {S}.events")
     status, body, headers = server.get(f"/thread/timeline.html?id={q('refund-A-1')}")
     assert status == 200 and "attachment" in headers["content-disposition"]
     # one file: every link stays inside the page, nothing is loaded from elsewhere

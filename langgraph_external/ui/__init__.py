@@ -27,8 +27,8 @@ Example:
 from __future__ import annotations
 
 import difflib
-import shlex
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
