@@ -185,6 +185,8 @@ class _Builder:
         self.users: list[str] = []
         self.tags: list[str] = []
         self.orphans: dict[str, list[dict[str, Any]]] = {}
+        self.node_runs: dict[tuple[str, Any, Any], list[dict[str, Any]]] = {}
+        self.paused: list[dict[str, Any]] = []
 
     # -- rows -----------------------------------------------------------------------
     def row(
@@ -211,6 +213,7 @@ class _Builder:
             "s0": seq,
             "s1": seq,
             "events": [index],
+            "seqs": [seq],
             "children": [],
             "parent": parent["id"] if parent else None,
             "depth": (parent["depth"] + 1) if parent else 0,
@@ -312,6 +315,8 @@ class _Builder:
                 }
                 if env.get("task_id"):
                     self.by_task[(env.get("checkpoint_ns") or "", str(env["task_id"]))] = r
+                key = (env.get("checkpoint_ns") or "", env.get("step"), env.get("node"))
+                self.node_runs.setdefault(key, []).append(r)
             elif family == "llm":
                 self.llm_start(r, env, payload)
             else:
@@ -336,6 +341,7 @@ class _Builder:
                 r["t0"] = r["t1"] - float(env["duration_ms"])
         else:
             r["events"].append(index)
+            r["seqs"].append(int(env.get("seq") or 0))
         r["t1"] = max(r["t0"], _ts(env["ts"]) - self.base)
         r["s1"] = int(env.get("seq") or 0)
         r["status"] = env.get("status") or ("error" if kind == "tool_error" else "ok")
@@ -347,6 +353,8 @@ class _Builder:
         if family == "run":
             r["detail"]["output"] = payload.get("output")
         elif family == "node":
+            if r["status"] == "interrupted":
+                self.paused.append(r)
             update = payload.get("update")
             r["detail"]["update"] = update
             for m in _messages_of(update):
@@ -404,12 +412,18 @@ class _Builder:
         ns = env.get("checkpoint_ns") or ""
         ends = [
             x["t1"]
-            for x in self.rows
-            if x["kind"] == "node"
-            and x["step"] == env.get("step")
-            and x["node"] in nodes
-            and (x["detail"].get("checkpoint_ns") or "") == ns
-            and x["s0"] < r["s0"]
+            for n in nodes
+            for x in self.node_runs.get((ns, env.get("step"), n), ())
+            if x["s0"] < r["s0"]
+        ]
+        writers = [
+            runs[-1]
+            for n in sorted(nodes)
+            if (
+                runs := [
+                    x for x in self.node_runs.get((ns, env.get("step"), n), ()) if x["s0"] < r["s0"]
+                ]
+            )
         ]
         if ends:
             r["t0"] = r["t1"] = max(ends)
@@ -428,6 +442,7 @@ class _Builder:
             "nodes": sorted(nodes),
             "changed": [c for c in payload.get("changed") or () if not _internal(c)],
             "change": None,
+            "writers": writers,
         }
         r["detail"]["checkpoint"] = entry
         self.checkpoints.append(entry)
@@ -439,14 +454,7 @@ class _Builder:
         if env.get("node"):
             where = f"{env.get('node')} · step {env.get('step')}"
         else:
-            paused = [
-                x
-                for x in self.rows
-                if x["kind"] == "node"
-                and x["status"] == "interrupted"
-                and parent is not None
-                and x["parent"] == parent["id"]
-            ]
+            paused = [x for x in self.paused if parent is not None and x["parent"] == parent["id"]]
             where = f"{paused[-1]['node']} · step {paused[-1]['step']}" if paused else ""
             if paused:
                 r["node"], r["step"] = paused[-1]["node"], paused[-1]["step"]
@@ -641,6 +649,12 @@ class _Builder:
         for r in self.rows:
             if r["status"] == "running":
                 r["t1"], r["s1"] = max(r["t1"], end), last
+        for cp in self.checkpoints:  # what the step's nodes wrote, once their runs ended
+            cp["written"] = [
+                {"node": w["node"], "row": w["id"], "update": w["detail"].get("update")}
+                for w in cp.pop("writers")
+                if w["detail"].get("update") is not None
+            ]
         # tool results next to the calls that asked for them
         results = {m["tool_call_id"]: m for m in self.conversation if m.get("role") == "tool"}
         for m in self.conversation:
@@ -802,7 +816,8 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
 
     Message lists are compared by message id (the way the ``add_messages`` reducer keys
     them), so a long conversation costs one pass; lists without ids fall back to
-    :func:`~langgraph_external.diff.diff_messages`.
+    :func:`~langgraph_external.diff.diff_messages`. A value the workspace's log holds only
+    by reference (``$large``: too large to render there) is named in ``unrendered``.
 
     Example:
         >>> ch = state_change(
@@ -811,17 +826,23 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
         ...                           {"id": "b", "role": "assistant", "content": "yo"}]})
         >>> [(c["channel"], len(c.get("added", ())), c.get("after")) for c in ch["channels"]]
         [('messages', 1, None), ('n', 0, 2)]
+        >>> state_change({"messages": {"$large": "ab12"}}, {"messages": {"$large": "cd34"}})
+        {'channels': [], 'unrendered': ['messages']}
     """
     out: list[dict[str, Any]] = []
+    unrendered: list[str] = []
     for ch in sorted(set(before) | set(after)):
         a, b = before.get(ch), after.get(ch)
         if a == b:
+            continue
+        if _large(a) or _large(b):  # too large for the log: its blob is not opened here
+            unrendered.append(ch)
             continue
         if (_message_list(a) or _message_list(b)) and all(
             v in (None, []) or _message_list(v) for v in (a, b)
         ):
             la, lb = list(a or []), list(b or [])
-            if all(m.get("id") for m in la + lb):
+            if all(_is_message(m) and m.get("id") for m in la + lb):
                 ids_a = {m["id"]: m for m in la}
                 ids_b = {m["id"] for m in lb}
                 added = [m for m in lb if m["id"] not in ids_a]
@@ -842,15 +863,20 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
                 out.append({"channel": ch, "added": added, "removed": removed, "changed": changed})
         elif canonical_json(a) != canonical_json(b):
             out.append({"channel": ch, "before": a, "after": b})
-    return {"channels": out}
+    return {"channels": out, "unrendered": unrendered}
+
+
+def _is_message(m: Any) -> bool:
+    return isinstance(m, Mapping) and "role" in m and "content" in m
 
 
 def _message_list(v: Any) -> bool:
-    return (
-        isinstance(v, list)
-        and bool(v)
-        and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in v)
-    )
+    """A list of readable messages (its ends checked: a channel holds one kind of value)."""
+    return isinstance(v, list) and bool(v) and _is_message(v[0]) and _is_message(v[-1])
+
+
+def _large(v: Any) -> bool:
+    return isinstance(v, Mapping) and "$large" in v
 
 
 def checkpoint_states(

@@ -9,11 +9,13 @@ process; pages are checked in headless Chromium. Screenshots go to ``$LGX_SCREEN
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -250,18 +252,40 @@ def test_the_server_is_local_read_only_and_answers_get_only(
 
 
 def test_a_tampered_thread_shows_its_verification_failing(recorded: Ledger, server: Server) -> None:
-    status, body, _ = server.get(f"/thread?id={q('weather-1')}")
-    assert status == 200 and "hash chain verified" in body
+    status, body, _ = server.get(f"/thread/verify.json?id={q('weather-1')}")
+    assert status == 200 and json.loads(body)["headline"].startswith("hash chain verified")
     with psycopg.connect(recorded.dsn, autocommit=True) as conn:
         conn.execute(
             f"update {S}.events set payload = payload || '{{\"x\": 1}}' "
             "where thread_id = 'weather-2' and seq = 3"
         )
-    status, body, _ = server.get(f"/thread?id={q('weather-2')}")
-    assert "verification failed" in body and "seq 3" in body
+    result = json.loads(server.get(f"/thread/verify.json?id={q('weather-2')}")[1])
+    assert result["ok"] is False and result["headline"].startswith("verification failed")
+    assert any("seq 3" in p for p in result["problems"])
+    # the recorded events of a row, fetched by the page when asked for
+    status, body, _ = server.get(f"/thread/events.json?id={q('weather-1')}&seq=2,3")
+    assert [e["seq"] for e in json.loads(body)] == [2, 3]
 
 
 # -- in the browser -----------------------------------------------------------------------
+def select(page: browser.Page, row: str) -> str:
+    """Select a row of the run tree (an id, or a CSS selector) and wait for its details
+    (the app renders them on the server when asked)."""
+    if not row.isdigit():
+        row = page.eval(f"document.querySelector({json.dumps(row)}).dataset.row")
+    page.eval(f"window.lgx.select({row})")
+    assert wait_for(page, "document.getElementById('details').dataset.row") == row
+    return str(page.eval("document.querySelector('#details > section:not([hidden])').innerText"))
+
+
+def wait_for(page: browser.Page, expression: str, seconds: float = 60) -> Any:
+    """The value of ``expression`` once it is set (the page fetches some things)."""
+    end = time.monotonic() + seconds
+    while (value := page.eval(expression)) in (None, "") and time.monotonic() < end:
+        page.pump(0.1)
+    return value
+
+
 def shots() -> Path | None:
     where = os.environ.get("LGX_SCREENSHOTS")
     return Path(where) if where else None
@@ -286,7 +310,8 @@ def test_each_view_renders_without_console_errors_and_shows_the_record(
         assert page.errors == []
 
         page.goto(server.url + "thread?id=refund-A-1", width=1440, height=1000)
-        page.eval("window.lgx.select(document.querySelector('#tree .row.k-violation').dataset.row)")
+        assert "What would have run" in select(page, "#tree .row.k-violation")
+        assert wait_for(page, "document.body.dataset.verified") == "ok"
         assert page.errors == []
         text = page.eval("document.body.innerText")
         for expected in (
@@ -308,8 +333,7 @@ def test_each_view_renders_without_console_errors_and_shows_the_record(
         )
         page.screenshot(out / "ui-thread.png")
         # the model call's exact prompt and answer
-        page.eval("window.lgx.select(document.querySelector('#tree .row.k-llm').dataset.row)")
-        shown = page.eval("document.querySelector('#details section:not([hidden])').innerText")
+        shown = select(page, "#tree .row.k-llm")
         assert "Prompt (2 messages)" in shown and "Please refund order A-1" in shown
         assert "→ lookup_order" in shown and re.search(r"\d+ in · 30 out · \d+ total", shown)
 
@@ -359,18 +383,19 @@ def test_hostile_text_everywhere_is_shown_as_text_and_never_runs(
     with browser.browser() as page:
         for url in pages:
             page.goto(url, width=1400, height=900)
-            rows = page.eval("document.querySelectorAll('#tree .row').length")
-            for i in range(rows or 0):  # every row's details, shown one after the other
-                page.eval(
-                    f"window.lgx.select({i}); "
-                    "document.querySelectorAll('details').forEach(d => d.open = true)"
-                )
+            rows = page.eval("[...document.querySelectorAll('#tree .row')].map(r => r.dataset.row)")
+            for i in rows or ():  # every row's details, and its recorded events
+                select(page, i)
+                page.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
+                page.pump(0.05)
+            if "/thread?" in url:
+                assert wait_for(page, "document.body.dataset.verified") == "ok"
             page.pump(0.5)
             assert page.errors == [], url
             assert page.eval("typeof window.__xss") == "undefined", url
             assert page.eval("document.querySelectorAll('img').length") == 0, url
             # the page's own script, and the recorded events of a thread as inert JSON
-            n_scripts = 2 if url.startswith("file:") or "/thread?" in url else 1
+            n_scripts = 2 if url.startswith("file:") else 1
             assert page.eval("document.querySelectorAll('script').length") == n_scripts, url
         # the hostile text is there, as text
         page.goto(server.url + "thread?id=" + q(EVIL_THREAD), width=1400, height=900)

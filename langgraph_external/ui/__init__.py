@@ -57,7 +57,8 @@ DEFAULT_PORT = 8765
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-        "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
     ),
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
@@ -93,7 +94,7 @@ class NotFound(LookupError):
 
 
 # -- data for the pages -------------------------------------------------------------------
-def _verification(
+def verification(
     conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str
 ) -> dict[str, Any] | None:
     """The checks of ``lgx verify THREAD``, reused (not re-implemented) from verify.py."""
@@ -138,19 +139,23 @@ def load_thread(
     cfg: UiConfig,
     thread_id: str,
     *,
-    upto_seq: int | None = None,
+    whole: bool = True,
     verify: bool = True,
 ) -> dict[str, Any]:
-    """The events, view and verification of one thread (up to ``upto_seq``).
+    """The events, view and (``verify``) verification of one thread.
+
+    ``whole``: the envelopes exactly as stored (a standalone page embeds them); else the
+    lighter form the view needs (the web app fetches whole events when asked).
 
     Raises:
         NotFound: the ledger has no events of ``thread_id``.
     """
-    envs = ledger.fetch_events(conn, thread_id, cfg.schema)
+    if whole:
+        envs = ledger.fetch_events(conn, thread_id, cfg.schema)
+    else:
+        envs = _queries.view_events(conn, cfg.schema, thread_id)
     if not envs:
         raise NotFound(f"thread {thread_id!r} has no events in the ledger")
-    if upto_seq is not None:
-        envs = [e for e in envs if int(e["seq"]) <= upto_seq]
     states = None
     if cfg.workspace is not None:
         namespaces = {e.get("checkpoint_ns") or "" for e in envs if e["kind"] == "checkpoint"}
@@ -167,9 +172,9 @@ def load_thread(
         ],
     )
     return {
-        "envelopes": envs,
+        "envelopes": envs if whole else None,
         "view": view,
-        "verification": _verification(conn, cfg, thread_id) if verify else None,
+        "verification": verification(conn, cfg, thread_id) if verify else None,
         "memory_texts": texts,
         "memory_queries": queries,
     }
@@ -183,12 +188,13 @@ def thread_page(
     standalone: bool = False,
     root: str = "",
 ) -> str:
-    """The HTML of one thread's page (``standalone``: one self-contained file).
+    """The HTML of one thread's page (``standalone``: one self-contained file, with the
+    recorded events and the verification in it; else the page fetches them).
 
     Raises:
         NotFound: the ledger has no events of ``thread_id``.
     """
-    data = load_thread(conn, cfg, thread_id)
+    data = load_thread(conn, cfg, thread_id, whole=standalone, verify=standalone)
     return render_thread(data, standalone=standalone, root=root)
 
 
@@ -202,20 +208,71 @@ def render_thread(
     """The HTML of a :func:`load_thread` result (``standalone``: one self-contained file)."""
     view = data["view"]
     where = f"thread {view['thread_id']}"
+    tid = urlencode({"id": view["thread_id"]})
     return render(
         "thread.html",
         standalone=standalone,
         root=root,
         title=title or f"lgx — {view['thread_id']}",
         where=where,
+        events_url=f"{root}/thread/events.json?{tid}",
+        verify_url=f"{root}/thread/verify.json?{tid}",
+        row_url=f"{root}/thread/row?{tid}",
         **thread_context(
             view,
-            data["envelopes"],
+            data.get("envelopes"),
             verification=data.get("verification"),
             memory_texts=data.get("memory_texts"),
             memory_queries=data.get("memory_queries"),
         ),
     )
+
+
+def render_row(data: Mapping[str, Any], row_id: int) -> str | None:
+    """The details of one row of a :func:`load_thread` result (an HTML fragment), or
+    ``None`` when the thread has no such row."""
+    view = data["view"]
+    row = next((r for r in view["rows"] if r["id"] == row_id), None)
+    if row is None:
+        return None
+    return render(
+        "row.html",
+        row=row,
+        view=view,
+        memory_texts=data.get("memory_texts") or {},
+        memory_queries=data.get("memory_queries") or {},
+    )
+
+
+class ThreadCache:
+    """The last few threads the app loaded, keyed by their position in the ledger (a thread
+    that moved on is loaded again)."""
+
+    def __init__(self, size: int = 4) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.size = size
+        self.items: OrderedDict[tuple[str, Any], dict[str, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str) -> dict[str, Any]:
+        """The :func:`load_thread` result (without the whole events) of ``thread_id``.
+
+        Raises:
+            NotFound: the ledger has no events of ``thread_id``.
+        """
+        key = (thread_id, _queries.thread_row(conn, cfg.schema, thread_id).get("last_seq"))
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        data = load_thread(conn, cfg, thread_id, whole=False, verify=False)
+        with self.lock:
+            self.items[key] = data
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return data
 
 
 def threads_page(
@@ -227,6 +284,7 @@ def threads_page(
     order: str = "desc",
     page: int = 1,
     root: str = "",
+    summaries: _queries.Summaries | None = None,
 ) -> str:
     """The HTML of the threads list."""
     error = None
@@ -234,7 +292,14 @@ def threads_page(
         search = _queries.Search.parse(q)
         sort = sort if sort in _queries.SORTS else "time"
         result = _queries.list_threads(
-            conn, cfg.schema, search, sort=sort, desc=order != "asc", page=page, prices=cfg.prices
+            conn,
+            cfg.schema,
+            search,
+            sort=sort,
+            desc=order != "asc",
+            page=page,
+            prices=cfg.prices,
+            summaries=summaries,
         )
     except _queries.SearchError as exc:
         error = str(exc)
@@ -486,6 +551,8 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
+    cache = ThreadCache()
+    summaries = _queries.Summaries()
     pool: ConnectionPool[Any] = ConnectionPool(
         cfg.dsn,
         min_size=1,
@@ -540,9 +607,19 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
         tid = request.query_params.get("id", "")
         try:
             with pool.connection() as conn:
-                return html(thread_page(conn, cfg, tid))
+                return html(render_thread(cache.get(conn, cfg, tid)))
         except NotFound as exc:
             return not_found(str(exc))
+
+    def row(request: Request) -> Response:
+        tid = request.query_params.get("id", "")
+        try:
+            wanted = int(request.query_params.get("row", ""))
+            with pool.connection() as conn:
+                text = render_row(cache.get(conn, cfg, tid), wanted)
+        except (NotFound, ValueError):
+            text = None
+        return html(text) if text is not None else not_found("no such row")
 
     def timeline(request: Request) -> Response:
         from langgraph_external.workspace import encode_thread_id
@@ -559,11 +636,27 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
 
     def events(request: Request) -> Response:
         tid = request.query_params.get("id", "")
+        wanted = request.query_params.get("seq")
+        try:
+            seqs = [int(x) for x in wanted.split(",") if x] if wanted else None
+        except ValueError:
+            return headers(JSONResponse({"error": "seq is a list of numbers"}, 400))
         with pool.connection() as conn:
-            envs = ledger.fetch_events(conn, tid, cfg.schema)
+            if seqs is None:
+                envs = ledger.fetch_events(conn, tid, cfg.schema)
+            else:
+                envs = _queries.events_at(conn, cfg.schema, tid, seqs[:1000])
         if not envs:
-            return headers(JSONResponse({"error": f"thread {tid!r} has no events"}, 404))
+            return headers(JSONResponse({"error": f"thread {tid!r} has no such events"}, 404))
         return headers(JSONResponse(envs))
+
+    def verify(request: Request) -> Response:
+        tid = request.query_params.get("id", "")
+        with pool.connection() as conn:
+            result = verification(conn, cfg, tid)
+        if result is None:
+            return headers(JSONResponse({"error": f"thread {tid!r} is not recorded"}, 404))
+        return headers(JSONResponse(result))
 
     def compare(request: Request) -> Response:
         p = request.query_params
@@ -580,9 +673,19 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
 
     from contextlib import asynccontextmanager
 
+    def warm() -> None:  # every thread's summary, before the first list asks for it
+        try:
+            with pool.connection() as conn:
+                summaries.refresh(conn, cfg.schema)
+        except Exception:  # the first request reports what is wrong
+            pass
+
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
+        import threading
+
         pool.open(wait=True, timeout=30)
+        threading.Thread(target=warm, name="lgx-ui-warm", daemon=True).start()
         try:
             yield
         finally:
@@ -594,6 +697,8 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
         Route("/thread", thread, methods=get),
         Route("/thread/timeline.html", timeline, methods=get),
         Route("/thread/events.json", events, methods=get),
+        Route("/thread/verify.json", verify, methods=get),
+        Route("/thread/row", row, methods=get),
         Route("/compare", compare, methods=get),
         Mount("/static", StaticFiles(packages=[("langgraph_external.ui", "static")])),
     ]

@@ -87,59 +87,31 @@ class Search:
         }
 
 
-# Threads matching a search, newest first. The status of a thread is that of its last
-# run: interrupted (an interrupt after its start), else how it ended, else running.
-STATUS_OF = """
-(select case
-    when max(e.seq) filter (where e.kind = 'interrupt')
-         > coalesce(max(e.seq) filter (where e.kind = 'run_start' and e.parent_run_id is null), 0)
-        then 'interrupted'
-    when max(e.seq) filter (where e.kind = 'run_end' and e.parent_run_id is null)
-         > coalesce(max(e.seq) filter (where e.kind = 'run_start' and e.parent_run_id is null), 0)
-        then coalesce((array_agg(e.status order by e.seq desc)
-                       filter (where e.kind = 'run_end' and e.parent_run_id is null))[1], 'ok')
-    when count(*) filter (where e.kind = 'run_start') > 0 then 'running'
-    else 'ok' end
- from {schema}.events e
- where e.thread_id = t.thread_id and e.kind in ('run_start', 'run_end', 'interrupt'))
-"""
-
-MATCHES = (
-    """
-select t.thread_id, t.created_at, t.updated_at
+# Threads matching the terms only the events can answer (error text, session); the other
+# terms are answered from the threads' summaries (see Summaries).
+MATCHES = """
+select t.thread_id
 from {schema}.threads t
 where t.last_seq > 0
-  and (%(thread)s::text is null or t.thread_id ilike %(thread)s)
-  and (%(user)s::text is null or t.thread_id in (
-        select thread_id from {schema}.events
-        where kind = 'run_start' and payload ->> 'user_id' = %(user)s))
-  and (%(tag)s::text is null or t.thread_id in (
-        select thread_id from {schema}.events
-        where kind = 'run_start' and payload -> 'tags' ? %(tag)s))
   and (%(session)s::text is null or t.thread_id = %(session)s or t.thread_id in (
         select thread_id from {schema}.events
         where kind = 'checkpoint'
           and payload -> 'metadata' ->> 'langfuse_session_id' = %(session)s))
-  and (%(node)s::text is null or t.thread_id in (
-        select thread_id from {schema}.events where kind = 'node_start' and node = %(node)s))
-  and (%(tool)s::text is null or t.thread_id in (
-        select thread_id from {schema}.events where kind = 'tool_start' and name = %(tool)s))
   and (%(error)s::text is null or t.thread_id in (
         select thread_id from {schema}.events
         where kind in ('error', 'tool_error', 'node_end', 'llm_end', 'run_end')
           and (kind in ('error', 'tool_error') or status = 'error')
           and (%(error)s = '' or payload ->> 'error' ilike %(error_like)s
                or payload ->> 'error_type' ilike %(error_like)s)))
-  and (%(violation)s::text is null or t.thread_id in (
-        select thread_id from {schema}.events
-        where kind = 'policy_violation' and (%(violation)s = '' or name = %(violation)s)))
-  and (%(status)s::text is null or """
-    + STATUS_OF
-    + """ = %(status)s)
 """
-)
 
-# Headline numbers of a set of threads, from their runs, model calls and violations.
+HEADS = """
+select thread_id, last_seq, created_at, updated_at from {schema}.threads where last_seq > 0
+"""
+
+# Headline numbers of a set of threads, from their runs, nodes, model and tool calls,
+# interrupts and violations. The status of a thread is that of its last run:
+# interrupted (an interrupt after its start), else how it ended, else running.
 AGGREGATES = """
 select e.thread_id,
     count(*) filter (where e.kind = 'run_start' and e.parent_run_id is null) as runs,
@@ -155,8 +127,7 @@ select e.thread_id,
     count(*) filter (where e.kind = 'policy_violation') as violations,
     array_agg(distinct e.name) filter (where e.kind = 'policy_violation') as violation_rules,
     count(*) filter (where e.kind in ('error', 'tool_error')
-                     or (e.status = 'error' and e.kind in ('node_end', 'run_end', 'llm_end')))
-        as errors,
+                     or (e.status = 'error' and e.kind in ('run_end', 'llm_end'))) as errors,
     max(e.seq) filter (where e.kind = 'run_start' and e.parent_run_id is null) as last_start,
     max(e.seq) filter (where e.kind = 'run_end' and e.parent_run_id is null) as last_end,
     max(e.seq) filter (where e.kind = 'interrupt') as last_interrupt,
@@ -165,11 +136,13 @@ select e.thread_id,
     array_agg(distinct e.payload ->> 'user_id')
         filter (where e.kind = 'run_start' and e.payload ? 'user_id') as users,
     jsonb_agg(e.payload -> 'tags') filter (where e.kind = 'run_start' and e.payload ? 'tags')
-        as tags
+        as tags,
+    array_agg(distinct e.node) filter (where e.kind = 'node_start') as nodes,
+    array_agg(distinct e.name) filter (where e.kind = 'tool_start') as tools
 from {schema}.events e
 where e.thread_id = any(%(ids)s)
   and e.kind in ('run_start', 'run_end', 'llm_end', 'policy_violation', 'error', 'tool_error',
-                 'interrupt', 'node_end')
+                 'interrupt', 'node_start', 'tool_start')
 group by e.thread_id
 """
 
@@ -185,6 +158,22 @@ from {schema}.events s
 join {schema}.events e on e.run_id = s.run_id and e.kind = 'llm_end' and e.thread_id = s.thread_id
 where s.kind = 'llm_start' and s.thread_id = any(%(ids)s)
 group by 1, 2
+"""
+
+# A thread's events as the view reads them: the exact copies (``exact``), the checkpoints'
+# channel maps and raw bytes stay in the database (the page fetches whole events on demand).
+VIEW_EVENTS = """
+select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms,
+    payload - 'exact' - 'channels', null::bytea, artifact, redactions, null::text, null::text
+from {schema}.events where thread_id = %s order by seq
+"""
+
+EVENTS_AT = """
+select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms,
+    payload, raw, artifact, redactions, prev, hash
+from {schema}.events where thread_id = %s and seq = any(%s::bigint[]) order by seq
 """
 
 THREAD_ROW = """
@@ -219,12 +208,29 @@ class ThreadRow:
     status: str = "ok"
     users: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    model_tokens: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     cost: float | None = None
     unknown_price_models: list[str] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def priced(self, prices: PriceTable) -> ThreadRow:
+        """This row with its cost under ``prices``."""
+        cost: float | None = None
+        unknown: list[str] = []
+        for model, (i, o) in sorted(self.model_tokens.items()):
+            c = prices.cost(model, input_tokens=i, output_tokens=o)
+            if c is None:
+                if i is not None or o is not None:
+                    unknown.append(model)
+            else:
+                cost = (cost or 0.0) + c
+        self.cost, self.unknown_price_models = cost, unknown
+        return self
 
 
 @dataclass
@@ -248,51 +254,86 @@ def _status(last_start: Any, last_end: Any, last_interrupt: Any, last_status: An
     return "running" if last_start else "ok"
 
 
-def aggregates(
-    conn: psycopg.Connection[Any], schema: str, ids: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    """Headline numbers of ``ids`` (runs, duration, tokens, violations, errors, status)."""
-    if not ids:
-        return {}
-    cur = conn.execute(ledger.q(AGGREGATES, schema), {"ids": list(ids)})
+def _summaries(
+    conn: psycopg.Connection[Any], schema: str, heads: Mapping[str, tuple[Any, ...]]
+) -> dict[str, ThreadRow]:
+    """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated))."""
+    ids = list(heads)
+    out = {t: ThreadRow(t, heads[t][1], heads[t][2]) for t in ids}
+    cur = conn.execute(ledger.q(AGGREGATES, schema), {"ids": ids})
     names = [d.name for d in cur.description or ()]
-    out: dict[str, dict[str, Any]] = {}
     for row in cur.fetchall():
         d = dict(zip(names, row, strict=True))
+        r = out[str(d["thread_id"])]
         tags: list[str] = []
-        for group in d.pop("tags") or ():
-            for tag in group or ():
+        for group in d["tags"] or ():
+            for tag in group if isinstance(group, list) else ():
                 if str(tag) not in tags:
                     tags.append(str(tag))
-        d["tags"] = tags
-        d["users"] = sorted(u for u in d["users"] or () if u)
-        d["violation_rules"] = sorted(r for r in d["violation_rules"] or () if r)
-        d["status"] = _status(
-            d.pop("last_start"), d.pop("last_end"), d.pop("last_interrupt"), d.pop("last_status")
-        )
-        d["duration_ms"] = float(d["duration_ms"] or 0)
-        out[str(d.pop("thread_id"))] = d
+        r.runs, r.llm_calls = int(d["runs"]), int(d["llm_calls"])
+        r.duration_ms = float(d["duration_ms"] or 0)
+        r.input_tokens, r.output_tokens = int(d["input_tokens"]), int(d["output_tokens"])
+        r.violations, r.errors = int(d["violations"]), int(d["errors"])
+        r.violation_rules = sorted(x for x in d["violation_rules"] or () if x)
+        r.users = sorted(u for u in d["users"] or () if u)
+        r.tags = tags
+        r.nodes = sorted(n for n in d["nodes"] or () if n)
+        r.tools = sorted(n for n in d["tools"] or () if n)
+        r.status = _status(d["last_start"], d["last_end"], d["last_interrupt"], d["last_status"])
+    for thread_id, model, i, o in conn.execute(ledger.q(MODEL_TOKENS, schema), {"ids": ids}):
+        out[thread_id].model_tokens[str(model)] = (i, o)
     return out
 
 
-def costs(
-    conn: psycopg.Connection[Any], schema: str, ids: Sequence[str], prices: PriceTable
-) -> dict[str, tuple[float | None, list[str]]]:
-    """Thread -> (cost of its priced calls or None, models without a price)."""
-    if not ids:
-        return {}
-    out: dict[str, tuple[float | None, list[str]]] = {}
-    rows = conn.execute(ledger.q(MODEL_TOKENS, schema), {"ids": list(ids)}).fetchall()
-    for thread_id, model, i, o in rows:
-        cost, unknown = out.get(thread_id, (None, []))
-        c = prices.cost(model, input_tokens=i, output_tokens=o)
-        if c is None:
-            if i is not None or o is not None:
-                unknown = sorted({*unknown, str(model)})
-        else:
-            cost = (cost or 0.0) + c
-        out[thread_id] = (cost, unknown)
-    return out
+class Summaries:
+    """The headline numbers of every thread, each kept until its thread moves on.
+
+    :meth:`refresh` reads the ``threads`` table (one row per thread) and recomputes only
+    the threads whose last ``seq`` changed since, so a ledger of many threads is read in
+    full once (at start), and a list after that costs the threads that changed.
+    """
+
+    CHUNK = 2000
+
+    def __init__(self) -> None:
+        import threading
+
+        self.rows: dict[str, tuple[int, ThreadRow]] = {}
+        self.lock = threading.Lock()
+
+    def refresh(self, conn: psycopg.Connection[Any], schema: str) -> dict[str, ThreadRow]:
+        """Every thread's summary, up to date with the ledger now."""
+        heads = {
+            str(t): (int(seq), created, updated)
+            for t, seq, created, updated in conn.execute(ledger.q(HEADS, schema)).fetchall()
+        }
+        with self.lock:  # one refresh at a time: the others then find it done
+            stale = [t for t, h in heads.items() if self.rows.get(t, (None,))[0] != h[0]]
+            for i in range(0, len(stale), self.CHUNK):
+                chunk = {t: heads[t] for t in stale[i : i + self.CHUNK]}
+                for t, row in _summaries(conn, schema, chunk).items():
+                    self.rows[t] = (heads[t][0], row)
+            for gone in set(self.rows) - set(heads):
+                del self.rows[gone]
+            return {t: row for t, (_, row) in self.rows.items()}
+
+
+def _keeps(r: ThreadRow, t: Mapping[str, str]) -> bool:
+    """Whether a thread's summary passes the terms the summaries answer."""
+    if "thread" in t and t["thread"].casefold() not in r.thread_id.casefold():
+        return False
+    if "user" in t and t["user"] not in r.users:
+        return False
+    if "tag" in t and t["tag"] not in r.tags:
+        return False
+    if "node" in t and t["node"] not in r.nodes:
+        return False
+    if "tool" in t and t["tool"] not in r.tools:
+        return False
+    if "status" in t and r.status != t["status"]:
+        return False
+    rules = r.violation_rules
+    return "violation" not in t or bool(rules if t["violation"] == "" else t["violation"] in rules)
 
 
 def list_threads(
@@ -305,12 +346,14 @@ def list_threads(
     page: int = 1,
     page_size: int = PAGE_SIZE,
     prices: PriceTable | None = None,
+    summaries: Summaries | None = None,
 ) -> ThreadPage:
     """One page of the threads that match ``search``, sorted by ``sort``.
 
     ``time`` is the last update, ``created`` the first event, ``duration`` the time the
     thread's runs took (waiting for a human between runs left out), ``tokens`` the model
-    tokens, ``cost`` their price (threads with unknown prices count what is priced).
+    tokens, ``cost`` their price (a thread whose models have no price sorts as cheapest).
+    ``summaries``: the app's :class:`Summaries` (a new one reads every thread).
 
     Raises:
         SearchError: an unknown sort.
@@ -318,44 +361,33 @@ def list_threads(
     if sort not in SORTS:
         raise SearchError(f"sort is one of {', '.join(SORTS)}, not {sort!r}")
     prices = prices or PriceTable()
-    rows = conn.execute(ledger.q(MATCHES, schema), search.params()).fetchall()
+    every = (summaries or Summaries()).refresh(conn, schema)
+    terms = search.terms
+    rows = [r for r in every.values() if _keeps(r, terms)]
+    if "error" in terms or "session" in terms:
+        found = {r[0] for r in conn.execute(ledger.q(MATCHES, schema), search.params())}
+        rows = [r for r in rows if r.thread_id in found]
+    if sort == "cost":
+        for r in rows:
+            r.priced(prices)
+
+    def key(r: ThreadRow) -> Any:
+        if sort == "time":
+            return r.updated_at
+        if sort == "created":
+            return r.created_at
+        if sort == "duration":
+            return r.duration_ms
+        if sort == "tokens":
+            return r.tokens
+        return -1.0 if r.cost is None else r.cost
+
+    rows.sort(key=lambda r: (key(r), r.updated_at, r.thread_id), reverse=desc)
     total = len(rows)
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
-    lo = (page - 1) * page_size
-    if sort in ("time", "created"):
-        col = 2 if sort == "time" else 1
-        rows.sort(key=lambda r: (r[col], r[0]), reverse=desc)
-        chosen = rows[lo : lo + page_size]
-        ids = [r[0] for r in chosen]
-        aggs = aggregates(conn, schema, ids)
-        spent = costs(conn, schema, ids, prices)
-    else:
-        all_ids = [r[0] for r in rows]
-        aggs = aggregates(conn, schema, all_ids)
-        spent = costs(conn, schema, all_ids, prices) if sort == "cost" else {}
-
-        def key(r: Any) -> Any:
-            a = aggs.get(r[0], {})
-            if sort == "duration":
-                return a.get("duration_ms") or 0.0
-            if sort == "tokens":
-                return (a.get("input_tokens") or 0) + (a.get("output_tokens") or 0)
-            c = spent.get(r[0], (None, []))[0]
-            return -1.0 if c is None else c
-
-        rows.sort(key=lambda r: (key(r), r[2], r[0]), reverse=desc)
-        chosen = rows[lo : lo + page_size]
-        if sort != "cost":
-            spent = costs(conn, schema, [r[0] for r in chosen], prices)
-    out = []
-    for thread_id, created, updated in chosen:
-        a = aggs.get(thread_id, {})
-        cost, unknown = spent.get(thread_id, (None, []))
-        out.append(
-            ThreadRow(thread_id, created, updated, cost=cost, unknown_price_models=unknown, **a)
-        )
-    return ThreadPage(out, total, page, pages, sort, desc)
+    chosen = rows[(page - 1) * page_size : page * page_size]
+    return ThreadPage([r.priced(prices) for r in chosen], total, page, pages, sort, desc)
 
 
 def memory_details(
@@ -385,6 +417,20 @@ def _is_uuid(text: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+def view_events(conn: psycopg.Connection[Any], schema: str, thread_id: str) -> list[dict[str, Any]]:
+    """The events of a thread for its view (see :data:`VIEW_EVENTS`)."""
+    rows = conn.execute(ledger.q(VIEW_EVENTS, schema), (thread_id,)).fetchall()
+    return [ledger.row_to_envelope(r) for r in rows]
+
+
+def events_at(
+    conn: psycopg.Connection[Any], schema: str, thread_id: str, seqs: Sequence[int]
+) -> list[dict[str, Any]]:
+    """Whole envelopes of some events of a thread (as ``lgx events --json`` prints them)."""
+    rows = conn.execute(ledger.q(EVENTS_AT, schema), (thread_id, list(seqs))).fetchall()
+    return [ledger.row_to_envelope(r) for r in rows]
 
 
 def thread_row(conn: psycopg.Connection[Any], schema: str, thread_id: str) -> Mapping[str, Any]:

@@ -88,6 +88,21 @@ def _when(value: Any) -> str:
     return str(value.strftime("%Y-%m-%d %H:%M:%S"))
 
 
+def _without_messages(value: Any) -> Any:
+    """A node update or run input/output without its messages (shown as chat); ``None``
+    when nothing else is left."""
+    if not isinstance(value, Mapping):
+        return value
+    if "goto" in value and isinstance(value.get("update"), Mapping):  # a Command
+        inner = _without_messages(value["update"])
+        rest = {k: v for k, v in value.items() if k != "update" and v is not None}
+        if inner is not None:
+            rest["update"] = inner
+        return rest or None
+    rest = {k: v for k, v in value.items() if k != "messages"}
+    return rest or None
+
+
 def _pretty(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -109,6 +124,7 @@ def environment() -> Environment:
     env.filters["pretty"] = _pretty
     env.filters["args"] = lambda a: _call_args(a, 200)
     env.filters["messages"] = _messages_of
+    env.filters["without_messages"] = _without_messages
     env.globals["kind_names"] = KIND_NAMES
     return env
 
@@ -124,13 +140,19 @@ def _ticks(end: float, fmt: Any, n: int = 5) -> list[tuple[float, str]]:
 
 def thread_context(
     view: Mapping[str, Any],
-    envelopes: Sequence[Mapping[str, Any]],
+    envelopes: Sequence[Mapping[str, Any]] | None,
     *,
     verification: Mapping[str, Any] | None = None,
     memory_texts: Mapping[str, str] | None = None,
     memory_queries: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Template values of a thread page."""
+    for r in view["rows"]:  # what each row's line needs, formatted once
+        r["took"] = fmt_ms(r["t1"] - r["t0"]) if r["t1"] > r["t0"] else ""
+        r["mark"] = " mark" if r["t1"] == r["t0"] and r["s1"] == r["s0"] else ""
+        r["seq_list"] = ",".join(map(str, r["seqs"]))
+        (tl, tw), (sl, sw) = r["x_time"], r["x_seq"]
+        r["bar"] = f"--tl:{tl:.3f}%;--tw:{tw:.3f}%;--sl:{sl:.3f}%;--sw:{sw:.3f}%"
     seqs = [r["s0"] for r in view["rows"]] + [r["s1"] for r in view["rows"]]
     first, last = (min(seqs), max(seqs)) if seqs else (0, 1)
     span = max(last - first, 1)
@@ -141,7 +163,9 @@ def thread_context(
         "memory_queries": memory_queries or {},
         "ticks_time": _ticks(float(view["end_ms"]), fmt_ms),
         "ticks_seq": [(p, f"seq {round(first + span * p / 100)}") for p, _ in _ticks(1.0, str)],
-        "events_json": Markup(
+        "events_json": None
+        if envelopes is None
+        else Markup(
             script_json(
                 {"thread_id": view["thread_id"], "envelopes": [embedded(e) for e in envelopes]}
             )

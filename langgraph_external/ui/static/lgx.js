@@ -1,6 +1,7 @@
 /* lgx ui / lgx timeline: selection, axis, filters and collapsing of the run tree.
-   Every text comes from the server-rendered page or is set with textContent: this script
-   never turns data into markup. */
+   Markup comes only from the server's templates (the page, or a row's details rendered on
+   the server when it is selected); recorded data this script receives as JSON is set with
+   textContent: it never turns data into markup. */
 (function () {
   "use strict";
   var tree = document.getElementById("tree");
@@ -10,35 +11,45 @@
   var byId = {};
   rows.forEach(function (r) { byId[r.getAttribute("data-row")] = r; });
   var current = null;
-  var envelopes = null;
+  var embedded = null;
 
-  function recorded() {
-    if (envelopes === null) {
-      var node = document.getElementById("lgx-data");
-      envelopes = node ? JSON.parse(node.textContent).envelopes : [];
+  /* The recorded events of some seqs: embedded in a standalone page, else fetched (JSON). */
+  function recorded(seqs, done) {
+    var node = document.getElementById("lgx-data");
+    if (node) {
+      if (embedded === null) {
+        embedded = {};
+        JSON.parse(node.textContent).envelopes.forEach(function (e) { embedded[e.seq] = e; });
+      }
+      done(seqs.map(function (s) { return embedded[s]; }).filter(Boolean));
+      return;
     }
-    return envelopes;
+    var url = tree.getAttribute("data-events-url");
+    if (!url) { done([]); return; }
+    fetch(url + "&seq=" + seqs.join(","), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : []; })
+      .then(done, function () { done([]); });
   }
 
   function showRaw(section, row) {
     var box = section.querySelector(".raw-events");
-    if (!box || box.getAttribute("data-filled")) return;
-    var envs = recorded();
-    (row.getAttribute("data-events") || "").split(",").forEach(function (ix) {
-      if (ix === "") return;
-      var env = envs[Number(ix)];
-      if (!env) return;
-      var h = document.createElement("div");
-      h.className = "muted";
-      h.textContent = "seq " + env.seq + " · " + env.kind;
-      var pre = document.createElement("pre");
-      pre.className = "payload";
-      pre.setAttribute("data-seq", String(env.seq));
-      pre.textContent = JSON.stringify(env, null, 2);
-      box.appendChild(h);
-      box.appendChild(pre);
-    });
+    var details = section.querySelector("details.raw");
+    if (!box || !details || !details.open || box.getAttribute("data-filled")) return;
     box.setAttribute("data-filled", "1");
+    var seqs = (row.getAttribute("data-events") || "").split(",").filter(Boolean);
+    recorded(seqs, function (envs) {
+      envs.forEach(function (env) {
+        var h = document.createElement("div");
+        h.className = "muted";
+        h.textContent = "seq " + env.seq + " · " + env.kind;
+        var pre = document.createElement("pre");
+        pre.className = "payload";
+        pre.setAttribute("data-seq", String(env.seq));
+        pre.textContent = JSON.stringify(env, null, 2);
+        box.appendChild(h);
+        box.appendChild(pre);
+      });
+    });
   }
 
   function showSection(id) {
@@ -47,16 +58,45 @@
     });
   }
 
+  function rawToggle(section) {
+    var d = section.querySelector("details.raw");
+    if (d) d.addEventListener("toggle", function () { showRaw(section, byId[section.getAttribute("data-row")]); });
+  }
+
+  function show(section, row) {
+    showSection(section.id);
+    showRaw(section, row);
+    pane.setAttribute("data-row", row.getAttribute("data-row"));
+    pane.scrollTop = 0;
+  }
+
   function select(id, scroll) {
     var row = byId[String(id)];
     if (!row) return false;
     if (current) current.classList.remove("sel");
     current = row;
     row.classList.add("sel");
-    var section = document.getElementById("detail-" + id);
-    if (section) { showSection(section.id); showRaw(section, row); }
-    pane.scrollTop = 0;
     if (scroll) row.scrollIntoView({ block: "nearest" });
+    pane.removeAttribute("data-row");
+    var section = document.getElementById("detail-" + id);
+    var holder = document.getElementById("pane-row");
+    if (section && section.parentNode === pane) { show(section, row); return true; }
+    if (!holder) return true;
+    /* the web app renders a row's details on the server when it is selected */
+    fetch(holder.getAttribute("data-url") + "&row=" + encodeURIComponent(id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : ""; })
+      .then(function (text) {
+        if (current !== row) return;
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        var fetched = doc.querySelector("section.detail");
+        if (!fetched) return;
+        var node = document.importNode(fetched, true);
+        node.removeAttribute("id");
+        holder.replaceChildren(node);
+        holder.setAttribute("data-row", String(id));
+        rawToggle(holder);
+        show(holder, row);
+      });
     return true;
   }
 
@@ -91,12 +131,7 @@
     var b = ev.target.closest("[data-action=conversation]");
     if (b) { ev.preventDefault(); conversation(); }
   });
-  Array.prototype.forEach.call(pane.querySelectorAll("details.raw"), function (d) {
-    d.addEventListener("toggle", function () {
-      var s = d.closest("section"), row = s && byId[s.getAttribute("data-row")];
-      if (row) showRaw(s, row);
-    });
-  });
+  Array.prototype.forEach.call(pane.querySelectorAll(":scope > section.detail"), rawToggle);
 
   function setAxis(mode) {
     tree.parentNode.classList.remove("axis-time", "axis-seq");
@@ -132,6 +167,33 @@
   }
   window.addEventListener("hashchange", fromHash);
   fromHash();
+
+  /* The web app verifies after the page is shown (it reads the whole chain). */
+  var live = document.getElementById("verify-live");
+  if (live) {
+    fetch(live.getAttribute("data-url"), { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (v) {
+        var badge = document.getElementById("verify-badge");
+        var ok = v.ok === true, bad = v.ok === false;
+        document.getElementById("verify-headline").textContent = v.headline || v.error || "";
+        document.getElementById("verify-note").textContent = v.note || "";
+        var list = document.getElementById("verify-problems");
+        (v.problems || []).forEach(function (p) {
+          var d = document.createElement("div");
+          d.className = "err";
+          d.textContent = "· " + p;
+          list.appendChild(d);
+        });
+        if (badge) {
+          badge.textContent = v.headline || "not verified";
+          badge.className = "badge" + (ok ? " ok" : bad ? " bad" : "");
+        }
+        var panel = document.getElementById("verification");
+        if (panel) panel.className = "panel verify " + (ok ? "ok" : bad ? "bad" : "na");
+        document.body.setAttribute("data-verified", ok ? "ok" : bad ? "failed" : "unknown");
+      }, function () { document.body.setAttribute("data-verified", "error"); });
+  }
   window.lgx = { select: select, conversation: conversation, setAxis: setAxis, rows: rows };
   document.body.setAttribute("data-rendered", String(rows.length));
 })();
