@@ -221,6 +221,24 @@ def test_threads_sort_by_tokens_and_cost_and_come_a_page_at_a_time(recorded: Led
         assert rows["refund-A-1"].violation_rules == ["tool_tier"]
 
 
+def test_the_list_recomputes_only_the_threads_that_moved_on(recorded: Ledger) -> None:
+    summaries = _queries.Summaries()
+    with psycopg.connect(recorded.dsn, autocommit=True) as conn:
+        first = summaries.refresh(conn, S)
+        assert summaries.computed == len(first) == 6
+        assert summaries.refresh(conn, S) == first and summaries.computed == 6
+        # one thread moves on (a new run): only it is summarized again
+        with External(dsn=recorded.dsn, workspace=recorded.ws) as ext:
+            from tests.replay_apps import react_app
+
+            react_app(ext.checkpointer).invoke(
+                {"messages": [HumanMessage("and in Bergen?")]}, ext.config("weather-1")
+            )
+        again = summaries.refresh(conn, S)
+        assert summaries.computed == 7
+        assert again["weather-1"].runs == first["weather-1"].runs + 1
+
+
 # -- the server ---------------------------------------------------------------------------
 def test_the_server_is_local_read_only_and_answers_get_only(
     recorded: Ledger, server: Server

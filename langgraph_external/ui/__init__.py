@@ -600,6 +600,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
                 sort=p.get("sort", "time"),
                 order=p.get("order", "desc"),
                 page=page,
+                summaries=summaries,
             )
         return html(text)
 

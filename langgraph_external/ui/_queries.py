@@ -300,6 +300,8 @@ class Summaries:
 
         self.rows: dict[str, tuple[int, ThreadRow]] = {}
         self.lock = threading.Lock()
+        self.computed = 0
+        """How many thread summaries were computed so far (each refresh adds the stale)."""
 
     def refresh(self, conn: psycopg.Connection[Any], schema: str) -> dict[str, ThreadRow]:
         """Every thread's summary, up to date with the ledger now."""
@@ -309,6 +311,7 @@ class Summaries:
         }
         with self.lock:  # one refresh at a time: the others then find it done
             stale = [t for t, h in heads.items() if self.rows.get(t, (None,))[0] != h[0]]
+            self.computed += len(stale)
             for i in range(0, len(stale), self.CHUNK):
                 chunk = {t: heads[t] for t in stale[i : i + self.CHUNK]}
                 for t, row in _summaries(conn, schema, chunk).items():
