@@ -287,6 +287,7 @@ def run_pages(dsn: str, ws: Path, n: int) -> None:
         page("compare: 'long' with 'short-0'", "/compare?a=long&b=short-0", "Path")
         page("timeline file: 'long'", "/thread/timeline.html?id=long", "lgx-data")
         body = client.get("/thread?id=long").text
+        standalone = client.get("/thread/timeline.html?id=long").text
     width = max(len(r[0]) for r in results)
     print(f"\n{'page':<{width}}  {'first ms':>8}  {'median ms':>9}  size")
     for name, first, ms, size in results:
@@ -294,11 +295,12 @@ def run_pages(dsn: str, ws: Path, n: int) -> None:
         print(f"{name:<{width}}  {first:8.0f}  {ms:9.0f}  {size}{flag}")
     load = os.getloadavg()[0]
     print(f"(machine load average {load:.1f} on {os.cpu_count()} cores while measuring)")
-    browser_load(body)
+    browser_load(body, standalone)
 
 
-def browser_load(page_html: str) -> None:
-    """The thread page's load in headless Chromium (parse, style, layout, script)."""
+def browser_load(page_html: str, standalone: str) -> None:
+    """The thread page's and the timeline file's load in headless Chromium (parse, style,
+    layout, script)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     try:
         from tests import browser
@@ -320,16 +322,18 @@ def browser_load(page_html: str) -> None:
         )
         path.write_text(html)
         with browser.browser() as page:
-            times = []
-            for _ in range(3):
-                t = time.perf_counter()
-                page.goto(path.as_uri())
-                rows = page.eval("document.body.dataset.rendered")
-                times.append((time.perf_counter() - t) * 1000)
-            print(
-                f"browser: thread view of 'long' ({rows} rows) loaded and laid out in "
-                f"{statistics.median(times):.0f} ms (median of 3); errors: {page.errors or 0}"
-            )
+            for name, file in (("thread view", path), ("timeline file", Path(d) / "timeline.html")):
+                times = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    page.goto(file.as_uri())
+                    rows = page.eval("document.body.dataset.rendered")
+                    times.append((time.perf_counter() - t) * 1000)
+                print(
+                    f"browser: {name} of 'long' ({rows} rows) loaded and laid out in "
+                    f"{statistics.median(times):.0f} ms (median of 3); "
+                    f"console errors: {len(page.errors)}"
+                )
 
 
 if __name__ == "__main__":

@@ -373,7 +373,7 @@ def _prompt_lines(call: Mapping[str, Any] | None) -> list[str]:
 def _side(
     conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str, cp: str | None
 ) -> dict[str, Any]:
-    envs = ledger.fetch_events(conn, thread_id, cfg.schema)
+    envs = _queries.view_events(conn, cfg.schema, thread_id)
     if not envs:
         raise NotFound(f"thread {thread_id!r} has no events in the ledger")
     cut, cid = (None, None)
@@ -479,7 +479,9 @@ def compare_data(
         "a": sa,
         "b": sb,
         "path": path,
-        "path_pairs": _path_rows(path),
+        "path_pairs": _shown(_path_rows(path), lambda r: r["op"] == "equal"),
+        "llm_shown": _shown(llm, lambda x: x["same_prompt"] and x["same_answer"]),
+        "tools_shown": _shown(tools, lambda x: x["same"]),
         "state": state,
         "state_note": state_note,
         "llm": llm,
@@ -489,6 +491,28 @@ def compare_data(
         and (state is None or state.same)
         and all(x["same_prompt"] and x["same_answer"] for x in llm)
         and all(x["same"] for x in tools),
+    }
+
+
+COMPARE_ROWS = 100
+"""Pairs shown per section of the compare page (every difference is counted)."""
+
+
+def _shown(pairs: list[dict[str, Any]], same: Any) -> dict[str, Any]:
+    """The first :data:`COMPARE_ROWS` pairs (and the first that differs, if later), with
+    the count of those left out and of how many of them differ."""
+    shown = pairs[:COMPARE_ROWS]
+    first = next((i for i, p in enumerate(pairs) if not same(p)), None)
+    if first is not None and first >= COMPARE_ROWS:
+        shown = [*shown, {**pairs[first], "index": first}]
+    for i, p in enumerate(pairs[:COMPARE_ROWS]):
+        p["index"] = i
+    late = 1 if first is not None and first >= COMPARE_ROWS else 0
+    rest = pairs[COMPARE_ROWS:]
+    return {
+        "pairs": shown,
+        "more": len(rest) - late,
+        "more_differ": sum(1 for p in rest if not same(p)) - late,
     }
 
 
@@ -553,6 +577,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
 
     cache = ThreadCache()
     summaries = _queries.Summaries()
+    verified: dict[tuple[str, Any], dict[str, Any]] = {}  # per thread position
     pool: ConnectionPool[Any] = ConnectionPool(
         cfg.dsn,
         min_size=1,
@@ -654,7 +679,14 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     def verify(request: Request) -> Response:
         tid = request.query_params.get("id", "")
         with pool.connection() as conn:
-            result = verification(conn, cfg, tid)
+            key = (tid, _queries.thread_row(conn, cfg.schema, tid).get("last_seq"))
+            result = verified.get(key)
+            if result is None:
+                result = verification(conn, cfg, tid)
+                if result is not None and key[1] is not None:
+                    verified[key] = result
+                    while len(verified) > 64:
+                        verified.pop(next(iter(verified)))
         if result is None:
             return headers(JSONResponse({"error": f"thread {tid!r} is not recorded"}, 404))
         return headers(JSONResponse(result))
@@ -725,6 +757,8 @@ def serve(
     port).
     """
     import socket
+    import threading
+    import time
 
     import uvicorn
 
@@ -740,11 +774,12 @@ def serve(
     server = uvicorn.Server(config)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
     if ready is not None:
-        original = server.startup
 
-        async def startup(sockets: Any = None) -> None:
-            await original(sockets=sockets)
-            ready(url)
+        def announce() -> None:  # once uvicorn says it has started
+            while not server.started and not server.should_exit:
+                time.sleep(0.02)
+            if server.started:
+                ready(url)
 
-        server.startup = startup  # type: ignore[method-assign]
+        threading.Thread(target=announce, name="lgx-ui-ready", daemon=True).start()
     server.run(sockets=[sock])
