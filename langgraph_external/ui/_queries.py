@@ -99,8 +99,7 @@ where t.last_seq > 0
           and payload -> 'metadata' ->> 'langfuse_session_id' = %(session)s))
   and (%(error)s::text is null or t.thread_id in (
         select thread_id from {schema}.events
-        where kind in ('error', 'tool_error', 'node_end', 'llm_end', 'run_end')
-          and (kind in ('error', 'tool_error') or status = 'error')
+        where (status = 'error' or kind in ('error', 'tool_error'))
           and (%(error)s = '' or payload ->> 'error' ilike %(error_like)s
                or payload ->> 'error_type' ilike %(error_like)s)))
 """
