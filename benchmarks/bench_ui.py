@@ -13,10 +13,9 @@
   the compare view of the long thread, ``lgx timeline``'s file, and (with Chromium) the
   time the browser takes to load and lay out the thread page.
 
-The two partial indexes the ``error:`` and ``session:`` searches use are created by the
-benchmark itself and printed (``--no-index`` shows the numbers without them); the ledger's
-migrations do not have them. The other searches and sorts read the app's per-thread
-summaries and need no index.
+The two partial indexes the ``error:`` and ``session:`` searches use come with the
+ledger's v8 migration (``--no-index`` drops them first, to show the numbers without them).
+The other searches and sorts read the app's per-thread summaries and need no index.
 
     .venv/bin/python benchmarks/bench_ui.py [--n 5] [--dsn ...] [--no-index]
 """
@@ -63,14 +62,7 @@ POLICY = {
     "default_tier": "read_only",
     "on_violation": {"action": "interrupt", "fallback": "escalate"},
 }
-INDEXES = [
-    # `session:` search: the session a run's config metadata named, on its checkpoints
-    "create index if not exists bench_events_session_idx on langgraph_external.events "
-    "((payload -> 'metadata' ->> 'langfuse_session_id')) where kind = 'checkpoint'",
-    # `error:` search: the failed events
-    "create index if not exists bench_events_errors_idx on langgraph_external.events "
-    "(thread_id) where status = 'error' or kind in ('error', 'tool_error')",
-]
+INDEXES = ("events_session_idx", "events_errors_idx")  # the v8 migration's
 
 
 class Model(BaseChatModel):
@@ -193,7 +185,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=5000, help="events of the long thread")
     ap.add_argument("--threads", type=int, default=10_000, help="threads in the ledger")
     ap.add_argument("--dsn", default=os.environ.get("LGX_BENCH_DSN"))
-    ap.add_argument("--no-index", action="store_true", help="leave the suggested indexes out")
+    ap.add_argument("--no-index", action="store_true", help="drop the v8 search indexes first")
     args = ap.parse_args()
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     warnings.simplefilter("ignore")
@@ -234,13 +226,10 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
                 f"ledger: {n_threads} threads, {n_events} events "
                 f"(copies made in {time.perf_counter() - t:.0f} s)"
             )
-            if not args.no_index:
-                for statement in INDEXES:
-                    conn.execute(statement)
-                conn.execute(f"analyze {S}.events")
-                print("indexes created by this benchmark (the ledger has none of them):")
-                for statement in INDEXES:
-                    print("  " + statement.split(" on ", 1)[1])
+            if args.no_index:
+                for name in INDEXES:
+                    conn.execute(f"drop index if exists {S}.{name}")
+                print("without the v8 indexes " + ", ".join(INDEXES))
         run_pages(dsn, ws, args.n)
 
 
