@@ -53,6 +53,7 @@ __all__ = [
 
 _START_TIMEOUT = 60.0
 _ZYGOTE_IDLE = 30.0  # seconds a zygote with no helper to serve waits before it exits
+_WAKE_EVERY = 0.02  # seconds between two wake-ups of a helper (its batches linger as long)
 
 
 def notify_channel(schema: str) -> str:
@@ -240,6 +241,7 @@ class HelperProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         self._eof = False
+        self._last_wake = 0.0
         self._conn: Connection | None = None
         self._wake_w: int | None = None
         self._ids = iter(range(1, 1 << 62))
@@ -324,10 +326,13 @@ class HelperProcess:
 
     # -- SealingBackend ------------------------------------------------------------------
     def wake(self) -> None:
-        """Captures were committed: one byte down the wake-up pipe (never blocks)."""
+        """Captures were committed: one byte down the wake-up pipe (never blocks), at most
+        every few milliseconds — a busy helper looks again soon after each batch anyway."""
         fd = self._wake_w
-        if fd is None:
+        now = time.monotonic()
+        if fd is None or now - self._last_wake < _WAKE_EVERY:
             return
+        self._last_wake = now
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(fd, b"w")
 
