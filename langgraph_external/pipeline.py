@@ -266,6 +266,9 @@ class Pipeline:
         self._touched: set[str] = set()
         self._settle_at = 0  # a flush waits for projections to settle at this commit count
         self._settled = 0
+        # the next pass reads the cursors and resumes threads whose files are ahead of
+        # theirs (flush, catch_up): what a writer that died left unsettled
+        self._recheck = False
         # committed events handed to each projection in memory (no read-back from the
         # ledger when they follow its position): projection -> thread -> events
         self._fresh: dict[str, dict[str, list[Event]]] = {p.name: {} for p in self.projections}
@@ -384,6 +387,7 @@ class Pipeline:
             # (the workspace writes the state.json files it deferred)
             self._commits += 1
             target = self._settle_at = self._commits
+            self._recheck = True
             while self._projected < target:
                 self._wake_workers()
                 if not self._wait(deadline):
@@ -412,8 +416,11 @@ class Pipeline:
                 break
             with self._cv:
                 self._touched |= lag
-                self._commits += 1  # ask the projector for one more full pass
-                target = self._commits
+                self._commits += 1  # ask the projector for one more full pass, which
+                # settles (a deferred state.json holds a cursor back) and finishes what
+                # dead writers left unsettled (see _project_locked)
+                target = self._settle_at = self._commits
+                self._recheck = True
                 self._wake_workers()
                 while self._projected < target:
                     if not self._wait(deadline):
@@ -945,11 +952,12 @@ class Pipeline:
                     self._pcv.wait(left)  # woken early by a flush or a close
                 touched, self._touched = self._touched, set()
                 target = self._commits
-            scan = time.monotonic() - last_scan >= self.poll_interval
+                recheck, self._recheck = self._recheck, False
+            scan = recheck or time.monotonic() - last_scan >= self.poll_interval
             ok = True
             for proj in self.projections:
                 try:
-                    ok = self._project(proj, touched, scan) and ok
+                    ok = self._project(proj, touched, scan, recheck) and ok
                 except Exception as exc:  # never let the projector die: retried
                     self._fail(proj.name, exc, 0)
                     logger.warning("projection %s deferred (%s); retrying", proj.name, exc)
@@ -966,42 +974,85 @@ class Pipeline:
                     self._projected = max(self._projected, target)
                 else:
                     self._touched |= touched
+                    self._recheck = self._recheck or recheck
                 self._cv.notify_all()
             if not ok:
                 time.sleep(self.retry_interval)
 
-    def _project(self, proj: Projection, touched: set[str], scan: bool) -> bool:
-        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones)."""
+    def _project(
+        self, proj: Projection, touched: set[str], scan: bool, recheck: bool = False
+    ) -> bool:
+        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones).
+
+        ``recheck``: resume threads whose files are ahead of their cursors (see
+        :meth:`_project_locked`)."""
         todo = dict.fromkeys(sorted(touched))
+        cursors: dict[str, int] = {}  # lagging thread -> its recorded cursor
         if scan:
             try:
-                todo.update(dict.fromkeys(t for t, _, _ in self.ledger.lagging(proj.name)))
+                cursors = self._lagging(proj, recheck)
             except Exception as exc:
                 logger.debug("projection scan failed: %s", exc)
                 return False
+            todo.update(dict.fromkeys(cursors))
         tids = [t for t in todo if f"{proj.name}:{t}" not in self.quarantined]
         locks = getattr(self.ledger, "projection_locks", None)
         if locks is None or not tids:
-            return self._project_each(proj, tids, lambda tid: self.project_thread(proj, tid))
+            return self._project_each(
+                proj,
+                tids,
+                lambda tid: self.project_thread(proj, tid, cursor=cursors.get(tid), resume=recheck),
+            )
         try:
             # one statement takes the pass's thread locks, one records the cursors and
             # releases them: two round trips per pass, not four per thread
             with locks(proj.name, tids) as held:
                 return self._project_each(
-                    proj, tids, lambda tid: self._project_held(proj, tid, held)
+                    proj,
+                    tids,
+                    lambda tid: self._project_held(proj, tid, held, cursors.get(tid), recheck),
                 )
         except (LedgerUnavailableError, ConnectionError) as exc:
             self._fail(proj.name, exc, 0)
             return False
 
-    def _project_held(self, proj: Projection, tid: str, held: Any) -> int | None:
+    def _lagging(self, proj: Projection, recheck: bool) -> dict[str, int]:
+        """Threads the ledger says ``proj`` is behind on, with their recorded cursors.
+
+        Left out: a thread whose files hold the ledger's head and whose settling is
+        pending here (:meth:`_settle` records it), and, unless ``recheck``, any thread
+        whose files hold the head (nothing to read; its writer may be settling it).
+        """
+        due = getattr(proj, "due", None)
+        pending = set(due()) if due is not None else set()
+        out = {}
+        for t, head, cursor in self.ledger.lagging(proj.name):
+            if (recheck and t not in pending) or head > proj.position(t):
+                out[t] = cursor
+        return out
+
+    @staticmethod
+    def _cursor_of(proj: Projection, tid: str, pos: int) -> int:
+        """The cursor to record for ``tid`` at ``pos``: what ``proj`` holds for good."""
+        settled = getattr(proj, "settled", None)
+        return pos if settled is None else int(settled(tid, pos))
+
+    def _project_held(
+        self,
+        proj: Projection,
+        tid: str,
+        held: Any,
+        cursor: int | None = None,
+        resume: bool = False,
+    ) -> int | None:
         if tid not in held.threads:
             return None  # another process is writing it: look again shortly
         revalidate = getattr(proj, "revalidate", None) or getattr(proj, "forget", None)
         if revalidate is not None:
             revalidate(tid)  # another process may have written since we last looked
-        pos = self._project_locked(proj, tid, record=False)
-        held.positions[tid] = pos
+        pos, held.positions[tid] = self._project_locked(
+            proj, tid, record=False, cursor=cursor, resume=resume
+        )
         return pos
 
     def _project_each(
@@ -1046,12 +1097,23 @@ class Pipeline:
         locks = getattr(self.ledger, "projection_locks", None)
         try:
             if due is None or locks is None:
+                pending = due() if due is not None else []
                 settle()
+                for tid in pending:
+                    self.ledger.set_cursor(
+                        proj.name, tid, self._cursor_of(proj, tid, proj.position(tid)), None
+                    )
             elif threads := due():
                 # under the threads' projection locks, like any other write of them; a
-                # thread another process holds is left to it (its state is the newer one)
+                # thread another process holds is left to it (its state is the newer one).
+                # Settled, their cursors move past the checkpoints they held back.
+                revalidate = getattr(proj, "revalidate", None)
                 with locks(proj.name, threads) as held:
                     settle(held.threads)
+                    for tid in held.threads:
+                        if revalidate is not None:
+                            revalidate(tid)
+                        held.positions[tid] = self._cursor_of(proj, tid, proj.position(tid))
         except Exception as exc:  # a derived view: reported, retried by the next flush
             self._fail(proj.name, exc, 0)
             logger.warning("projection %s could not settle: %s", proj.name, exc)
@@ -1068,26 +1130,49 @@ class Pipeline:
         except Exception:
             logger.debug("could not record the quarantine of %r", tid)
 
-    def project_thread(self, proj: Projection, tid: str) -> int | None:
+    def project_thread(
+        self, proj: Projection, tid: str, *, cursor: int | None = None, resume: bool = False
+    ) -> int | None:
         """Apply every event of ``tid`` the projection lacks; returns its new position.
 
         Several processes may feed one workspace: a lock in the ledger lets one of them
         write a thread at a time, and the holder reads the files' position afresh. Returns
         ``None`` when another process holds the thread (it is tried again later).
+        ``cursor`` and ``resume``: see :meth:`_project_locked`.
         """
         lock = getattr(self.ledger, "projection_lock", None)
         if lock is None:
-            return self._project_locked(proj, tid)
+            return self._project_locked(proj, tid, cursor=cursor, resume=resume)[0]
         with lock(proj.name, tid) as held:
             if not held:
                 return None
             forget = getattr(proj, "forget", None)
             if forget is not None:
                 forget(tid)  # another process may have written since we last looked
-            return self._project_locked(proj, tid)
+            return self._project_locked(proj, tid, cursor=cursor, resume=resume)[0]
 
-    def _project_locked(self, proj: Projection, tid: str, *, record: bool = True) -> int:
+    def _project_locked(
+        self,
+        proj: Projection,
+        tid: str,
+        *,
+        record: bool = True,
+        cursor: int | None = None,
+        resume: bool = False,
+    ) -> tuple[int, int]:
+        """Apply what ``tid`` lacks; returns its position and the cursor to record there.
+
+        A cursor short of what the files hold (``cursor``, from the ledger) means their
+        writer has not settled them — it is settling them, or it died first (a deferred
+        ``state.json``). With ``resume`` (a flush, ``lgx repair``) the projection finishes
+        that now; otherwise the cursor is not moved past it.
+        """
         pos = proj.position(tid)
+        unsettled = cursor is not None and cursor < pos
+        finish = getattr(proj, "resume", None)
+        if unsettled and resume and finish is not None:
+            finish(tid)
+            unsettled = False
         fresh = self._take_fresh(proj, tid, pos)
         while True:
             # every event held in memory follows pos: apply them and stop (what commits
@@ -1102,9 +1187,12 @@ class Pipeline:
             pos = events[-1].seq or pos
             if fresh is not None:
                 break
+        mark = self._cursor_of(proj, tid, pos)
+        if unsettled and cursor is not None:
+            mark = min(mark, cursor)
         if record:
-            self.ledger.set_cursor(proj.name, tid, pos, None)
-        return pos
+            self.ledger.set_cursor(proj.name, tid, mark, None)
+        return pos, mark
 
     # -- write-ahead log --------------------------------------------------------------------
     def _replay_wal(self) -> None:

@@ -1,5 +1,6 @@
-"""SIGKILL at random moments: nothing the saver committed is without its record, and
-nothing is recorded twice, torn or out of chain (the long run: benchmarks/crash_long.py)."""
+"""SIGKILL at random moments: nothing the saver committed is without its record, nothing
+is recorded twice, torn or out of chain, and the user's first ``lgx repair`` + ``lgx verify
+--all`` after the incident is green (the long run: benchmarks/crash_long.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash_harness import run_trials
+from langgraph_external import External
+from tests.crash_harness import kill_after_turns, lgx, run_trials
 
 
 @pytest.mark.parametrize(("strict", "trials"), [(False, 8), (True, 4)])
@@ -19,4 +21,28 @@ def test_sigkill_at_random_moments_loses_nothing_committed(
     assert findings.saver_checkpoints > 0 and findings.threads > 1
     # the checkpoint's event commits in its transaction: never missing, even before repair
     assert findings.checkpoints_without_event_before_repair == 0
+    # `lgx repair` then `lgx verify --all`: every thread passes (state.json included)
+    assert findings.verify_runs == 1 and findings.verified_threads >= findings.threads
     assert findings.problems() == []
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_repair_after_a_kill_leaves_verify_green(strict: bool, dsn: str, tmp_path: Path) -> None:
+    # two turns, then the process idles with state.json deferred (no flush) and is killed
+    ws, spool = tmp_path / "ws", tmp_path / "spool"
+    kill_after_turns(dsn, ws, spool, strict=strict, thread_id="t", turns=2, wait=1.5)
+    for _ in range(2):  # and a second repair changes nothing
+        repaired = lgx(dsn, ws, "repair")
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        verified = lgx(dsn, ws, "verify", "t")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_restart_settles_what_a_killed_process_left(dsn: str, tmp_path: Path) -> None:
+    ws, spool = tmp_path / "ws", tmp_path / "spool"
+    kill_after_turns(dsn, ws, spool, strict=False, thread_id="t", turns=2, wait=1.5)
+    # the app starts again and closes without touching the thread: no `lgx repair`
+    with External(dsn=dsn, workspace=ws, spool_dir=spool) as ext:
+        assert ext.flush()
+    verified = lgx(dsn, ws, "verify", "--all")
+    assert verified.returncode == 0, verified.stdout + verified.stderr

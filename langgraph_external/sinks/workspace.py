@@ -154,6 +154,26 @@ class WorkspaceProjection:
             else:  # another writer went on since: the newest root checkpoint is in the log
                 self._write_latest_state(tid)
 
+    def settled(self, thread_id: str, position: int) -> int:
+        """How far ``thread_id`` is mirrored for good, ``state.json`` included: ``position``,
+        or just before the root checkpoint whose ``state.json`` is still deferred.
+
+        The pipeline records this as the thread's cursor, so a process that dies before
+        :meth:`settle` leaves the thread lagging in the ledger: a restart or ``lgx repair``
+        comes back to it and :meth:`resume` writes the ``state.json`` that was never written.
+        """
+        due = self._state_due.get(thread_id)
+        if due is None:
+            return position
+        return min(position, (due[0].seq or 1) - 1)
+
+    def resume(self, thread_id: str) -> None:
+        """The recorded cursor of ``thread_id`` is behind its files: whoever wrote them
+        stopped before settling them (a crash). Write ``state.json`` from the newest root
+        checkpoint of the log now, unless a write of this projection is pending already."""
+        if thread_id not in self._state_due:
+            self._write_latest_state(thread_id)
+
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
         self._write_thread(thread_id, list(events))
