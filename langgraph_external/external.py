@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external import _compat, ledger
 from langgraph_external._nolock import NoLock
+from langgraph_external._pools import acheck_idle, check_idle
 from langgraph_external.assembly import Recording, assemble, embedded_for, resolve_redactor
 from langgraph_external.callbacks import (
     POLICY_HASH_KEY,
@@ -182,6 +183,9 @@ class External:
                     min_size=1,
                     max_size=self.pool_size,
                     kwargs=dict(_SAVER_CONN_KWARGS),
+                    # a connection that idled through a database restart is replaced
+                    # before it is handed out (see _pools)
+                    check=check_idle,
                     open=True,
                 )
                 saver = PostgresSaver(self._pool)
@@ -215,6 +219,7 @@ class External:
                     min_size=1,
                     max_size=self.pool_size,
                     kwargs=dict(_SAVER_CONN_KWARGS),
+                    check=acheck_idle,
                     open=False,
                 )
                 await self._apool.open()

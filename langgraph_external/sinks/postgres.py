@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
+from langgraph_external._pools import check_idle
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.events import Event
@@ -126,6 +127,7 @@ class PostgresLedger:
                             "options": _CONNECT_OPTIONS,
                         },
                         timeout=self.connect_timeout,
+                        check=check_idle,  # died in a database restart: replaced
                         name="langgraph-external-ledger",
                         open=True,
                     )
