@@ -32,6 +32,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_external.crypto import ALGORITHM, DecryptionError, WorkspaceCipher
 from langgraph_external.events import SCHEMA_VERSION, Event, canonical_json, canonical_line
 from langgraph_external.processors import Redactor
+from langgraph_external.redaction import redact_at
 from langgraph_external.render import to_readable
 from langgraph_external.workspace import Workspace, dumps_json, encode_thread_id
 
@@ -452,6 +453,12 @@ class WorkspaceProjection:
             return value
         return self.redactor(value)[0]
 
+    def _redact_at(self, key: Any, value: Any) -> Any:
+        """``value`` redacted as it sits under ``key`` (a channel) in the whole state."""
+        if self.redactor is None:
+            return value
+        return redact_at(self.redactor, [str(key)], value)[0]
+
     def _writes_lines(self, tid: str, e: Event) -> list[dict[str, Any]]:
         inline = (e.detail or {}).get("inline") or {}
         lines = []
@@ -467,7 +474,9 @@ class WorkspaceProjection:
             }
             if w.get("inline") and w.get("sha256") in inline:
                 line["b64"] = inline[w["sha256"]]
-            line["value"] = self._redact(self._render(tid, w, e.checkpoint_ns))
+            # redacted under its channel's name, as state.json redacts it: a channel named
+            # ``password`` is hidden whole, though its value alone looks like nothing
+            line["value"] = self._redact_at(w.get("channel"), self._render(tid, w, e.checkpoint_ns))
             lines.append(line)
         return lines
 
