@@ -1019,14 +1019,18 @@ class Pipeline:
     def _lagging(self, proj: Projection, recheck: bool) -> dict[str, int]:
         """Threads the ledger says ``proj`` is behind on, with their recorded cursors.
 
-        Left out: a thread whose files hold the ledger's head and whose settling is
-        pending here (:meth:`_settle` records it), and, unless ``recheck``, any thread
-        whose files hold the head (nothing to read; its writer may be settling it).
+        Of a projection that settles after it applies (it has ``resume``), left out: a
+        thread whose files hold the ledger's head and whose settling is pending here
+        (:meth:`_settle` records it), and, unless ``recheck``, any thread whose files hold
+        the head (nothing to read; its writer may be settling it).
         """
+        lag = self.ledger.lagging(proj.name)
+        if getattr(proj, "resume", None) is None:
+            return {t: cursor for t, _, cursor in lag}
         due = getattr(proj, "due", None)
         pending = set(due()) if due is not None else set()
         out = {}
-        for t, head, cursor in self.ledger.lagging(proj.name):
+        for t, head, cursor in lag:
             if (recheck and t not in pending) or head > proj.position(t):
                 out[t] = cursor
         return out
@@ -1168,8 +1172,8 @@ class Pipeline:
         that now; otherwise the cursor is not moved past it.
         """
         pos = proj.position(tid)
-        unsettled = cursor is not None and cursor < pos
         finish = getattr(proj, "resume", None)
+        unsettled = finish is not None and cursor is not None and cursor < pos
         if unsettled and resume and finish is not None:
             finish(tid)
             unsettled = False
