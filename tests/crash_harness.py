@@ -98,7 +98,8 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None
 
 
 def turns(dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n: int) -> None:
-    """Run ``n`` ReAct turns on one thread, say so, then wait to be killed (no flush)."""
+    """Run ``n`` ReAct turns on one thread, say so once their events are committed, then
+    wait to be killed (no flush)."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     sys.path.insert(0, str(ROOT))
     from langchain_core.messages import HumanMessage
@@ -111,6 +112,11 @@ def turns(dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n:
     graph = react_agent(ext.checkpointer)
     for i in range(n):
         graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, ext.config(thread_id))
+    # every event committed (a loaded machine may take longer than the wait), nothing
+    # flushed: what is left is the workspace's deferred state.json
+    deadline = time.monotonic() + 60
+    while ext.pipeline.health()["buffered"] and time.monotonic() < deadline:
+        time.sleep(0.05)
     print("done", flush=True)
     time.sleep(600)
 
