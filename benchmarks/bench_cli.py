@@ -54,7 +54,12 @@ from typer.testing import CliRunner  # noqa: E402
 from langgraph_external import External, ledger  # noqa: E402
 from langgraph_external.cli import app  # noqa: E402
 from langgraph_external.events import Event, new_id  # noqa: E402
-from langgraph_external.inspection import COUNT_THREADS, SELECT_LAST_EVENTS, SELECT_THREADS  # noqa: E402
+from langgraph_external.inspection import (  # noqa: E402
+    COUNT_THREADS,
+    REPLAY_PREFIX,
+    SELECT_LAST_EVENTS,
+    SELECT_THREADS,
+)
 from langgraph_external.processors import Sequencer  # noqa: E402
 from langgraph_external.sinks.postgres import PostgresLedger  # noqa: E402
 
@@ -221,9 +226,12 @@ def main() -> None:
                 def run() -> None:
                     with psycopg.connect(dsn, autocommit=True) as conn:
                         conn.execute(
-                            ledger.q(SELECT_THREADS, "langgraph_external"), (limit,)
+                            ledger.q(SELECT_THREADS, "langgraph_external"),
+                            {"replays": False, "prefix": REPLAY_PREFIX, "limit": limit},
                         ).fetchall()
-                        conn.execute(ledger.q(COUNT_THREADS, "langgraph_external")).fetchone()
+                        conn.execute(
+                            ledger.q(COUNT_THREADS, "langgraph_external"), {"prefix": REPLAY_PREFIX}
+                        ).fetchone()
 
                 return run
 

@@ -45,6 +45,12 @@ def main() -> None:
     ap.add_argument("--dsn", default=None, help="a server to create databases on")
     ap.add_argument("--mode", choices=["both", "strict", "default"], default="both")
     ap.add_argument("--verify-every", type=int, default=0, help="lgx repair + verify every N")
+    ap.add_argument(
+        "--sealing",
+        choices=["process", "thread", "worker"],
+        default="process",
+        help="where the apps' captures are sealed (worker: an `lgx worker`, killed too)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="lgx-crash-"))
@@ -71,18 +77,23 @@ def main() -> None:
                 strict=strict,
                 seed=1,
                 check_every=args.verify_every,
+                sealing=args.sealing,
             )
             took = time.perf_counter() - started
             results[f"strict={strict}"] = {**f.__dict__, "seconds": round(took, 1)}
             print(
-                f"strict={strict}: {f.trials} SIGKILLs, {f.threads} threads, "
+                f"strict={strict} sealing={args.sealing}: {f.trials} SIGKILLs of the app and "
+                f"{f.sealer_kills} of the sealer, {f.threads} threads, "
                 f"{f.saver_checkpoints} committed checkpoints, {f.saver_writes} committed writes "
                 f"({took:.0f} s)\n"
-                f"  checkpoints without their event: {f.checkpoints_without_event_before_repair}"
-                f" before repair, {f.checkpoints_without_event} after\n"
-                f"  task writes without their event: {f.writes_without_event_before_repair}"
-                f" before repair (recorded by repair: {f.recovered_writes}),"
-                f" {f.writes_without_event} after\n"
+                f"  checkpoints without their event or capture before repair:"
+                f" {f.checkpoints_without_event_before_repair}; without their event after:"
+                f" {f.checkpoints_without_event}\n"
+                f"  task writes without their event or capture before repair:"
+                f" {f.writes_without_event_before_repair} (recorded by repair:"
+                f" {f.recovered_writes}); without their event after: {f.writes_without_event}\n"
+                f"  captures left unsealed by the kills (sealed by repair):"
+                f" {f.unsealed_before_repair}\n"
                 f"  chain problems {len(f.chain_problems)}, duplicate events {f.duplicate_events},"
                 f" duplicate checkpoint events {f.duplicate_checkpoint_events},"
                 f" torn lines {f.torn_lines}, workspace disagreements"

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from langgraph_external import External, verify_chain
+from langgraph_external.inspection import place_events
 
 
 @tool
@@ -95,15 +96,20 @@ def main() -> None:
         dsn = ext.dsn
         assert dsn is not None
 
-        table = Table(title=f"ledger events of {thread_id} (hash chain verified)")
-        for col in ("seq", "kind", "node", "step", "checkpoint_id"):
+        table = Table(
+            title=f"ledger events of {thread_id}, step by step (hash chain verified)",
+            caption="seq: the commit order (the hash chain's); ts: when it happened (UTC)",
+        )
+        for col in ("seq", "ts", "kind", "node", "step", "checkpoint_id"):
             table.add_column(col)
-        for e in events:
+        for p in place_events(events):
+            e = p.event
             table.add_row(
                 str(e["seq"]),
+                str(e["ts"])[11:23],
                 e["kind"],
                 e["node"] or "",
-                "" if e["step"] is None else str(e["step"]),
+                "" if p.own_step is None else str(p.own_step),
                 (e["checkpoint_id"] or "")[:13],
             )
         console.print(table)
@@ -129,6 +135,13 @@ def main() -> None:
     hint = f"\nTry: [cyan]{lgx_cmd} --workspace {args.workspace} show {thread_id}[/]"
     console.print(hint, soft_wrap=True)
     console.print(f"     [cyan]cat {ws_dir / 'state.json'}[/]", soft_wrap=True)
+    if not os.environ.get("LGX_DSN"):
+        console.print(
+            "\nThe embedded PostgreSQL server keeps running for the next process (your app, "
+            f"lgx, this demo again). Stop it with: [cyan]{lgx_cmd} --workspace "
+            f"{args.workspace} db stop[/]",
+            soft_wrap=True,
+        )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ loudly when one of them moves, so an upgrade is one file to read.
 
 Checked against (``CHECKED_AGAINST``): langgraph 1.2.24, langgraph-checkpoint 4.3.2,
 langgraph-checkpoint-postgres 3.2.0 (the record); langgraph-prebuilt 1.1.3 and
-langchain-core 1.8.3 (the transition guard, last section).
+langchain-core 1.8.3 (the transition guard); opentelemetry-semantic-conventions 0.66b2
+(the GenAI attribute names of the OTLP export, last section).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CHECKED_AGAINST = {
     "langgraph-checkpoint-postgres": "3.2.0",
     "langgraph-prebuilt": "1.1.3",
     "langchain-core": "1.8.3",
+    "opentelemetry-semantic-conventions": "0.66b2",
 }
 
 # -- LangGraph's reserved channel and task-path names (langgraph._internal._constants) ----
@@ -194,6 +196,47 @@ SAVER_BLOBS_SQL = (
     "select channel, version, blob from checkpoint_blobs where thread_id = %s"
     " and checkpoint_ns = %s and channel = any(%s) and version = any(%s)"
 )
+
+# What the sealer reads back to build a captured checkpoint's or writes' event (same
+# tables, unqualified like the saver's own statements). Rows come back by the position
+# ``i`` of the request they answer; a checkpoint the saver no longer holds (deleted,
+# pruned) comes back with nulls.
+SAVER_CHECKPOINT_ROWS_SQL = """
+select t.i, c.checkpoint, c.metadata, p.checkpoint
+from unnest(%s::text[], %s::text[], %s::text[], %s::text[]) with ordinality
+    as t(tid, ns, cid, pid, i)
+left join checkpoints c
+    on c.thread_id = t.tid and c.checkpoint_ns = t.ns and c.checkpoint_id = t.cid
+left join checkpoints p
+    on p.thread_id = t.tid and p.checkpoint_ns = t.ns and p.checkpoint_id = t.pid
+"""
+
+SAVER_BLOB_ROWS_SQL = """
+select t.i, b.type, b.blob
+from unnest(%s::text[], %s::text[], %s::text[], %s::text[]) with ordinality
+    as t(tid, ns, ch, ver, i)
+join checkpoint_blobs b on b.thread_id = t.tid and b.checkpoint_ns = t.ns
+    and b.channel = t.ch and b.version = t.ver
+"""
+
+SAVER_WRITE_ROWS_SQL = """
+select t.i, w.idx, w.channel, w.type, w.blob, w.task_path
+from unnest(%s::text[], %s::text[], %s::text[], %s::text[]) with ordinality
+    as t(tid, ns, cid, task, i)
+join checkpoint_writes w on w.thread_id = t.tid and w.checkpoint_ns = t.ns
+    and w.checkpoint_id = t.cid and w.task_id = t.task
+"""
+
+SAVER_INLINE_TRUE = True
+"""The value ``PostgresSaver.put`` leaves inline for a channel whose ``_DeltaSnapshot`` it
+moved to the blob table (its bytes are the blob row's)."""
+
+
+def inline_value_is_primitive(value: Any) -> bool:
+    """Whether the official saver keeps this channel value inline in the checkpoint row
+    (not in ``checkpoint_blobs``): ``None``, ``str``, ``int``, ``float``, ``bool``."""
+    return value is None or isinstance(value, (str, int, float, bool))
+
 
 IDENTITY_SQL = (
     "select (select system_identifier::text from pg_control_system()) as sysid, "
@@ -432,3 +475,17 @@ def patch_method(cls: type, name: str, make: Callable[[Any], Any]) -> Callable[[
             setattr(cls, name, original)
 
     return undo
+
+
+# -- OpenTelemetry's GenAI semantic conventions (the OTLP export) -------------------------
+def genai_attributes() -> Any:
+    """The module of OpenTelemetry's GenAI attribute names (``gen_ai.*``).
+
+    The conventions are still "development" upstream, so the package ships them only
+    under ``opentelemetry.semconv._incubating``; importing the names (rather than
+    spelling them) makes an upgrade that renames one fail in ``tests/test_compat.py``.
+    Imported on first use: the OTLP export is an optional extra.
+    """
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+
+    return gen_ai_attributes

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,26 +34,39 @@ from langgraph_external.redaction import as_redactor
 from langgraph_external.sinks.base import Projection
 from langgraph_external.sinks.postgres import PostgresLedger
 from langgraph_external.sinks.workspace import WorkspaceProjection
+from langgraph_external.worker import HelperProcess, NotifyingBackend, WorkerConfig
 from langgraph_external.workspace import Workspace
+
+logger = logging.getLogger("langgraph_external")
+
+
+SEALING_MODES = ("process", "thread", "worker")
+"""Where captures are sealed (see :func:`assemble`)."""
 
 
 @dataclass
 class Recording:
-    """What :func:`assemble` built: close it to flush and stop everything it started."""
+    """What :func:`assemble` built: close it to flush and stop everything it started.
+
+    ``mirror`` is the workspace projection when it runs in this process (``sealing``
+    ``"thread"``), else ``None``.
+    """
 
     pipeline: Pipeline
     dsn: str
-    workspace: Workspace
-    mirror: WorkspaceProjection
+    workspace: Workspace | None
+    mirror: WorkspaceProjection | None
     embedded: EmbeddedPostgres | None
+    sealing: str = "thread"
 
     def close(self) -> None:
-        """Flush and close the pipeline, then stop an embedded server it started."""
+        """Flush and close the pipeline, then release an embedded server it started (the
+        server keeps running for the next process)."""
         try:
             self.pipeline.close()
         finally:
             if self.embedded is not None:
-                self.embedded.stop()
+                self.embedded.release()  # the server stays up for the next process
 
     def __enter__(self) -> Recording:
         return self
@@ -73,6 +87,18 @@ def resolve_redactor(
         raise ConfigurationError(str(exc)) from exc
 
 
+def resolve_sealing(sealing: str | None) -> str:
+    """``sealing``, else ``$LGX_SEALING``, else ``"process"``; checked.
+
+    Raises:
+        ConfigurationError: not one of :data:`SEALING_MODES`.
+    """
+    mode = sealing or os.environ.get("LGX_SEALING") or "process"
+    if mode not in SEALING_MODES:
+        raise ConfigurationError(f"sealing must be one of {', '.join(SEALING_MODES)}, not {mode!r}")
+    return mode
+
+
 def embedded_for(
     workspace: Workspace, embedded_dir: str | os.PathLike[str] | None
 ) -> EmbeddedPostgres:
@@ -88,7 +114,7 @@ def embedded_for(
 
 def assemble(
     *,
-    workspace: str | os.PathLike[str] | Workspace,
+    workspace: str | os.PathLike[str] | Workspace | None,
     dsn: str | None = None,
     schema: str = ledger.DEFAULT_SCHEMA,
     redaction: str = "standard",
@@ -103,51 +129,102 @@ def assemble(
     embedded: EmbeddedPostgres | None = None,
     embedded_dir: str | os.PathLike[str] | None = None,
     projections: Sequence[Projection] = (),
+    sealing: str | None = None,
+    exports: Sequence[Any] = (),
     **pipeline_options: Any,
 ) -> Recording:
-    """Start what is needed, set the ledger up, and build the pipeline.
+    """Start what is needed, set the ledger up, and build the pipeline and its sealer.
 
     ``dsn=None`` reads ``LGX_DSN`` and otherwise starts an embedded PostgreSQL.
     ``cipher`` (else ``key``, else the deployment key: ``$LGX_KEY`` or the key file,
     created on first use, see :mod:`langgraph_external.keys`) keys every content
     address, anchors the chain heads and, with ``encrypt``, seals the exact copies.
 
+    ``sealing`` (default ``$LGX_SEALING`` or ``"process"``): ``"process"`` starts a helper
+    process that seals, mirrors the workspace and runs the ``exports``, stopped with the
+    pipeline; ``"thread"`` does that in threads of this process (also chosen, with a log
+    line, when something must stay here: custom ``projections``, or a redactor or
+    serializer that cannot be pickled); ``"worker"`` seals nothing here — ``lgx worker``
+    processes do (``workspace`` may then be ``None``).
+
     Raises:
         LedgerUnavailableError: Postgres cannot be reached.
         WorkspaceError: the workspace is not writable.
+        ConfigurationError: no workspace where one is needed, an unknown ``sealing``.
     """
     schema = ledger.validate_schema(schema)
+    mode = resolve_sealing(sealing)
     red = resolve_redactor(redaction, redactor)
-    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    ws = (
+        workspace if isinstance(workspace, Workspace) or workspace is None else Workspace(workspace)
+    )
+    if ws is None and mode != "worker":
+        raise ConfigurationError("a workspace is needed unless sealing='worker'")
     if cipher is None:
-        cipher = load_key(key, workspace_root=ws.root if ws.is_local else None)
+        cipher = load_key(key, workspace_root=ws.root if ws is not None and ws.is_local else None)
     dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
     server = embedded
     if dsn is None:
+        if ws is None:
+            raise ConfigurationError("sealing='worker' needs dsn=... (the database it shares)")
         server = server or embedded_for(ws, embedded_dir)
         dsn = server.start()
     try:
         # reach Postgres before touching the workspace: a wrong DSN leaves nothing behind
         try:
             with ledger.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-                ws.check_writable()
+                if ws is not None and mode != "worker":
+                    ws.check_writable()
                 ledger.setup(conn, schema)
         except psycopg.Error as exc:
             raise LedgerUnavailableError(f"cannot set up the ledger: {exc}") from exc
-        mirror = WorkspaceProjection(ws, serde=serde, redactor=red, cipher=cipher)
+        store = PostgresLedger(dsn, schema, cipher=cipher)
+        config = None
+        if mode == "process":
+            assert ws is not None
+            config = WorkerConfig(
+                dsn=dsn,
+                schema=schema,
+                workspace=ws.location,
+                storage_options=ws.storage_options,
+                fsync=ws.fsync,
+                cipher=cipher,
+                encrypt=encrypt,
+                redactor=red,
+                serde=serde,
+                exports=list(exports),
+                spool_dir=os.fspath(spool_dir) if spool_dir is not None else None,
+            )
+            why = "custom projections run here" if projections else HelperProcess.picklable(config)
+            if why is not None:
+                logger.info("langgraph-external: sealing in a thread of this process (%s)", why)
+                mode = "thread"
+        mirror = None
+        backend: Any
+        if mode == "process":
+            assert config is not None
+            backend = HelperProcess(config)
+        elif mode == "worker":
+            backend = NotifyingBackend(store, schema)
+        else:
+            assert ws is not None
+            mirror = WorkspaceProjection(ws, serde=serde, redactor=red, cipher=cipher)
+            backend = "thread"
         pipeline = Pipeline(
-            PostgresLedger(dsn, schema, cipher=cipher),
-            projections=[mirror, *projections],
+            store,
+            projections=[mirror, *projections] if mirror is not None else [],
             redactor=red,
             offload_threshold=offload_threshold,
             strict=strict,
             spool_dir=spool_dir,
             cipher=cipher,
             encrypt=encrypt,
+            serde=serde,
+            sealing=backend,
             **pipeline_options,
         )
     except BaseException:
         if server is not None and embedded is None:
-            server.stop()
+            server.release()
         raise
-    return Recording(pipeline, dsn, ws, mirror, server if embedded is None else None)
+    return Recording(pipeline, dsn, ws, mirror, server if embedded is None else None, mode)

@@ -22,8 +22,9 @@ Example (shell)::
     lgx prune --all --keep 10 --older-than 30d --dry-run
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
-(``<workspace>/.lgx/pgdata``) is started for the duration of the command, exactly as
-:class:`~langgraph_external.External` does, and released afterwards.
+(``<workspace>/.lgx/pgdata``) is used, exactly as :class:`~langgraph_external.External`
+does: started if it is not running, and left running for the next process
+(``lgx db stop`` stops it).
 
 Exit codes: ``0`` success; ``1`` a check failed (a verification problem, a missing thread
 or checkpoint, a rejected query, the embedded server not running); ``2`` the command could
@@ -40,7 +41,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -98,10 +99,11 @@ class _Stdout(Console):
         raise SystemExit(EXIT_OK)
 
 
-out = _Stdout(highlight=False)
-err = Console(stderr=True, highlight=False)
+# emoji=False: ":name:" in a thread id (``lgx-replay:t:1a2b``) is text, never an emoji
+out = _Stdout(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 _PIPE_WIDTH = 100_000
-_piped = _Stdout(highlight=False, width=_PIPE_WIDTH)
+_piped = _Stdout(highlight=False, emoji=False, width=_PIPE_WIDTH)
 """Prints tables when stdout is not a terminal: as wide as their content, never wrapped."""
 
 app = typer.Typer(
@@ -163,7 +165,7 @@ class _Settings:
 
     def close(self) -> None:
         if self._embedded is not None:
-            self._embedded.stop()
+            self._embedded.release()
             self._embedded = None
 
 
@@ -302,6 +304,14 @@ def setup(
     apply: Annotated[
         bool, typer.Option("--apply", help="With --roles: set up, then apply the grants.")
     ] = False,
+    capture_only: Annotated[
+        bool,
+        typer.Option(
+            "--capture-only",
+            help="With --roles: the role only captures (apps with sealing='worker'; "
+            "`lgx worker` runs as a role with the full grants).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Create the ledger schema (or bring it up to date) and print its version.
@@ -314,7 +324,7 @@ def setup(
 
     if roles and not apply:
         with _command(ctx) as s:
-            typer.echo(grant_script(s.schema, app_role), nl=False)
+            typer.echo(grant_script(s.schema, app_role, capture_only=capture_only), nl=False)
         return
     applied: list[str] = []
     with _command(ctx) as s:
@@ -322,7 +332,9 @@ def setup(
             version = ledger.setup(conn, s.schema)
             if roles:
                 _saver_setup(conn)
-                applied = list(apply_grants(conn, s.schema, app_role, saver=True))
+                applied = list(
+                    apply_grants(conn, s.schema, app_role, saver=True, capture_only=capture_only)
+                )
         datadir = str(s._embedded.datadir) if s._embedded else None
         if as_json:
             out_json: dict[str, Any] = {"schema": s.schema, "version": version, "embedded": datadir}
@@ -352,29 +364,35 @@ def threads(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Most threads to list (0: all).")
     ] = 50,
+    replays: Annotated[
+        bool,
+        typer.Option("--replays", help=f"Also list replay copies ({inspection.REPLAY_PREFIX}...)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """List recorded threads, most recently updated first."""
+    """List recorded threads, most recently updated first (replay copies with --replays)."""
     with _command(ctx) as s, _connect(s) as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        rows = cur.execute(
-            ledger.q(inspection.SELECT_THREADS, s.schema),
-            (limit or None,),
-        ).fetchall()
-        total = cur.execute(ledger.q(inspection.COUNT_THREADS, s.schema)).fetchone()
-        n_total = int(total["n"]) if total else len(rows)
+        rows, n_total, n_copies = inspection.list_threads(
+            conn, s.schema, limit=limit or None, replays=replays
+        )
+    if replays:
+        n_total += n_copies
     if as_json:
         for r in rows:
             typer.echo(json.dumps(r, ensure_ascii=False, default=_json_default))
         return
+    hidden = ""
+    if n_copies and not replays:
+        copies = f"{n_copies} replay cop{'y' if n_copies == 1 else 'ies'}"
+        hidden = f"; {copies} not listed (--replays lists them)"
     if not rows:
-        out.print("no threads recorded yet")
+        out.print("no threads recorded yet" if not hidden else f"no threads listed{hidden}")
         return
     shown = (
         f"{len(rows)} of {_n(n_total, 'thread')}" if n_total > len(rows) else _n(n_total, "thread")
     )
     deleted = any(r["deleted_at"] is not None for r in rows)
-    table = Table(caption=f"{shown}; times in UTC", caption_justify="left")
+    table = Table(caption=f"{shown}{hidden}; times in UTC", caption_justify="left")
     table.add_column("thread_id", overflow="fold", min_width=12)
     table.add_column("created", no_wrap=True)
     table.add_column("updated", no_wrap=True)
@@ -436,14 +454,13 @@ def show(
             for env in envelopes[-limit:] if limit else envelopes:
                 typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
             return
-        events = (
+        rows = (
             conn.cursor(row_factory=dict_row)
-            .execute(
-                ledger.q(inspection.SELECT_LAST_EVENTS, s.schema),
-                (thread_id, limit or None),
-            )
+            .execute(ledger.q(inspection.SELECT_EVENT_PLACES, s.schema), (thread_id,))
             .fetchall()
         )
+        placed = inspection.place_events(rows)
+        events = placed[-limit:] if limit else placed
         kinds = conn.execute(
             ledger.q(inspection.SELECT_KIND_COUNTS, s.schema),
             (thread_id,),
@@ -476,21 +493,7 @@ def show(
         out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
     if events:
         label = f"last {len(events)} events" if limit else f"all {len(events)} events"
-        table = Table(caption=f"{label}; times in UTC", caption_justify="left")
-        for col in ("seq", "ts", "kind", "node", "step", "name"):
-            table.add_column(
-                col, justify="right" if col in ("seq", "step") else "left", no_wrap=col == "ts"
-            )
-        for e in reversed(events):
-            table.add_row(
-                str(e["seq"]),
-                _ts(e["ts"], precise=True),
-                Text(e["kind"]),
-                Text(e["node"] or ""),
-                "" if e["step"] is None else str(e["step"]),
-                Text(e["name"] or ""),
-            )
-        _print_data(table)
+        _print_data(_events_table(events, f"{label} in step order", status=False))
 
 
 def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -628,18 +631,33 @@ def verify(
         elif r.ok:
             out.print(
                 f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
-                "hash chain intact, ledger and workspace agree"
+                "hash chain intact, ledger and workspace agree" + _pending_note(r.pending)
             )
         else:
             out.print(f"[bold red]FAIL[/] {escape(r.thread_id)}: {escape(r.problems[0])}")
             for p in r.problems[1:]:
                 out.print(f"     also: {escape(p)}")
+            if r.pending:
+                out.print(f"     {_pending_note(r.pending).strip(' ;')}")
     if all_threads:
         events = sum(r.ledger_events for r in results)
+        pending = sum(r.pending for r in results)
         status = "[green]OK[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
-        out.print(f"{status}: {_n(len(results), 'thread')}, {_n(events, 'ledger event')} verified")
+        out.print(
+            f"{status}: {_n(len(results), 'thread')}, {_n(events, 'ledger event')} verified"
+            + _pending_note(pending)
+        )
     if failed:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+def _pending_note(pending: int) -> str:
+    if not pending:
+        return ""
+    return (
+        f"; pending: {_n(pending, 'capture')} committed with the saver, not sealed yet "
+        "(a sealer seals them; `lgx worker --status`)"
+    )
 
 
 # -- events ------------------------------------------------------------------------------
@@ -695,15 +713,29 @@ def events(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Only the last N matching events (0: all).")
     ] = 0,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            "--order",
+            help="step: run by run, step by step (writes with the step that wrote them; the "
+            "default of the table); seq: commit order (the default of --json).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
     ] = False,
 ) -> None:
     """List a thread's events from the ledger, filtered by kind, node, name and time.
 
-    Exit code 1 when the thread is not in the ledger; an empty match is not an error.
+    The table shows them step by step; ``seq`` is the commit order (the hash chain's),
+    ``ts`` when each event happened. Exit code 1 when the thread is not in the ledger; an
+    empty match is not an error.
     """
     with _command(ctx) as s:
+        if order not in (None, "step", "seq"):
+            raise CliError(f"--order: {order!r} is not one of step, seq")
+        by_step = (order or ("seq" if as_json else "step")) == "step"
         flt = inspection.EventFilter(
             kinds=tuple(kind or ()),
             nodes=tuple(node or ()),
@@ -720,30 +752,62 @@ def events(
                     "`lgx show` also reads the workspace",
                     EXIT_PROBLEM,
                 )
+            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
+        placed = (
+            inspection.place_events(found, context)
+            if by_step
+            else [inspection.Placed(e, 0, e["step"], e["step"]) for e in found]
+        )
         if as_json:
-            for env in found:
-                typer.echo(json.dumps(env, ensure_ascii=False, default=_json_default))
+            for p in placed:
+                typer.echo(json.dumps(p.event, ensure_ascii=False, default=_json_default))
             return
         if not found:
             err.print("no events match", soft_wrap=True)
             return
-        table = Table(caption=f"{_n(len(found), 'event')}; times in UTC", caption_justify="left")
-        for col in ("seq", "ts", "kind", "node", "step", "name", "status", "ms"):
-            table.add_column(
-                col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
-            )
-        for e in found:
-            table.add_row(
-                str(e["seq"]),
-                _ts(datetime.fromisoformat(e["ts"]), precise=True),
-                Text(e["kind"]),
-                Text(e["node"] or ""),
-                "" if e["step"] is None else str(e["step"]),
-                Text(e["name"] or ""),
-                Text(e["status"] or ""),
-                "" if e["duration_ms"] is None else f"{e['duration_ms']:.1f}",
-            )
-        _print_data(table)
+        label = f"{_n(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
+        _print_data(_events_table(placed, label, grouped=by_step))
+
+
+def _events_table(
+    placed: Sequence[inspection.Placed], label: str, *, status: bool = True, grouped: bool = True
+) -> Table:
+    """Events as a table: ``seq`` (commit order) and ``ts`` (when it happened) side by side;
+    a rule between steps when ``grouped``; a writes event shows the step that wrote it."""
+    caption = (
+        f"{label}; seq: the commit order (the hash chain's), ts: when the event happened "
+        "(UTC). The two orders differ: an event is committed after it happened, a step's "
+        "writes after the step, sometimes after later steps."
+    )
+    table = Table(caption=caption, caption_justify="left")
+    cols = ["seq", "ts (UTC)", "kind", "node", "step", "name"]
+    cols += ["status", "ms"] if status else []
+    for col in cols:
+        table.add_column(
+            col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
+        )
+    for i, p in enumerate(placed):
+        e = p.event
+        ts = e["ts"] if isinstance(e["ts"], datetime) else datetime.fromisoformat(e["ts"])
+        node = e.get("node") or ""
+        ns = str(e.get("checkpoint_ns") or "")
+        if ns:  # a subgraph's event: the nodes it runs under
+            node = "/".join(x for x in [*(y.split(":", 1)[0] for y in ns.split("|")), node] if x)
+        cells: list[str | Text] = [
+            str(e["seq"]),
+            _ts(ts, precise=True),
+            Text(e["kind"]),
+            Text(node),
+            "" if p.own_step is None else str(p.own_step),
+            Text(e.get("name") or ""),
+        ]
+        if status:
+            ms = e.get("duration_ms")
+            cells += [Text(e.get("status") or ""), "" if ms is None else f"{ms:.1f}"]
+        nxt = placed[i + 1] if i + 1 < len(placed) else None
+        boundary = nxt is not None and (nxt.run, nxt.step) != (p.run, p.step)
+        table.add_row(*cells, end_section=grouped and boundary)
+    return table
 
 
 # -- state -------------------------------------------------------------------------------
@@ -1050,10 +1114,13 @@ def _status_lines(st: embedded.ServerStatus) -> list[str]:
     lines.append(f"  data directory: {escape(st.datadir)}")
     if st.handles:
         lines.append("  used by processes: " + ", ".join(str(p) for p in st.handles))
-    if st.keep_running:
-        lines.append("  kept running by `lgx db start` (stop it with `lgx db stop`)")
-    elif st.running and not st.handles:
-        lines.append("  no process uses it: the next one that does stops it when done")
+    if st.running:
+        lines.append("  it keeps running between processes until `lgx db stop`")
+    if st.stale:
+        lines.append(
+            f"  [yellow]left by a crash:[/] {escape(st.stale)}; the next start (or "
+            "`lgx db stop`) cleans it up"
+        )
     if st.stale_removed:
         lines.append(
             "  removed stale pids of processes that no longer exist: "
@@ -1070,11 +1137,19 @@ def db_status(
     """Say whether the embedded server runs (exit 0) or not (exit 1); clean stale pids."""
     with _command(ctx) as s:
         st = embedded.server_status(s.datadir())
+        sealing: dict[str, Any] | None = None
+        if st.running and st.uri is not None:
+            try:
+                sealing = _sealing_status(st.uri, s.schema, s.ws())
+            except (ExternalError, psycopg.Error):
+                sealing = None  # no ledger set up in it yet
     if as_json:
-        typer.echo(json.dumps(st.to_dict()))
+        typer.echo(json.dumps({**st.to_dict(), "sealing": sealing}, default=str))
     else:
         for line in _status_lines(st):
             out.print(line, soft_wrap=True)
+        for line in _sealing_lines(sealing) if sealing is not None else []:
+            out.print("  " + line, soft_wrap=True)
     if not st.running:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -1084,7 +1159,7 @@ def db_start(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
-    """Start the embedded server and leave it running for other tools; print its URL."""
+    """Start the embedded server (or find it running) and print its URL; it keeps running."""
     with _command(ctx) as s:
         st = embedded.start_detached(s.datadir())
     if as_json:
@@ -1115,6 +1190,8 @@ def db_stop(
         out.print(f"stopped the embedded server in {escape(res.status.datadir)}", soft_wrap=True)
     elif not res.was_running:
         out.print(f"not running ({escape(res.status.datadir)})", soft_wrap=True)
+    if res.cleaned and not as_json:
+        out.print(f"cleaned up what a crash left: {escape(res.cleaned)}", soft_wrap=True)
     if res.status.stale_removed and not as_json:
         out.print(
             "removed stale pids of processes that no longer exist: "
@@ -1203,6 +1280,116 @@ def repair(
             out.print(f"[bold red]problem:[/] {escape(p)}")
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+# -- worker ------------------------------------------------------------------------------
+@app.command()
+def worker(
+    ctx: typer.Context,
+    key: _KeyOption = None,
+    no_workspace: Annotated[
+        bool, typer.Option("--no-workspace", help="Seal only; do not mirror a workspace.")
+    ] = False,
+    langfuse: Annotated[
+        bool,
+        typer.Option("--langfuse", help="Also export to Langfuse (LANGFUSE_* variables)."),
+    ] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Seal and mirror what is waiting, then exit.")
+    ] = False,
+    status: Annotated[
+        bool, typer.Option("--status", help="Print how far sealing is behind, then exit.")
+    ] = False,
+    redaction: Annotated[
+        str,
+        typer.Option("--redaction", help="Redaction of readable views: standard, strict, off."),
+    ] = "standard",
+    poll_interval: Annotated[
+        float, typer.Option("--poll", help="Seconds between looks when no NOTIFY wakes it.")
+    ] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="--status as JSON.")] = False,
+) -> None:
+    """Seal captures, mirror the workspace and export, for every app on this database.
+
+    Apps started with `External(..., sealing="worker")` only capture (one statement in
+    the saver's transaction); run one or more workers beside them. They share the work
+    per thread, wake on NOTIFY, poll as a fallback, and stop on SIGTERM or Ctrl-C after
+    sealing what they hold. See docs/architecture.md for a systemd unit and a container.
+    """
+    from langgraph_external.assembly import resolve_redactor
+    from langgraph_external.keys import load_key
+    from langgraph_external.worker import WorkerConfig, run_worker
+
+    with _command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        if status:
+            info = _sealing_status(dsn, s.schema, None if no_workspace else s.ws())
+            if as_json:
+                typer.echo(json.dumps(info, default=str))
+            else:
+                for line in _sealing_lines(info):
+                    out.print(line, soft_wrap=True)
+            return
+        exports: list[Any] = []
+        if langfuse:
+            from langgraph_external.exporters.langfuse import LangfuseExport
+
+            exports.append(LangfuseExport().resolved())
+        config = WorkerConfig(
+            dsn=dsn,
+            schema=s.schema,
+            workspace=None if no_workspace else s.ws().location,
+            cipher=load_key(key, create=False),
+            redactor=resolve_redactor(redaction),
+            exports=exports,
+            poll_interval=poll_interval,
+        )
+        if not once:
+            err.print(
+                f"lgx worker: sealing {escape(s.schema)}"
+                + ("" if no_workspace else f", mirroring {escape(s.ws().location)}")
+                + (", exporting to Langfuse" if langfuse else "")
+                + " (Ctrl-C to stop)",
+                soft_wrap=True,
+            )
+        code = run_worker(config, once=once)
+    if code:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def _sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any]:
+    """Captures waiting for a sealer and how far the workspace mirror is behind."""
+    from langgraph_external.sinks.postgres import PostgresLedger
+    from langgraph_external.sinks.workspace import WorkspaceProjection
+
+    store = PostgresLedger(dsn, schema)
+    try:
+        info = store.pending()
+        oldest = info.pop("oldest")
+        info["oldest_seconds"] = (
+            round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
+        )
+        if ws is not None:
+            name = WorkspaceProjection(ws).name
+            info["workspace_behind_threads"] = len(store.lagging(name, limit=100_000))
+    finally:
+        store.close()
+    return info
+
+
+def _sealing_lines(info: dict[str, Any]) -> list[str]:
+    lines = [
+        f"captures waiting for a sealer: {info['captures']} of {_n(info['threads'], 'thread')}"
+        + (f", oldest {info['oldest_seconds']:.1f} s" if info["captures"] else "")
+    ]
+    if info.get("behind_running_transactions"):
+        lines.append(
+            f"  {info['behind_running_transactions']} not sealable yet: a transaction older"
+            " than them is still running"
+        )
+    if "workspace_behind_threads" in info:
+        lines.append(f"workspace mirror behind on {_n(info['workspace_behind_threads'], 'thread')}")
+    return lines
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -1509,7 +1696,8 @@ export_app = typer.Typer(
     name="export",
     cls=_DefaultCommandGroup,
     help="Export what was recorded: `lgx export THREAD -o FILE` writes a thread archive; "
-    "`lgx export langfuse` sends the record to Langfuse.",
+    "`lgx export langfuse` sends the record to Langfuse, `lgx export otlp` to Phoenix or "
+    "any OpenTelemetry collector.",
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
@@ -1720,27 +1908,31 @@ def prune_command(
     _print_data(table)
 
 
+_ThreadsArg = Annotated[
+    list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
+]
+_SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
+]
+_AllOpt = Annotated[bool, typer.Option("--all", help="Visit every thread (not only those behind).")]
+_FollowOpt = Annotated[
+    bool, typer.Option("--follow", help="Keep exporting as threads are recorded (Ctrl-C stops).")
+]
+_ResendOpt = Annotated[
+    bool, typer.Option("--resend", help="Send the chosen threads again from their first event.")
+]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+
+
 @export_app.command("langfuse")
 def export_langfuse(
     ctx: typer.Context,
-    thread_ids: Annotated[
-        list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
-    ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
-    ] = None,
-    all_threads: Annotated[
-        bool, typer.Option("--all", help="Visit every thread (not only those behind).")
-    ] = False,
-    follow: Annotated[
-        bool,
-        typer.Option("--follow", help="Keep exporting as threads are recorded (Ctrl-C stops)."),
-    ] = False,
-    resend: Annotated[
-        bool,
-        typer.Option("--resend", help="Send the chosen threads again from their first event."),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    thread_ids: _ThreadsArg = None,
+    since: _SinceOpt = None,
+    all_threads: _AllOpt = False,
+    follow: _FollowOpt = False,
+    resend: _ResendOpt = False,
+    as_json: _JsonOpt = False,
 ) -> None:
     """Send recorded threads to Langfuse (keys and URL from LANGFUSE_* variables).
 
@@ -1749,18 +1941,115 @@ def export_langfuse(
     sends nothing new. Several exporters may run at once (one per thread at a time).
     Exit 1 if a thread could not be brought up to date (Langfuse down, keys refused).
     """
+    from langgraph_external.exporters.otlp import OtlpExport
+
+    _run_export(
+        ctx,
+        lambda: OtlpExport(preset="langfuse"),
+        thread_ids,
+        since,
+        all_threads,
+        follow,
+        resend,
+        as_json,
+    )
+
+
+@export_app.command("otlp")
+def export_otlp(
+    ctx: typer.Context,
+    thread_ids: _ThreadsArg = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            help="The receiver's base URL (default: the preset's, or the environment's: "
+            "PHOENIX_COLLECTOR_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT).",
+        ),
+    ] = None,
+    preset: Annotated[
+        str, typer.Option("--preset", help="otlp (any collector), phoenix or langfuse.")
+    ] = "otlp",
+    path: Annotated[
+        str | None, typer.Option("--path", help="The traces path (default: the preset's).")
+    ] = None,
+    headers: Annotated[
+        list[str] | None,
+        typer.Option("--header", "-H", help="A request header, KEY=VALUE (repeatable)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key", help="Sent as 'Authorization: Bearer KEY' (or $LGX_OTLP_API_KEY)."
+        ),
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", help="The Phoenix project (openinference.project.name)."),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="This export's cursor name (default: the preset's)."),
+    ] = None,
+    since: _SinceOpt = None,
+    all_threads: _AllOpt = False,
+    follow: _FollowOpt = False,
+    resend: _ResendOpt = False,
+    as_json: _JsonOpt = False,
+) -> None:
+    """Send recorded threads as OpenTelemetry traces (Phoenix, any OTLP/HTTP collector).
+
+    Spans carry the OpenInference and OpenTelemetry GenAI attributes (and Langfuse's),
+    so Phoenix shows chat messages, tool calls and token counts, and GenAI-aware backends
+    (Jaeger, Tempo, Honeycomb, Datadog) read them too. The cursor (one per --cursor name)
+    moves only when the receiver accepted the spans; running it again sends nothing new.
+    Exit 1 if a thread could not be brought up to date (receiver down, refused).
+    """
+    from langgraph_external.exporters.otlp import OtlpExport, parse_headers
+
+    def config() -> OtlpExport:
+        parsed: dict[str, str] | None = None
+        for item in headers or []:
+            parsed = {**(parsed or {}), **parse_headers(item)}
+        return OtlpExport(
+            preset=preset,
+            endpoint=endpoint,
+            path=path,
+            headers=parsed,
+            api_key=api_key or os.environ.get("LGX_OTLP_API_KEY") or None,
+            project=project,
+            cursor=cursor,
+        )
+
+    _run_export(ctx, config, thread_ids, since, all_threads, follow, resend, as_json)
+
+
+def _run_export(
+    ctx: typer.Context,
+    make_config: Callable[[], Any],
+    thread_ids: list[str] | None,
+    since: str | None,
+    all_threads: bool,
+    follow: bool,
+    resend: bool,
+    as_json: bool,
+) -> None:
+    """``lgx export langfuse`` / ``lgx export otlp``: back-fill, or follow."""
     import signal
     import threading
 
-    from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+    from langgraph_external.exporters.langfuse import LangfuseExporter
+    from langgraph_external.exporters.otlp import OtlpExporter
 
     with _command(ctx) as s:
+        config = make_config().resolved()  # a bad option: exit 2 with the reason
         dsn = s.resolve_dsn(create=False)
-        exporter = LangfuseExporter(LangfuseExport(), dsn, s.schema)
+        cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
+        exporter = cls(config, dsn, s.schema)
         try:
             if follow:
                 stop = threading.Event()
-                err.print(f"following the ledger into {exporter.config.base_url} (Ctrl-C stops)")
+                err.print(f"following the ledger into {exporter.url} (Ctrl-C stops)")
                 with contextlib.suppress(KeyboardInterrupt):
                     # SIGTERM stops it like Ctrl-C. Not ``stop.set()`` in the handler: a
                     # handler runs between two bytecodes of the main thread, possibly inside
@@ -1789,7 +2078,7 @@ def export_langfuse(
                 raise CliError(f"no such thread: {', '.join(missing)}", EXIT_PROBLEM)
             total = sum(max(0, head - done) for _, head, done in todo)
             with Progress(
-                TextColumn("exporting to Langfuse"),
+                TextColumn(f"exporting to {exporter.label}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("threads"),
@@ -1804,14 +2093,36 @@ def export_langfuse(
         finally:
             exporter.close()
     if as_json:
-        typer.echo(json.dumps({**report.__dict__, "events_behind": total, "ok": not report.behind}))
-    else:
+        typer.echo(
+            json.dumps(
+                {**report.__dict__, "events_behind": total, "ok": not report.behind},
+                ensure_ascii=False,
+            )
+        )
+    elif not report.behind and not report.threads:
+        out.print(f"nothing new to send to {escape(exporter.url)}: every thread is up to date")
+    elif not report.behind:
         out.print(
-            f"exported {_n(report.threads, 'thread')}, {_n(report.spans, 'span')} sent"
-            f" to {escape(exporter.config.base_url or '')}"
+            f"{_n(report.spans, 'span')} sent to {escape(exporter.url)}"
+            f" ({_n(report.threads, 'thread')} up to date)"
+        )
+    else:
+        # "sent of total" is computed from the same two counts, so it cannot contradict
+        # itself: what was accepted in this run, and what the ledger still holds unsent
+        whole = report.spans + report.spans_waiting
+        out.print(
+            f"{report.spans} of {_n(whole, 'span')} sent; {escape(report.reason or 'not sent')}"
         )
         for tid, why in sorted(report.behind.items()):
-            out.print(f"[bold red]behind:[/] {escape(tid)}: {escape(why)}")
+            waiting = _n(report.waiting.get(tid, 0), "span")
+            line = f"[bold red]behind:[/] {escape(tid)}: {waiting} waiting"
+            if why != report.reason:
+                line += f" ({escape(why)})"
+            out.print(line)
+        out.print(
+            "nothing is dropped: the spans wait in the ledger; run the command again once "
+            "the receiver takes them"
+        )
     if report.behind:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -1830,8 +2141,21 @@ def replay_cmd(
         typer.Option("--app", help="The graph as module:attribute (builder, graph or factory)."),
     ],
     into: Annotated[
-        str | None, typer.Option("--into", help="Id of the new thread (default: generated).")
+        str | None,
+        typer.Option(
+            "--into",
+            help="Id of the new thread (default: lgx-replay:THREAD:RANDOM, deleted after the "
+            "comparison unless --keep); a thread named here is kept.",
+        ),
     ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Keep the replay's thread (a replay copy: hidden from `lgx threads` without "
+            "--replays, never sent to Langfuse).",
+        ),
+    ] = False,
     mode: Annotated[str, typer.Option("--mode", help="recorded or regression.")] = "recorded",
     tools: Annotated[str, typer.Option("--tools", help="recorded or live.")] = "recorded",
     checkpoint: Annotated[
@@ -1843,6 +2167,8 @@ def replay_cmd(
 
     recorded: the app's code runs, every model and tool call is answered from the record.
     regression: the model runs live, tools stay recorded (or --tools live).
+    Each divergence is printed with its before/after (the unified diff of the first prompt
+    that differs). The new thread is deleted after the comparison unless --keep or --into.
     """
     from langgraph_external.external import External
     from langgraph_external.replay import replay
@@ -1864,24 +2190,18 @@ def replay_cmd(
                         tools=tools,
                         into=into,
                         checkpoint_id=checkpoint,
+                        keep=True if keep else None,
                     )
             except inspection.NotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
     else:
-        out.print(
-            f"replayed {escape(thread_id)} into {escape(report.thread_id)} ({report.mode}, "
-            f"tools {report.tools}): {_n(report.invocations, 'invocation')}, "
-            f"{report.model_calls_answered} model and {report.tool_calls_answered} tool calls "
-            f"answered from the record, {report.model_calls} model calls and "
-            f"{report.tool_calls_executed} tool calls made live",
-            soft_wrap=True,
-        )
-        for d in report.divergences:
-            out.print(f"[bold red]diverged:[/] {escape(d.message)}", soft_wrap=True)
-        if not report.diverged:
-            out.print("no divergence: same calls, same path, same state")
+        for line in report.lines():
+            if line.startswith("diverged: "):
+                out.print(f"[bold red]diverged:[/] {escape(line[10:])}", soft_wrap=True)
+            else:
+                out.print(escape(line), soft_wrap=True)
     if report.diverged:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -1899,7 +2219,8 @@ def diff_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
-    """Compare two threads, checkpoints or runs: node path and state; exit 1 if they differ."""
+    """Compare two threads, checkpoints or runs: node path, model and tool calls (the
+    unified diff of the first prompt that differs) and state; exit 1 if they differ."""
     from langgraph_external import diff
 
     cps = list(checkpoint or [])

@@ -56,6 +56,11 @@ class WorkspaceCipher:
         # names the key without revealing it (key rotation, error messages)
         self.key_id = hashlib.sha256(b"langgraph-external key id\x00" + raw).hexdigest()[:16]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # picklable (to a sealing helper process over a pipe, never to disk): rebuilt
+        # from the key, the keyed states are made again
+        return (WorkspaceCipher, (self._raw,))
+
     @property
     def _aead(self) -> Any:
         # imported when a value is first sealed or opened: a process that only hashes

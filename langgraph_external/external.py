@@ -24,18 +24,25 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from langgraph_external import _compat, ledger
 from langgraph_external._nolock import NoLock
 from langgraph_external._pools import acheck_idle, check_idle
-from langgraph_external.assembly import Recording, assemble, embedded_for, resolve_redactor
+from langgraph_external.assembly import (
+    Recording,
+    assemble,
+    embedded_for,
+    resolve_redactor,
+    resolve_sealing,
+)
 from langgraph_external.callbacks import (
     POLICY_HASH_KEY,
     TAGS_KEY,
     USER_ID_KEY,
     AuditCallbackHandler,
 )
-from langgraph_external.checkpointers import ExternalCheckpointer
+from langgraph_external.checkpointers import ExternalCheckpointer, untapped_serde
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 from langgraph_external.keys import load_key
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
@@ -82,6 +89,17 @@ class External:
         langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
             :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
             sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
+        export: an :class:`~langgraph_external.exporters.OtlpExport` (or several): a
+            background exporter each sends the ledger as OTLP traces — to Phoenix, any
+            OpenTelemetry collector, or Langfuse (see docs/otlp.md). Each has its own
+            cursor; the graph never waits.
+        sealing: where the record is sealed after commit (hash chain, keyed heads,
+            encryption), the workspace mirrored and traces exported. ``"process"`` (the
+            default, or ``$LGX_SEALING``): a helper process started and stopped with this
+            ``External`` — the app's threads only capture; ``"thread"``: background
+            threads of this process; ``"worker"``: nothing here, ``lgx worker`` processes
+            do it for every app on the database (``workspace`` is then theirs; pass
+            ``workspace=None``). See docs/architecture.md.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -90,7 +108,7 @@ class External:
     def __init__(
         self,
         dsn: str | None = None,
-        workspace: str | os.PathLike[str] = "./agent_workspace",
+        workspace: str | os.PathLike[str] | None = "./agent_workspace",
         *,
         schema: str = ledger.DEFAULT_SCHEMA,
         strict: bool = False,
@@ -109,9 +127,18 @@ class External:
         encrypt: bool = True,
         encryption_key: str | bytes | None = None,
         langfuse: bool | LangfuseExport | None = None,
+        export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None = None,
+        sealing: str | None = None,
     ) -> None:
         self.schema = ledger.validate_schema(schema)
-        self.workspace = Workspace(workspace, fsync=fsync, storage_options=storage_options)
+        self.sealing = resolve_sealing(sealing)
+        if workspace is None and self.sealing != "worker":
+            raise ConfigurationError("workspace=None needs sealing='worker' (workers mirror)")
+        self.workspace: Workspace | None = (
+            Workspace(workspace, fsync=fsync, storage_options=storage_options)
+            if workspace is not None
+            else None
+        )
         self.dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
         self.strict = strict
         self.redactor = resolve_redactor(redaction, redactor)
@@ -122,26 +149,41 @@ class External:
         self._projections = list(projections)
         self._recording: Recording | None = None
         self.record_behaviour = record_behaviour
+        ws = self.workspace
         self.cipher: WorkspaceCipher = load_key(
             key if key is not None else encryption_key,
-            workspace_root=self.workspace.root if self.workspace.is_local else None,
+            workspace_root=ws.root if ws is not None and ws.is_local else None,
         )
         self.encrypt = encrypt
         self._audit: AuditCallbackHandler | None = None
         self._embedded: EmbeddedPostgres | None = None
         if self.dsn is None:
-            self._embedded = embedded_for(self.workspace, embedded_dir)
+            if ws is None:
+                raise ConfigurationError("sealing='worker' needs dsn=... (the shared database)")
+            self._embedded = embedded_for(ws, embedded_dir)
         self._pool: ConnectionPool[Any] | None = None
         self._apool: AsyncConnectionPool[Any] | None = None
         self._checkpointer: ExternalCheckpointer | None = None
         self.pipeline: Pipeline | None = None
         self._is_setup = False
-        self._langfuse_config = _langfuse_config(langfuse)
-        self.langfuse: LangfuseExporter | None = None
+        self._export_configs = _export_configs(langfuse, export)
+        if self._export_configs and self.sealing == "worker":
+            raise ConfigurationError(
+                "with sealing='worker' the workers export: run `lgx worker --langfuse`"
+                " (or `lgx export otlp --follow`)"
+            )
+        self.exporters: list[OtlpExporter] = []
+        """The exporters (``External(export=...)``, ``langfuse=``), once set up: running
+        here with ``sealing="thread"``; else the helper process runs them and these answer
+        questions about them (``trace_context``)."""
+        self.langfuse: OtlpExporter | None = None
+        """The exporter of the ``langfuse`` preset, if one is configured."""
+        self._exports_here = False
 
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
-        """Everything both setups share: server, workspace, ledger, pipeline."""
+        """Everything both setups share: server, workspace, ledger, pipeline, sealer."""
+        given = self._inner_given
         self._recording = assemble(
             workspace=self.workspace,
             dsn=self.dsn,
@@ -149,17 +191,26 @@ class External:
             redactor=self.redactor,
             cipher=self.cipher,
             encrypt=self.encrypt,
+            serde=untapped_serde(given.serde) if given is not None else None,
             strict=self.strict,
             offload_threshold=self.offload_threshold,
             spool_dir=self.spool_dir,
             embedded=self._embedded,
             projections=self._projections,
+            sealing=self.sealing,
+            exports=list(self._export_configs),
         )
         self.pipeline = self._recording.pipeline
         self.dsn = self._recording.dsn
-        if self._langfuse_config is not None:
-            self.langfuse = LangfuseExporter(self._langfuse_config, self.dsn, self.schema)
-            self.langfuse.attach(self.pipeline)
+        self._exports_here = self._recording.sealing == "thread"
+        for config in self._export_configs:
+            cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
+            exporter = cls(config, self.dsn, self.schema)
+            if self._exports_here:
+                exporter.attach(self.pipeline)
+            self.exporters.append(exporter)
+            if config.preset == "langfuse" and self.langfuse is None:
+                self.langfuse = exporter
         return self.dsn
 
     def setup(self) -> External:
@@ -245,7 +296,10 @@ class External:
 
     def _wrap(self, inner: BaseCheckpointSaver[Any], outbox: bool | None) -> None:
         assert self.pipeline is not None and self._recording is not None
-        self._recording.mirror.serde = inner.serde
+        if self._recording.mirror is not None:
+            self._recording.mirror.serde = inner.serde
+        if self.pipeline.service is not None:  # inline values and Send packets
+            self.pipeline.service.sealer.reader.serde = untapped_serde(inner.serde)
         self._checkpointer = ExternalCheckpointer(
             inner,
             pipeline=self.pipeline,
@@ -259,11 +313,14 @@ class External:
         )
 
     def close(self) -> None:
-        """Flush every recorded event, close connections, stop the embedded server."""
-        if self.langfuse is not None:
-            if self.pipeline is not None:
-                self.pipeline.flush(10.0)  # so the exporter sees the last commits
-            self.langfuse.close()  # what it could not send waits in the ledger
+        """Flush every recorded event, close connections, release the embedded server
+        (which keeps running for the next process: ``lgx db stop`` stops it)."""
+        if self.exporters:
+            if self.pipeline is not None and self._exports_here:
+                self.pipeline.flush(10.0)  # so the exporters see the last commits
+            for exporter in self.exporters:
+                exporter.close()  # what it could not send waits in the ledger
+            self.exporters = []
             self.langfuse = None
         if self._recording is not None:
             self._recording.close()
@@ -273,7 +330,7 @@ class External:
             self._pool.close()
             self._pool = None
         if self._embedded is not None:
-            self._embedded.stop()
+            self._embedded.release()  # the server stays up for the next process
         self._is_setup = False
 
     async def aclose(self) -> None:
@@ -388,15 +445,15 @@ class External:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything recorded so far is in the workspace and the ledger (and
-        in Langfuse when it is exported there). ``False`` when that did not finish within
-        ``timeout``; nothing is dropped, it is retried."""
+        in each export's receiver). ``False`` when that did not finish within ``timeout``;
+        nothing is dropped, it is retried."""
         if self.pipeline is None:
             return True
         start = time.monotonic()
         ok = self.pipeline.flush(timeout)
-        if self.langfuse is not None:
+        for exporter in self.exporters if self._exports_here else ():  # else the helper's
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            ok = self.langfuse.flush(left) and ok
+            ok = exporter.flush(left) and ok
         return ok
 
     def events(self, thread_id: str) -> list[dict[str, Any]]:
@@ -407,10 +464,15 @@ class External:
             return ledger.fetch_events(conn, thread_id, self.schema)
 
     def health(self) -> dict[str, Any]:
-        """Recording health: delivered events, failures, spooled batches (and Langfuse)."""
+        """Recording health: delivered events, failures, spooled batches, and each export
+        (``"exports"`` by cursor name; ``"langfuse"`` for the Langfuse export)."""
         out = self.pipeline.health() if self.pipeline is not None else {}
-        if self.langfuse is not None:
-            out["langfuse"] = self.langfuse.health()
+        if self.exporters and self._exports_here:
+            out["exports"] = {x.name: x.health() for x in self.exporters}
+        elif "exports" in out.get("sealing", {}):  # the helper process exports
+            out["exports"] = out["sealing"]["exports"]
+        if self.langfuse is not None and self.langfuse.name in out.get("exports", {}):
+            out["langfuse"] = out["exports"][self.langfuse.name]
         return out
 
 
@@ -422,14 +484,30 @@ _SETUP_RACES = (
 )
 
 
-def _langfuse_config(value: bool | LangfuseExport | None) -> LangfuseExport | None:
-    """The resolved export configuration (``ConfigurationError`` now, not at the first run)."""
-    if value is None or value is False:
-        return None
-    config = LangfuseExport() if value is True else value
-    if not isinstance(config, LangfuseExport):
-        raise ConfigurationError("langfuse= takes True or a LangfuseExport")
-    return config.resolved()
+def _export_configs(
+    langfuse: bool | LangfuseExport | None,
+    export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None,
+) -> list[OtlpExport]:
+    """The resolved export configurations (``ConfigurationError`` now, not at the first run)."""
+    configs: list[OtlpExport] = []
+    if langfuse is not None and langfuse is not False:
+        config = LangfuseExport() if langfuse is True else langfuse
+        if not isinstance(config, LangfuseExport):
+            raise ConfigurationError("langfuse= takes True or a LangfuseExport")
+        configs.append(config.to_otlp().resolved())
+    given = [export] if isinstance(export, (OtlpExport, LangfuseExport)) else list(export or [])
+    for item in given:
+        if isinstance(item, LangfuseExport):
+            item = item.to_otlp()
+        if not isinstance(item, OtlpExport):
+            raise ConfigurationError("export= takes an OtlpExport (or a list of them)")
+        configs.append(item.resolved())
+    names = [str(c.cursor) for c in configs]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(
+            f"two exports share a cursor ({', '.join(names)}): give each its own cursor="
+        )
+    return configs
 
 
 _SAVER_VERSION_SQL = (

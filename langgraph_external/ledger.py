@@ -265,6 +265,57 @@ MIGRATIONS: list[str] = [
     """
     alter table {schema}.events alter column detail set storage external;
     """,
+    # v7: capture in the checkpoint's transaction, seal after commit. The app inserts one
+    # ``captures`` row per saver transaction: a reference to the saver's rows (thread,
+    # namespace, checkpoint, parent; a task's writes) and the thread's callback events
+    # that precede it, already redacted. A sealer turns captures into sequenced, chained
+    # events after commit, in commit order per thread (rows whose transaction is below
+    # every running one: ``xid < pg_snapshot_xmin(pg_current_snapshot())``), and deletes
+    # them in the transaction that stores their events (``seal_thread``).
+    """
+    create table if not exists {schema}.captures (
+        id bigserial primary key,
+        xid xid8 not null default pg_current_xact_id(),
+        event_id uuid not null,
+        thread_id text not null,
+        kind text not null,
+        checkpoint_ns text not null default '',
+        checkpoint_id text,
+        parent_checkpoint_id text,
+        task_id text,
+        task_path text,
+        node text,
+        changed text[],
+        idx integer[],
+        riders bytea,
+        inline bytea,
+        recovered boolean not null default false,
+        captured_at timestamptz not null default clock_timestamp()
+    );
+    alter table {schema}.captures alter column riders set storage external;
+    alter table {schema}.captures alter column inline set storage external;
+    create index if not exists captures_thread_idx on {schema}.captures (thread_id, id);
+    create or replace function {schema}.seal_thread(
+        p_thread text, p_expected bigint, p_prev text, p_seq bigint, p_hash text,
+        p_ts timestamptz, p_mac text, p_captures bigint[]
+    ) returns void language plpgsql security definer
+    set search_path = pg_catalog, pg_temp as $$
+    declare
+        n bigint;
+    begin
+        perform {schema}.advance_thread(p_thread, p_expected, p_prev, p_seq, p_hash, p_ts,
+                                        p_mac);
+        if p_captures is not null and cardinality(p_captures) > 0 then
+            delete from {schema}.captures where thread_id = p_thread and id = any(p_captures);
+            get diagnostics n = row_count;
+            if n <> cardinality(p_captures) then
+                raise exception using errcode = 'LX001', message = format(
+                    'captures of thread %s were sealed by another sealer', p_thread);
+            end if;
+        end if;
+    end
+    $$;
+    """,
 ]
 
 POSITION_MOVED = "LX001"
@@ -346,18 +397,21 @@ values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s
     %s::jsonb, %s, %s, %s, %s, %s, %s)
 """
 
-ADVANCE_THREAD = (
-    "select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
-    " %s::timestamptz, %s::text)"
+SEAL_THREAD = (
+    "select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
+    " %s::timestamptz, %s::text, %s::bigint[])"
 )
+"""Moves a thread's head (``LX001`` when it moved meanwhile) and deletes the captures
+its new events were sealed from, in the transaction that stores them."""
 
-# One statement stores a thread's commit: the head move (which raises LX001 when the
-# thread moved), every event (rows parsed from their hashed lines, so nothing is encoded
-# twice) and the checkpoint index rows. Used for commits without thread operations.
+# One statement stores a thread's sealed events: the head move and the captures they
+# came from (``seal_thread`` raises LX001 when the thread moved), every event (rows parsed
+# from their hashed lines, so nothing is encoded twice) and the checkpoint index rows.
+# Used for commits without thread operations.
 COMMIT_EVENTS = """
 with adv as materialized (
-    select {schema}.advance_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
-        %s::timestamptz, %s::text) as ok
+    select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
+        %s::timestamptz, %s::text, %s::bigint[]) as ok
 ), src as (
     select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
 ), ins as (
@@ -419,6 +473,55 @@ on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
     workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
 """
 
+INSERT_CAPTURE = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
+values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::int[], %s, %s)
+"""
+"""One capture (:class:`~langgraph_external.capture.Capture`): the one statement the
+record adds to a saver's transaction."""
+
+# The sealer's claim: the threads with captures every running transaction is younger
+# than (their order can no longer change), oldest first, each locked for the claiming
+# transaction; a thread another sealer holds is skipped.
+CLAIM_THREADS = """
+select thread_id from (
+    select thread_id, min(id) as first from {schema}.captures
+    where xid < pg_snapshot_xmin(pg_current_snapshot())
+    group by thread_id order by first limit %s
+) c where pg_try_advisory_xact_lock(%s, hashtext(thread_id))
+"""
+
+LOCK_THREADS = "select pg_try_advisory_xact_lock(%s, hashtext(t)) from unnest(%s::text[]) t"
+
+WAIT_THREAD = "select pg_advisory_xact_lock(%s, hashtext(%s))"
+"""Waits for (and holds, until the transaction ends) the right to seal a thread: writers
+that append to a thread directly (prune, restore) take it too."""
+
+SELECT_CAPTURES = """
+select id, event_id::text, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, captured_at,
+    recovered, inline
+from {schema}.captures
+where thread_id = any(%s) and xid < pg_snapshot_xmin(pg_current_snapshot())
+order by id limit %s
+"""
+
+PENDING_CAPTURES = """
+select count(*), min(captured_at), count(distinct thread_id),
+    count(*) filter (where xid >= pg_snapshot_xmin(pg_current_snapshot()))
+from {schema}.captures
+"""
+"""Captures waiting for a sealer: how many, since when, of how many threads, and how
+many of them are not sealable yet (a transaction older than them is still running)."""
+
+PENDING_OF_THREADS = """
+select thread_id, count(*) from {schema}.captures
+where thread_id = any(%s) and xid < %s::xid8 group by thread_id
+"""
+
+CURRENT_XMAX = "select pg_snapshot_xmax(pg_current_snapshot())::text"
+
 SELECT_POSITIONS = """
 select thread_id, last_seq, last_hash from {schema}.threads
 where thread_id = any(%s) and last_seq > 0
@@ -433,6 +536,8 @@ from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
 
 SELECT_RECORDED = (
     "select event_id::text from {schema}.events where thread_id = %s and event_id = any(%s::uuid[])"
+    " union select event_id::text from {schema}.captures"
+    " where thread_id = %s and event_id = any(%s::uuid[])"
 )
 
 SELECT_LAGGING = """

@@ -1,22 +1,27 @@
-"""The event pipeline: sources emit, processors run on the caller's thread, the ledger
-stores, projections follow.
+"""The event pipeline: sources emit, processors run on the caller's thread, captures commit
+with the checkpoint, a sealer seals them after commit, projections follow.
 
 * **Sources** (checkpointer, callback handler, store, guard, memory adapter) know only
-  :class:`~langgraph_external.events.Event` and this class.
+  :class:`~langgraph_external.events.Event`, :class:`~langgraph_external.capture.Capture`
+  and this class.
 * **Processors** run in :meth:`Pipeline.emit`, on the caller's thread, so a value is
   recorded as it was when it was reported: ``materialize → Redact → Offload → normalize``.
-* **The ledger** (Postgres, the system of record) stores sequenced events. A checkpoint's
-  event commits in the checkpoint's own transaction (:meth:`Pipeline.open_commit`, used
-  by the checkpointer); events reported between two checkpoints of a thread wait in a
-  per-thread buffer and ride in that thread's next commit, or are committed on their own
-  by the background flusher after ``linger`` seconds. Events that must be durable before
-  the call returns and cannot ride a saver transaction (checkpoints of other savers) go
-  to an fsync'd write-ahead log first (:meth:`Pipeline.emit` with ``durable=True``).
-* **Projections** (the workspace mirror, exporters) tail the ledger with a cursor kept
-  in the ledger, idempotently; one failing thread is quarantined, the others go on.
+* **Capture.** A checkpoint's capture — a reference to the saver's rows and the thread's
+  buffered events that precede it — commits in the checkpoint's own transaction
+  (:meth:`Pipeline.open_commit`, used by the checkpointer). Events reported between two
+  checkpoints of a thread wait in a per-thread buffer and ride in that thread's next
+  capture, or are captured on their own by the background flusher after ``linger``
+  seconds. Events that must be durable before the call returns and cannot ride a saver
+  transaction (checkpoints of other savers) go to an fsync'd write-ahead log first
+  (:meth:`Pipeline.emit` with ``durable=True``).
+* **Sealing** (:mod:`langgraph_external.seal`) happens after commit, in batches, in a
+  :class:`~langgraph_external.service.SealingService`: a thread of this process
+  (``sealing="thread"``), the helper process :mod:`langgraph_external.worker` starts, or
+  ``lgx worker`` processes; the projections (the workspace mirror, exporters) follow the
+  sealed events there.
 
 Nothing recorded is dropped: a ledger outage keeps events buffered (the buffer is bounded:
-producers then wait) and retried; at close, what could not be stored goes to the
+producers then wait) and retried; at close, what could not be captured goes to the
 write-ahead log and is replayed by the next start or ``lgx repair``.
 
 Example:
@@ -35,7 +40,6 @@ import asyncio
 import atexit
 import base64
 import fcntl
-import functools
 import inspect
 import itertools
 import json
@@ -44,16 +48,16 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_external.capture import Capture
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import (
-    LedgerUnavailableError,
-    PositionMovedError,
     RecordingError,
 )
 from langgraph_external.events import Event
@@ -62,32 +66,39 @@ from langgraph_external.processors import (
     Processor,
     Redact,
     Redactor,
-    Sequencer,
     materialize,
     normalize,
 )
+from langgraph_external.projector import Failures
+from langgraph_external.seal import is_poison
+from langgraph_external.service import SealingService
 from langgraph_external.sinks.base import Ledger, Projection
 
 logger = logging.getLogger("langgraph_external")
-_PROJECT_LINGER = 0.02  # seconds the projector waits to gather commits into one pass
-_FRESH_MAX = 20_000  # committed events held for the projector before it reads them back
 
-_ORDINARY = (
-    LedgerUnavailableError,
-    PositionMovedError,
-    ConnectionError,
-    TimeoutError,
-)
+STALL_AFTER = 5.0
+"""Seconds a database call may take before ``health()`` reports the database as failing
+(a server that is frozen or unreachable does not fail calls, it stops answering)."""
+
+__all__ = ["Commit", "Pipeline", "SealingBackend", "WriteAheadLog", "is_poison"]
 
 
-@dataclass
-class RecordingFailure:
-    """One failed attempt, kept for :meth:`Pipeline.health`."""
+class SealingBackend(Protocol):
+    """Where captures are sealed and projections run (a local service, a helper process,
+    ``lgx worker`` processes): what the capturing side asks of it."""
 
-    where: str
-    error: str
-    events: int
-    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    def wake(self) -> None:
+        """Captures were committed."""
+
+    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+        """Wait until the captures of ``threads`` before ``horizon`` are sealed (and, where
+        projections run, projected)."""
+
+    def health(self) -> dict[str, Any]:
+        """Sealing and projection health."""
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Seal what is sealable and stop."""
 
 
 @dataclass(slots=True)
@@ -99,17 +110,20 @@ class _Entry:
 
 
 class Commit:
-    """One commit of a thread's events inside someone else's transaction.
+    """One capture riding someone else's transaction (the saver's).
 
     The checkpointer opens it around the saver's ``put``: :meth:`take` (inside the
-    transaction) seals the checkpoint's event with the thread's buffered events that
-    precede it; :meth:`done` or :meth:`failed` settles it once the saver returned.
+    transaction) gives the capture the thread's buffered events that precede it;
+    :meth:`done` or :meth:`failed` settles it once the saver returned.
     """
+
+    __slots__ = ("_riders", "_settled", "capture", "pipeline", "step", "thread_id")
 
     def __init__(self, pipeline: Pipeline, thread_id: str) -> None:
         self.pipeline = pipeline
         self.thread_id = thread_id
-        self.sealed: list[Event] = []
+        self.capture: Capture | None = None
+        self.step: int | None = None
         self._riders: list[_Entry] = []
         self._settled = False
         with pipeline._cv:  # the flusher leaves the thread to this commit until it settles
@@ -118,78 +132,135 @@ class Commit:
 
     def take(
         self,
-        own: Sequence[Event],
+        capture: Capture,
         *,
         ns: str,
         step: int | None,
         checkpoint_id: str | None,
         parent_id: str | None = None,
-    ) -> list[Event]:
-        """Process ``own``, pick the riders, and seal all of them (call once)."""
+        riders: bool = True,
+    ) -> Capture:
+        """Give ``capture`` the buffered events that precede it (call once, inside the
+        transaction) and return it.
+
+        A checkpoint's capture waits, first, for the flusher's capture of the thread's
+        earlier events and for any other capture of the thread in flight that carries
+        events (a subgraph's checkpoint beside the parent's): both commit before it, so
+        the order they are sealed in — commit order — is the order they were taken in.
+        """
+        self.step = step
+        if not riders:
+            self.capture = capture
+            return capture
         p = self.pipeline
-        processed = [p.process(e) for e in own]
         if self.thread_id in p._doubtful:
             p._resolve_doubts(self.thread_id)  # before riders are picked again
-        p.sequencer.prime([self.thread_id])  # a look-up, if any, outside the lock
-        with p._cv:  # picked and numbered at once: numbering order is buffer order
-            while p._flushing.get(self.thread_id):  # the flusher holds earlier events
+        with p._cv:
+            while not self._try_take(capture, ns, step, checkpoint_id, parent_id):
                 p._cv.wait(0.05)
-            self._riders = p._take_riders(self.thread_id, ns, step, checkpoint_id, parent_id)
-            self.sealed = p.sequencer.seal([r.event for r in self._riders] + processed)
-        return self.sealed
+        return capture
+
+    async def atake(
+        self,
+        capture: Capture,
+        *,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None = None,
+    ) -> Capture:
+        """:meth:`take` for a transaction on an event loop: it waits without blocking the
+        loop (the capture it waits for may be another task of the same loop)."""
+        p = self.pipeline
+        self.step = step
+        if self.thread_id in p._doubtful:
+            await asyncio.to_thread(p._resolve_doubts, self.thread_id)
+        while True:
+            with p._cv:
+                if self._try_take(capture, ns, step, checkpoint_id, parent_id):
+                    return capture
+            await asyncio.sleep(0.001)
+
+    def _try_take(
+        self,
+        capture: Capture,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None,
+    ) -> bool:
+        p = self.pipeline  # under p._cv
+        if p._flushing.get(self.thread_id) or p._holding.get(self.thread_id):
+            return False
+        self._riders = p._take_riders(self.thread_id, ns, step, checkpoint_id, parent_id)
+        capture.riders = [en.event for en in self._riders]
+        if self._riders:
+            p._holding[self.thread_id] = p._holding.get(self.thread_id, 0) + 1
+        self.capture = capture
+        return True
 
     def done(self) -> None:
-        """The transaction committed: the events are recorded."""
+        """The transaction committed: the capture (and its riders) are recorded."""
         if self._settled:
             return
         self._settled = True
-        self.pipeline._committed(self.sealed, self._riders, inflight=self)
+        self.pipeline._captured(
+            [self.capture] if self.capture is not None else [], self._riders, inflight=self
+        )
 
     def failed(self, *, doubtful: bool = False) -> None:
-        """The transaction did not commit: riders go back, the head is asked again.
+        """The transaction did not commit: riders go back to the buffer.
 
         ``doubtful``: the failure may have come after the server committed (a connection
         lost around the COMMIT); the riders are checked against the ledger before they
-        are stored again, so none is recorded twice.
+        are captured again, so none is recorded twice.
         """
         if self._settled:
             return
         self._settled = True
         p = self.pipeline
-        if self.sealed:
-            p.sequencer.invalidate(self.thread_id)
         with p._cv:
-            if doubtful and self._riders:
-                p._doubtful.add(self.thread_id)
+            if doubtful and self._riders and self.capture is not None:
+                p._doubtful.setdefault(self.thread_id, []).append(
+                    (self.capture.event_id, {en.event.event_id for en in self._riders})
+                )
             p._inflight[self.thread_id] -= 1
             p._open_commits.pop(id(self), None)
             if not p._inflight[self.thread_id]:
                 del p._inflight[self.thread_id]
+            p._release(self)
             p._rebuffer(self.thread_id, self._riders)
             p._cv.notify_all()
 
 
 class Pipeline:
-    """Runs events through processors into the ledger; feeds projections from it.
+    """Runs events through processors into captures; a sealer seals them after commit.
 
     Args:
         ledger: the system of record (:class:`~langgraph_external.sinks.postgres.
             PostgresLedger`, or :class:`~langgraph_external.sinks.memory.InMemoryLedger`).
-        projections: views fed from the ledger (the workspace mirror).
+        projections: views fed from the ledger (the workspace mirror) by a local
+            sealing service (``sealing="thread"``).
         redactor: applied to every payload before anything is recorded.
         offload_threshold: payloads or raw bytes larger than this go to artifacts.
-        strict: commit every event before :meth:`emit` returns; raise if it cannot be.
+        strict: capture every event before :meth:`emit` returns; raise if it cannot be.
         wal_dir: where the write-ahead log and events that outlived a close are kept
             (default ``$LGX_SPOOL_DIR`` or ``~/.cache/langgraph-external/spool``).
-        linger: seconds buffered events wait for a commit to ride before the flusher
-            commits them on their own.
+        linger: seconds buffered events wait for a capture to ride before the flusher
+            captures them on their own.
         hold: most seconds an event waits for the checkpoint that precedes it.
         max_buffered: events held before producers wait (back-pressure, never a drop).
         retry_interval: seconds between attempts while the ledger is unavailable.
-        poll_interval: seconds between projection catch-up scans.
-        cipher: the deployment key (:mod:`langgraph_external.keys`): sources address
-            values with it (keyed HMAC, never a bare sha256) and seal exact copies.
-        encrypt: sources encrypt the exact checkpoint copies with ``cipher``.
+        poll_interval: seconds between a sealer's and a projection's looks for work
+            nothing woke them for.
+        cipher: the deployment key (:mod:`langgraph_external.keys`): keyed addresses
+            of exact bytes, chain-head tags, and the sealing of exact copies.
+        encrypt: encrypt the exact checkpoint copies with ``cipher``.
+        serde: the saver's serializer (the sealer encodes inline values with it).
+        sealing: ``"thread"`` (a :class:`~langgraph_external.service.SealingService`
+            in this process, built here), a :class:`SealingBackend` built elsewhere
+            (the helper process, ``lgx worker``), or ``None`` (nothing seals here: an
+            ``lgx worker`` does, and :meth:`flush` waits for it).
     """
 
     def __init__(
@@ -210,11 +281,12 @@ class Pipeline:
         poll_interval: float = 1.0,
         cipher: WorkspaceCipher | None = None,
         encrypt: bool = True,
+        serde: SerializerProtocol | None = None,
+        sealing: str | SealingBackend | None = "thread",
     ) -> None:
         self.ledger = ledger
         self.cipher = cipher
         self.encrypt = encrypt and cipher is not None
-        self.projections = list(projections)
         self.strict = strict
         self.processors: list[Processor] = [
             materialize,
@@ -223,70 +295,75 @@ class Pipeline:
             Offload(offload_threshold),
             normalize,
         ]
-        self.sequencer = Sequencer(ledger.positions)
         self.linger = linger
         self.hold = hold
         self.max_buffered = max_buffered
         self.retry_interval = retry_interval
-        self.poll_interval = poll_interval
-        self.failures: list[RecordingFailure] = []
-        self.delivered = 0
-        self.conflicts = 0  # commits retried because another writer moved the thread first
-        self.quarantined: dict[str, str] = {}  # "projection:thread" -> error
-        self._stalls: dict[str, int] = {}  # "projection:thread" -> failed attempts in a row
-        self._stall_since: dict[str, float] = {}
-        self._last_projected_ok = 0.0
+        self.failures = Failures()
+        self.delivered = 0  # events captured so far
+        self.quarantined: dict[str, str] = {}  # "ledger:thread" -> error
         self._store_started: float | None = None
         identity = getattr(ledger, "identity", None)
         key = identity() if callable(identity) else ledger.name
-        self._wal = WriteAheadLog(Path(wal_dir or spool_dir or default_spool_dir()) / "wal" / key)
-        # one lock; the flusher and the projector wait on conditions of their own, so a
-        # commit or an event wakes them only when they are idle (not on every call)
+        spool = Path(wal_dir or spool_dir or default_spool_dir())
+        self._wal = WriteAheadLog(spool / "wal" / key)
+        self.quarantine_dir = spool / "quarantine" / key
+        self.service: SealingService | None = None
+        self.sealing: SealingBackend | None
+        if sealing == "thread":
+            self.service = SealingService(
+                ledger,
+                projections=projections,
+                cipher=cipher,
+                encrypt=encrypt,
+                serde=serde,
+                processors=self.processors,
+                poll_interval=poll_interval,
+                retry_interval=retry_interval,
+                quarantine_dir=self.quarantine_dir,
+                failures=self.failures,
+            ).start()
+            self.sealing = self.service
+        elif isinstance(sealing, str):
+            raise ValueError(f"sealing must be 'thread', a backend or None, not {sealing!r}")
+        else:
+            self.sealing = sealing
         self._lock = threading.RLock()
         self._cv = threading.Condition(self._lock)
         self._fcv = threading.Condition(self._lock)  # the flusher waits here
-        self._pcv = threading.Condition(self._lock)  # the projector waits here
         self._flusher_idle = False
-        self._projector_idle = False
         self._buf: dict[str, list[_Entry]] = {}
         self._count = 0
         self._tick = itertools.count()
         self._inflight: dict[str, int] = {}
         self._open_commits: dict[int, float] = {}  # commit -> when it opened
-        self._storing = 0  # entries taken by the flusher, not yet committed or put back
+        self._storing = 0  # entries taken by the flusher, not yet captured or put back
         self._flushing: dict[str, int] = {}  # the same, per thread
-        # threads whose buffered events may be committed already (a commit's outcome was
-        # not seen): checked against the ledger before they are stored again
-        self._doubtful: set[str] = set()
+        self._holding: dict[str, int] = {}  # captures in flight carrying a thread's events
+        # captures whose commit was not seen to succeed or fail (a connection lost around
+        # the COMMIT): thread -> [(capture event id, its riders' event ids)]
+        self._doubtful: dict[str, list[tuple[str, set[str]]]] = {}
         self._done_steps: dict[tuple[str, str], int] = {}
         self._done_checkpoints: dict[tuple[str, str, str], None] = {}
         self._force = 0  # flush requests not yet served
-        self._commits = 0  # commits so far (projection catch-up waits on this)
-        self._projected = 0
-        self._touched: set[str] = set()
-        self._settle_at = 0  # a flush waits for projections to settle at this commit count
-        self._settled = 0
-        # the next pass reads the cursors and resumes threads whose files are ahead of
-        # theirs (flush, catch_up): what a writer that died left unsettled
-        self._recheck = False
-        # committed events handed to each projection in memory (no read-back from the
-        # ledger when they follow its position): projection -> thread -> events
-        self._fresh: dict[str, dict[str, list[Event]]] = {p.name: {} for p in self.projections}
-        self._fresh_count = 0
-        self._last_ok = time.monotonic()
+        self._unflushed: set[str] = set()  # threads captured since the last flush
+        self._watched: dict[str, set[str]] | None = None  # listeners fed by read-back
+        self._listeners: list[Callable[[Sequence[Event]], None]] = []
         self._ledger_down_since: float | None = None
+        self._calls: dict[int, float] = {}  # database calls of sources in flight
         self._closed = False
         self._stop = False
-        self._listeners: list[Callable[[Sequence[Event]], None]] = []
         self._flush_hooks: list[Callable[[], Callable[[], None] | None]] = []
         self._replay_wal()
         self._flusher = self._worker(self._flush_loop, "flusher")
-        self._projector: threading.Thread | None = None
-        if self.projections:
-            self._projector = self._worker(self._project_loop, "projector")
         ref = weakref.ref(self)
         self._atexit = lambda: (p := ref()) is not None and p._close_at_exit()
         atexit.register(self._atexit)
+
+    @property
+    def projections(self) -> list[Projection]:
+        """The projections a local sealing service feeds."""
+        return self.service.projector.projections if self.service is not None else []
 
     # -- producer side -------------------------------------------------------------------
     def process(self, event: Event) -> Event:
@@ -322,12 +399,11 @@ class Pipeline:
                 self._buf.setdefault(e.thread_id, []).append(_Entry(next(self._tick), now, e, wal))
                 threads.append(e.thread_id)
             self._count += len(processed)
-            self._cv.notify_all()
             if self._flusher_idle:
                 self._fcv.notify()
         if self.strict:
             for tid in dict.fromkeys(threads):
-                self._commit_now(tid)
+                self._capture_now(tid)
 
     def has_room(self) -> bool:
         """Whether :meth:`emit` would return without waiting for the ledger."""
@@ -341,8 +417,8 @@ class Pipeline:
         instead (the checkpointer's ``aput``/``aput_writes`` do), so the buffer stays
         bounded — by ``max_buffered`` plus one step's events per running graph — and
         the loop keeps serving other tasks while the ledger is behind or down.
-        ``thread_id``: also wait while the flusher is storing that thread's events (a
-        commit of the thread would otherwise wait for it inside the transaction).
+        ``thread_id``: also wait while the flusher is capturing that thread's events (a
+        capture of the thread would otherwise wait for it inside the transaction).
 
         Example:
             >>> import asyncio
@@ -356,76 +432,67 @@ class Pipeline:
             await asyncio.sleep(0.005)
 
     def open_commit(self, thread_id: str) -> Commit:
-        """Start a commit of ``thread_id`` inside the caller's transaction (see :class:`Commit`)."""
+        """Start a capture of ``thread_id`` inside the caller's transaction (:class:`Commit`)."""
         if self._closed:
             raise RecordingError("the pipeline is closed; events can no longer be recorded")
         return Commit(self, thread_id)
 
     def assume_new(self, thread_id: str) -> None:
-        """Hint that ``thread_id`` has no record yet (saves a position look-up)."""
-        self.sequencer.assume_new(thread_id)
+        """Hint that ``thread_id`` has no record yet (kept for sources; nothing to look up)."""
+
+    def call_started(self, key: int) -> None:
+        """A source's database call began (``health()`` reports one that does not return)."""
+        self._calls[key] = time.monotonic()
+
+    def call_ended(self, key: int) -> None:
+        """The call of :meth:`call_started` returned."""
+        self._calls.pop(key, None)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Commit everything emitted so far and wait until projections caught up.
+        """Capture everything emitted so far, and wait until it is sealed and projected.
 
-        Returns ``False`` if that did not finish within ``timeout`` (ledger or workspace
-        down); nothing is dropped, it stays buffered and is retried.
+        Returns ``False`` if that did not finish within ``timeout`` (ledger, sealer or
+        workspace down); nothing is dropped, it stays buffered and is retried.
         """
         self._run_flush_hooks()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             self._force += 1
-            self._wake_workers()
+            self._cv.notify_all()
+            self._fcv.notify_all()
             while self._count or self._storing or any(self._inflight.values()):
                 if not self._wait(deadline):
                     self._force -= 1
                     return False
             self._force -= 1
-            if not self.projections:
-                return True
-            # one more pass after everything committed so far, then projections settle
-            # (the workspace writes the state.json files it deferred)
-            self._commits += 1
-            target = self._settle_at = self._commits
-            self._recheck = True
-            while self._projected < target:
-                self._wake_workers()
-                if not self._wait(deadline):
-                    return False
+            threads, self._unflushed = self._unflushed, set()
+        if self.sealing is None:
+            return True
+        try:
+            horizon = self._horizon()
+        except Exception as exc:
+            self.failures.add("ledger", exc)
+            with self._cv:
+                self._unflushed |= threads
+            return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ok = self.sealing.flush(threads, horizon, left)
+        if not ok:
+            with self._cv:
+                self._unflushed |= threads
+            return False
+        self._feed_listeners()
         return True
 
-    def _wake_workers(self) -> None:
-        """Wake the flusher and the projector, whatever they wait for (under ``_cv``)."""
-        self._cv.notify_all()
-        self._fcv.notify_all()
-        self._pcv.notify_all()
+    def _horizon(self) -> str:
+        horizon = getattr(self.ledger, "horizon", None)
+        return str(horizon()) if horizon is not None else ""
 
     def catch_up(self, timeout: float = 600.0) -> tuple[int, list[str]]:
-        """Bring every projection up to the ledger on every thread (``lgx repair``).
-
-        Returns how many threads were behind, and the problems of those still behind
-        (quarantined: the error that set them aside) when it stopped.
-        """
-        deadline = time.monotonic() + timeout
-        seen: set[str] = set()
-        while True:
-            lag = {t for proj in self.projections for t, _, _ in self.ledger.lagging(proj.name)}
-            lag -= {k.split(":", 1)[1] for k in self.quarantined}
-            seen |= lag
-            if not lag:
-                break
-            with self._cv:
-                self._touched |= lag
-                self._commits += 1  # ask the projector for one more full pass, which
-                # settles (a deferred state.json holds a cursor back) and finishes what
-                # dead writers left unsettled (see _project_locked)
-                target = self._settle_at = self._commits
-                self._recheck = True
-                self._wake_workers()
-                while self._projected < target:
-                    if not self._wait(deadline):
-                        return len(seen), [f"{t}: still behind" for t in sorted(lag)]
-        return len(seen), [f"{k}: {v}" for k, v in sorted(self.quarantined.items())]
+        """Bring every projection of the local sealing service up to the ledger."""
+        if self.service is None:
+            return 0, []
+        return self.service.projector.catch_up(timeout)
 
     def _worker(self, loop: Callable[[], None], role: str) -> threading.Thread:
         thread = threading.Thread(target=loop, name=f"langgraph-external-{role}", daemon=True)
@@ -433,16 +500,15 @@ class Pipeline:
         return thread
 
     def _revive(self) -> None:
-        """Start a background thread again if it died (under ``_cv``; never expected: both
-        loops retry every error, but a stalled recording must not wait on a dead thread)."""
+        """Start the flusher again if it died (under ``_cv``; never expected: it retries
+        every error, but a stalled recording must not wait on a dead thread)."""
         if self._stop:
             return
         if not self._flusher.is_alive():
             logger.error("langgraph-external: the flusher thread died; starting it again")
             self._flusher = self._worker(self._flush_loop, "flusher")
-        if self._projector is not None and not self._projector.is_alive():
-            logger.error("langgraph-external: the projector thread died; starting it again")
-            self._projector = self._worker(self._project_loop, "projector")
+        if self.service is not None:
+            self.service.revive()
 
     def _wait(self, deadline: float | None) -> bool:
         self._revive()
@@ -475,31 +541,62 @@ class Pipeline:
         self._flush_hooks = alive
 
     def add_listener(self, fn: Callable[[Sequence[Event]], None]) -> None:
-        """Call ``fn`` with every committed batch (testing helpers)."""
-        self._listeners.append(fn)
+        """Call ``fn`` with recorded events as they are sealed (testing helpers).
+
+        With a local sealing service, with every sealed batch; otherwise, at the end of
+        each :meth:`flush`, with the events this pipeline captured since, read back.
+        """
+        if self.service is not None:
+            self.service.add_listener(fn)
+            return
+        with self._cv:
+            self._listeners.append(fn)
+            if self._watched is None:
+                self._watched = {}
 
     def remove_listener(self, fn: Callable[[Sequence[Event]], None]) -> None:
         """Stop calling ``fn``."""
-        if fn in self._listeners:
-            self._listeners.remove(fn)
+        if self.service is not None:
+            self.service.remove_listener(fn)
+            return
+        with self._cv:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+            if not self._listeners:
+                self._watched = None
+
+    def _feed_listeners(self) -> None:
+        with self._cv:
+            watched, listeners = self._watched, list(self._listeners)
+            if watched is not None:
+                self._watched = {}
+        if not watched or not listeners:
+            return
+        for tid, ids in watched.items():
+            events = [e for e in _read_all(self.ledger, tid) if e.event_id in ids]
+            for fn in listeners:
+                try:
+                    fn(events)
+                except Exception:
+                    logger.exception("event listener failed")
 
     def close(self, timeout: float = 30.0) -> None:
-        """Commit what is buffered, let projections catch up, stop, close everything.
+        """Capture what is buffered, let the sealer and projections catch up, stop.
 
-        What cannot be committed (ledger down) is written to the write-ahead log and
+        What cannot be captured (ledger down) is written to the write-ahead log and
         replayed by the next start or ``lgx repair``: never dropped.
         """
         if self._closed:
             return
         atexit.unregister(self._atexit)
+        deadline = time.monotonic() + timeout
         ok = self.flush(timeout)
         self._closed = True
         with self._cv:
             self._stop = True
-            self._wake_workers()
+            self._cv.notify_all()
+            self._fcv.notify_all()
         self._flusher.join(timeout=60)
-        if self._projector is not None:
-            self._projector.join(timeout=60)
         with self._cv:
             leftover = [en for entries in self._buf.values() for en in entries]
         if leftover:
@@ -515,12 +612,16 @@ class Pipeline:
         elif ok:
             self._wal.release()
         self._wal.close()
-        closeables: list[Projection | Ledger] = [*self.projections, self.ledger]
-        for closeable in closeables:
+        if self.sealing is not None:
             try:
-                closeable.close()
+                # the flush above already waited if it could not finish: not again
+                self.sealing.close(max(0.0, deadline - time.monotonic()) if ok else 0.0)
             except Exception as exc:  # closing must not hide the app's own error
-                logger.warning("closing %s failed: %s", closeable.name, exc)
+                logger.warning("closing the sealer failed: %s", exc)
+        try:
+            self.ledger.close()
+        except Exception as exc:
+            logger.warning("closing %s failed: %s", self.ledger.name, exc)
 
     def _close_at_exit(self) -> bool:
         try:
@@ -536,32 +637,55 @@ class Pipeline:
         self.close()
 
     def health(self) -> dict[str, Any]:
-        """Recording health: what is stored, waiting, failing, lagging or set aside."""
+        """Recording health: what is captured, waiting, failing, lagging or set aside."""
         with self._cv:
             oldest = min(
                 (en.born for entries in self._buf.values() for en in entries), default=None
             )
             buffered = self._count + self._storing
-            # the flusher's store, or a commit inside a saver's transaction: both wait on
-            # the ledger's database
-            waits = [t for t in (self._store_started, *self._open_commits.values()) if t]
-            store_started = min(waits, default=None)
+            # the flusher's capture, a capture inside a saver's transaction, any other
+            # database call of a source: all wait on the database
+            waits = [
+                t
+                for t in (self._store_started, *self._open_commits.values(), *self._calls.values())
+                if t
+            ]
+            started = min(waits, default=None)
         now = time.monotonic()
-        return {
+        wait = now - started if started else 0.0
+        out: dict[str, Any] = {
             "delivered": self.delivered,
+            "captured": self.delivered,
             "buffered": buffered,
             "oldest_buffered_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
-            "ledger_wait_seconds": round(now - store_started, 3) if store_started else 0.0,
+            "ledger_wait_seconds": round(wait, 3),
             "ledger_down_seconds": (
                 round(now - self._ledger_down_since, 3) if self._ledger_down_since else 0.0
             ),
-            "projection_lag_commits": max(0, self._commits - self._projected),
-            "position_conflicts": self.conflicts,
-            "failures": [f.__dict__ for f in self.failures],
-            "failing": ["ledger"] if self._ledger_down_since else [],
+            "failures": self.failures.as_dicts(),
+            # down, or not answering within the bound wherever the app waits on it
+            "failing": ["ledger"] if self._ledger_down_since or wait > STALL_AFTER else [],
             "quarantined": dict(self.quarantined),
             "wal_files": len(self._wal.pending()),
         }
+        if self.sealing is not None:
+            try:
+                sealing = self.sealing.health()
+            except Exception as exc:
+                sealing = {"error": f"{type(exc).__name__}: {exc}"}
+            out["sealing"] = sealing
+            out["projection_lag_commits"] = sealing.get("projection_lag_batches", 0)
+            if self.service is None:  # a local service shares this pipeline's failures
+                out["failures"] = out["failures"] + list(sealing.get("failures") or [])
+            out["quarantined"] = {**out["quarantined"], **(sealing.get("quarantined") or {})}
+            if (
+                sealing.get("sealer_down_seconds")  # it cannot reach the same database
+                or (sealing.get("sealer_wait_seconds") or 0) > STALL_AFTER
+            ):
+                out["failing"] = sorted({*out["failing"], "ledger"})
+            if sealing.get("helper_down"):
+                out["failing"] = sorted({*out["failing"], "sealer"})
+        return out
 
     # -- buffer bookkeeping (under self._cv) ----------------------------------------------
     def _take_riders(
@@ -572,11 +696,11 @@ class Pipeline:
         checkpoint_id: str | None,
         parent_id: str | None,
     ) -> list[_Entry]:
-        """The longest prefix of the thread's buffer that causally precedes the commit.
+        """The longest prefix of the thread's buffer that causally precedes the capture.
 
         An event may ride if it belongs to this checkpoint's step or earlier, or if the
-        checkpoint it follows is committed already (writes: their checkpoint is this
-        commit's parent or committed). The next step's events come after this checkpoint
+        checkpoint it follows is captured already (writes: their checkpoint is this
+        capture's parent or captured). The next step's events come after this checkpoint
         and wait for it.
         """
         entries = self._buf.get(tid)
@@ -604,10 +728,23 @@ class Pipeline:
     def note_committed(self, thread_id: str, ns: str, step: int | None, checkpoint_id: str) -> None:
         """Tell the pipeline a checkpoint is stored (e.g. read back when a run resumes)."""
         with self._cv:
-            if step is not None and step > self._done_steps.get((thread_id, ns), -(10**9)):
-                self._done_steps[(thread_id, ns)] = step
-            self._done_checkpoints[(thread_id, ns, checkpoint_id)] = None
+            self._note_checkpoint(thread_id, ns, step, checkpoint_id)
             self._cv.notify_all()
+
+    def _note_checkpoint(self, tid: str, ns: str, step: int | None, cid: str) -> None:
+        if step is not None and step > self._done_steps.get((tid, ns), -(10**9)):
+            self._done_steps[(tid, ns)] = step
+        self._done_checkpoints[(tid, ns, cid)] = None
+        while len(self._done_checkpoints) > 8192:
+            self._done_checkpoints.pop(next(iter(self._done_checkpoints)))
+
+    def _release(self, commit: Commit) -> None:
+        """``commit`` (which carried events) settled: the next capture may take (under _cv)."""
+        if commit._riders:
+            tid = commit.thread_id
+            self._holding[tid] -= 1
+            if not self._holding[tid]:
+                del self._holding[tid]
 
     def _flushable(self, tid: str, force: bool, now: float) -> list[_Entry]:
         entries = self._buf.get(tid)
@@ -621,7 +758,7 @@ class Pipeline:
         return self._take_first(tid, n)
 
     def _precedes_ok(self, tid: str, e: Event) -> bool:
-        """Whether the checkpoint that causally precedes ``e`` is already committed."""
+        """Whether the checkpoint that causally precedes ``e`` is already captured."""
         if e.kind == "writes":
             return (tid, e.checkpoint_ns, e.checkpoint_id or "") in self._done_checkpoints
         if e.step is None or e.kind == "checkpoint":
@@ -646,91 +783,55 @@ class Pipeline:
         if self._flusher_idle:
             self._fcv.notify()
 
-    def _committed(
-        self, sealed: Sequence[Event], entries: Sequence[_Entry], inflight: Commit | None = None
+    def _captured(
+        self,
+        captures: Sequence[Capture],
+        entries: Sequence[_Entry],
+        inflight: Commit | None = None,
     ) -> None:
-        """``sealed`` are in the ledger (``inflight``: the commit of a saver's transaction
-        that stored them, settled here under the same lock)."""
+        """``captures`` committed (``inflight``: the commit of a saver's transaction that
+        stored them, settled here under the same lock)."""
         self._wal.settled([en.wal for en in entries if en.wal])
         with self._cv:
-            for e in sealed:
+            for c in captures:
+                if c.kind == "checkpoint" and c.checkpoint_id:
+                    step = inflight.step if inflight is not None else None
+                    self._note_checkpoint(c.thread_id, c.checkpoint_ns, step, c.checkpoint_id)
+                self._unflushed.add(c.thread_id)
+                if self._watched is not None:
+                    ids = self._watched.setdefault(c.thread_id, set())
+                    ids.update(e.event_id for e in c.riders)
+                    if c.kind != "events":
+                        ids.add(c.event_id)
+            for en in entries:
+                e = en.event
                 if e.kind == "checkpoint" and e.checkpoint_id:
-                    key = (e.thread_id, e.checkpoint_ns)
-                    if e.step is not None and e.step > self._done_steps.get(key, -(10**9)):
-                        self._done_steps[key] = e.step
-                    self._done_checkpoints[(e.thread_id, e.checkpoint_ns, e.checkpoint_id)] = None
-            while len(self._done_checkpoints) > 8192:
-                self._done_checkpoints.pop(next(iter(self._done_checkpoints)))
+                    self._note_checkpoint(e.thread_id, e.checkpoint_ns, e.step, e.checkpoint_id)
             if inflight is not None:
                 self._open_commits.pop(id(inflight), None)
                 tid = inflight.thread_id
                 self._inflight[tid] -= 1
                 if not self._inflight[tid]:
                     del self._inflight[tid]
-            self.delivered += len(sealed)
-            self._commits += 1
-            self._touched.update(e.thread_id for e in sealed)
-            self._hand_over(sealed)
-            self._last_ok = time.monotonic()
+                self._release(inflight)
+            self.delivered += len(entries) + sum(c.kind != "events" for c in captures)
             self._ledger_down_since = None
             self._cv.notify_all()
-            if self._projector_idle:
-                self._pcv.notify()
-        for fn in list(self._listeners):
-            try:
-                fn(sealed)
-            except Exception:
-                logger.exception("event listener failed")
-
-    def _hand_over(self, sealed: Sequence[Event]) -> None:
-        """Keep committed events for the projector (under ``_cv``): it skips the read-back."""
-        if not self._fresh:
-            return
-        if self._fresh_count > _FRESH_MAX:  # the projector is far behind: it reads the ledger
-            for fresh in self._fresh.values():
-                fresh.clear()
-            self._fresh_count = 0
-        for fresh in self._fresh.values():
-            for e in sealed:
-                fresh.setdefault(e.thread_id, []).append(e)
-        self._fresh_count += len(sealed)
-
-    def _take_fresh(self, proj: Projection, tid: str, pos: int) -> list[Event] | None:
-        """The committed events right after ``pos`` held in memory, or ``None``."""
-        with self._cv:
-            held = self._fresh.get(proj.name, {}).pop(tid, None)
-            if not held:
-                return None
-            self._fresh_count -= len(held)
-        held.sort(key=lambda e: e.seq or 0)
-        run: list[Event] = []
-        for e in held:
-            if (e.seq or 0) <= pos:
-                continue
-            if (e.seq or 0) != pos + len(run) + 1:
-                return None  # a gap: committed elsewhere or not yet settled; read the ledger
-            run.append(e)
-        return run
+        if captures and self.sealing is not None:
+            self.sealing.wake()
 
     # -- the flusher ------------------------------------------------------------------------
-    def _commit_now(self, tid: str) -> None:
-        """Strict mode: commit ``tid``'s buffer on the caller's thread or raise."""
-        for _ in range(50):
-            entries, sealed = self._collect_sealed(
-                lambda: self._flushable(tid, True, time.monotonic())
-            )
-            if not entries:
-                return
-            try:
-                self._store(entries, sealed)
-                return
-            except PositionMovedError:
-                continue
-            except Exception as exc:
-                raise RecordingError(f"could not record events of thread {tid!r}: {exc}") from exc
-            finally:
-                self._stored(entries)
-        raise RecordingError(f"could not record events of thread {tid!r}: position kept moving")
+    def _capture_now(self, tid: str) -> None:
+        """Strict mode: capture ``tid``'s buffer on the caller's thread or raise."""
+        entries, captures = self._collect(lambda: self._flushable(tid, True, time.monotonic()))
+        if not entries:
+            return
+        try:
+            self._store(entries, captures)
+        except Exception as exc:
+            raise RecordingError(f"could not record events of thread {tid!r}: {exc}") from exc
+        finally:
+            self._stored(entries)
 
     def _flush_loop(self) -> None:
         while True:
@@ -743,22 +844,13 @@ class Pipeline:
                     return
                 force = self._force > 0 or self._stop
             if not force and self.linger:
-                time.sleep(self.linger)  # let commits carry what they can; batch the rest
+                time.sleep(self.linger)  # let captures carry what they can; batch the rest
             for tid in list(self._doubtful):
                 try:
                     self._resolve_doubts(tid)
                 except Exception as exc:  # the ledger is still away: the thread waits
                     logger.debug("could not check thread %r against the ledger: %s", tid, exc)
-            try:
-                batch, sealed = self._collect_sealed(self._flushable_now)
-            except Exception as exc:  # a head could not be looked up: the ledger is away
-                self._fail("ledger", exc, 0)
-                if isinstance(exc, (LedgerUnavailableError, ConnectionError)):
-                    with self._cv:
-                        self._ledger_down_since = self._ledger_down_since or time.monotonic()
-                if not self._retry_later(exc):
-                    return
-                continue
+            batch, captures = self._collect(self._flushable_now)
             if not batch:
                 with self._cv:
                     if self._stop and not any(self._inflight.values()):
@@ -766,10 +858,7 @@ class Pipeline:
                     self._fcv.wait(0.05)  # events waiting for their checkpoint
                 continue
             try:
-                self._store(batch, sealed)
-            except PositionMovedError:
-                self._stored(batch)
-                continue
+                self._store(batch, captures)
             except Exception as exc:
                 self._stored(batch)
                 if not self._retry_later(exc):
@@ -787,7 +876,7 @@ class Pipeline:
             return True
 
     def _flushable_now(self) -> list[_Entry]:
-        """What the flusher may commit now (under ``_cv``)."""
+        """What the flusher may capture now (under ``_cv``)."""
         force = self._force > 0 or self._stop
         now = time.monotonic()
         batch: list[_Entry] = []
@@ -798,19 +887,8 @@ class Pipeline:
                 batch.extend(self._flushable(tid, force, now))
         return batch
 
-    def _collect_sealed(
-        self, collect: Callable[[], list[_Entry]]
-    ) -> tuple[list[_Entry], list[Event]]:
-        """Pick entries with ``collect`` and number them in one step under the lock.
-
-        Picking and numbering at once keeps numbering order equal to buffer order even
-        when a checkpoint's commit picks its riders at the same moment. Heads are looked
-        up before, outside the lock.
-        """
-        with self._cv:
-            unknown = [t for t in self._buf if not self.sequencer.known(t)]
-        if unknown:
-            self.sequencer.prime(unknown)
+    def _collect(self, collect: Callable[[], list[_Entry]]) -> tuple[list[_Entry], list[Capture]]:
+        """Pick entries with ``collect`` and make one capture per thread of them."""
         with self._cv:
             picked = collect()
             if not picked:
@@ -819,14 +897,19 @@ class Pipeline:
             for en in picked:
                 by_thread.setdefault(en.event.thread_id, []).append(en)
             ordered = [en for ens in by_thread.values() for en in ens]
-            sealed = self.sequencer.seal([en.event for en in ordered])
+            captures = [
+                Capture(
+                    "events", tid, riders=[en.event for en in ens], event_id=ens[0].event.event_id
+                )
+                for tid, ens in by_thread.items()
+            ]
             self._storing += len(ordered)
             for tid, ens in by_thread.items():
                 self._flushing[tid] = self._flushing.get(tid, 0) + len(ens)
-        return ordered, sealed
+        return ordered, captures
 
     def _stored(self, entries: Sequence[_Entry]) -> None:
-        """Entries picked by :meth:`_collect_sealed` are committed or back in the buffer."""
+        """Entries picked by :meth:`_collect` are captured or back in the buffer."""
         with self._cv:
             self._storing -= len(entries)
             for en in entries:
@@ -836,66 +919,61 @@ class Pipeline:
                     del self._flushing[tid]
             self._cv.notify_all()
 
-    def _store(self, entries: list[_Entry], sealed: list[Event]) -> None:
-        """Append sealed ``entries`` (several threads, grouped) in one transaction.
+    def _store(self, entries: list[_Entry], captures: list[Capture]) -> None:
+        """Capture ``entries`` (one capture per thread) in one transaction.
 
-        On failure the entries go back to the buffer. A value the ledger refuses
-        (not an outage) is isolated to its thread and set aside (:meth:`_quarantine`).
+        On failure the entries go back to the buffer. Values the ledger refuses (not an
+        outage) are isolated to their thread and set aside (:meth:`_quarantine`).
         """
-        by_thread: dict[str, list[_Entry]] = {}
-        for en in entries:
-            by_thread.setdefault(en.event.thread_id, []).append(en)
         with self._cv:
             self._store_started = time.monotonic()
         try:
-            self.ledger.append(sealed)
+            self.ledger.capture(captures)  # type: ignore[attr-defined]
         except Exception as exc:
             with self._cv:
                 self._store_started = None
-            for tid in by_thread:
-                self.sequencer.invalidate(tid)
-            ordinary = not is_poison(exc)
-            if not ordinary and len(by_thread) > 1:
+            by_thread: dict[str, list[_Entry]] = {}
+            for en in entries:
+                by_thread.setdefault(en.event.thread_id, []).append(en)
+            if is_poison(exc) and len(captures) > 1:
                 # find the thread whose values the ledger refuses; the others go on
-                for tid, ens in by_thread.items():
-                    with self._cv:
-                        self._buf[tid] = ens + self._buf.get(tid, [])
-                        self._count += len(ens)
-                    alone, alone_sealed = self._collect_sealed(
-                        functools.partial(self._take_first, tid, len(ens))
-                    )
+                for c in captures:
+                    ens = by_thread[c.thread_id]
                     try:
-                        self._store(alone, alone_sealed)  # puts entries back if it fails
+                        self.ledger.capture([c])  # type: ignore[attr-defined]
                     except Exception as inner:
-                        logger.debug("thread retried alone still failing: %s", inner)
-                    finally:
-                        self._stored(alone)
+                        if is_poison(inner):
+                            self._quarantine(c.thread_id, ens, inner)
+                        else:
+                            with self._cv:
+                                self._rebuffer(c.thread_id, list(ens))
+                        continue
+                    self._captured([c], ens)
                 return
-            if not ordinary:
-                self._quarantine(next(iter(by_thread)), entries, exc)
+            if is_poison(exc):
+                self._quarantine(captures[0].thread_id, entries, exc)
                 return
             with self._cv:
                 for tid, ens in by_thread.items():
                     self._rebuffer(tid, ens)
-                moved = isinstance(exc, PositionMovedError)
-                if moved:
-                    self.conflicts += 1  # another commit of the thread got there first
-                elif self._ledger_down_since is None:
+                    self._doubtful.setdefault(tid, []).extend(
+                        (c.event_id, {e.event_id for e in c.riders})
+                        for c in captures
+                        if c.thread_id == tid
+                    )
+                if self._ledger_down_since is None:
                     self._ledger_down_since = time.monotonic()
                 self._cv.notify_all()
-            if not moved:
-                with self._cv:
-                    self._doubtful.update(by_thread)  # the COMMIT may have gone through
-                self._fail("ledger", exc, len(entries))
+            self.failures.add("ledger", exc, len(entries))
             raise
         with self._cv:
             self._store_started = None
-        self._committed(sealed, entries)
+        self._captured(captures, entries)
 
-    def _quarantine(self, tid: str, entries: list[_Entry], exc: BaseException) -> None:
+    def _quarantine(self, tid: str, entries: Sequence[_Entry], exc: BaseException) -> None:
         """Set aside events the ledger refuses, with an error event for their thread."""
         path = self._wal.quarantine([en.event for en in entries], f"{type(exc).__name__}: {exc}")
-        self._fail("ledger", exc, len(entries))
+        self.failures.add("ledger", exc, len(entries))
         self.quarantined[f"ledger:{tid}"] = f"{type(exc).__name__}: {exc}"
         logger.error(
             "langgraph-external: %d events of thread %r refused by the ledger (%s); kept in %s",
@@ -905,300 +983,29 @@ class Pipeline:
             path,
         )
         self._wal.settled([en.wal for en in entries if en.wal])
-        note = Event.new(
-            "error",
-            tid,
-            status="quarantined",
-            name="ledger_refused",
-            payload={
-                "error": f"{type(exc).__name__}: {exc}"[:2000],
-                "events": len(entries),
-                "file": str(path),
-            },
+        note = self.process(
+            Event.new(
+                "error",
+                tid,
+                status="quarantined",
+                name="ledger_refused",
+                payload={
+                    "error": f"{type(exc).__name__}: {exc}"[:2000],
+                    "events": len(entries),
+                    "file": str(path),
+                },
+            )
         )
+        capture = Capture("events", tid, riders=[note], event_id=note.event_id)
         try:
-            sealed = self.sequencer.seal([self.process(note)])
-            self.ledger.append(sealed)
-            self._committed(sealed, [])
+            self.ledger.capture([capture])  # type: ignore[attr-defined]
+            self._captured([capture], [])
         except Exception:
-            self.sequencer.invalidate(tid)
+            logger.debug("could not record the refusal of thread %r", tid)
         with self._cv:
             self._cv.notify_all()
 
-    def _fail(self, where: str, exc: BaseException, n: int) -> None:
-        self.failures.append(RecordingFailure(where, f"{type(exc).__name__}: {exc}", n))
-        del self.failures[:-100]
-
-    # -- the projector ----------------------------------------------------------------------
-    def _project_loop(self) -> None:
-        last_scan = 0.0
-        while True:
-            with self._cv:
-                self._projector_idle = True
-                while not self._stop and not self._touched and self._projected >= self._commits:
-                    self._pcv.wait(self.poll_interval)
-                    if time.monotonic() - last_scan >= self.poll_interval:
-                        break
-                self._projector_idle = False
-                if self._stop and not self._touched:
-                    return
-                # gather the commits of the next few ms into one pass (one lock round
-                # trip for all of their threads) unless a flush is waiting
-                end = time.monotonic() + _PROJECT_LINGER
-                while not self._stop and self._settle_at <= self._settled:
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._pcv.wait(left)  # woken early by a flush or a close
-                touched, self._touched = self._touched, set()
-                target = self._commits
-                recheck, self._recheck = self._recheck, False
-            scan = recheck or time.monotonic() - last_scan >= self.poll_interval
-            ok = True
-            for proj in self.projections:
-                try:
-                    ok = self._project(proj, touched, scan, recheck) and ok
-                except Exception as exc:  # never let the projector die: retried
-                    self._fail(proj.name, exc, 0)
-                    logger.warning("projection %s deferred (%s); retrying", proj.name, exc)
-                    ok = False
-            if scan:
-                last_scan = time.monotonic()
-            if ok and self._settled < self._settle_at <= target:
-                for proj in self.projections:
-                    ok = self._settle(proj) and ok
-                if ok:
-                    self._settled = target
-            with self._cv:
-                if ok:
-                    self._projected = max(self._projected, target)
-                else:
-                    self._touched |= touched
-                    self._recheck = self._recheck or recheck
-                self._cv.notify_all()
-            if not ok:
-                time.sleep(self.retry_interval)
-
-    def _project(
-        self, proj: Projection, touched: set[str], scan: bool, recheck: bool = False
-    ) -> bool:
-        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones).
-
-        ``recheck``: resume threads whose files are ahead of their cursors (see
-        :meth:`_project_locked`)."""
-        todo = dict.fromkeys(sorted(touched))
-        cursors: dict[str, int] = {}  # lagging thread -> its recorded cursor
-        if scan:
-            try:
-                cursors = self._lagging(proj, recheck)
-            except Exception as exc:
-                logger.debug("projection scan failed: %s", exc)
-                return False
-            todo.update(dict.fromkeys(cursors))
-        tids = [t for t in todo if f"{proj.name}:{t}" not in self.quarantined]
-        locks = getattr(self.ledger, "projection_locks", None)
-        if locks is None or not tids:
-            return self._project_each(
-                proj,
-                tids,
-                lambda tid: self.project_thread(proj, tid, cursor=cursors.get(tid), resume=recheck),
-            )
-        try:
-            # one statement takes the pass's thread locks, one records the cursors and
-            # releases them: two round trips per pass, not four per thread
-            with locks(proj.name, tids) as held:
-                return self._project_each(
-                    proj,
-                    tids,
-                    lambda tid: self._project_held(proj, tid, held, cursors.get(tid), recheck),
-                )
-        except (LedgerUnavailableError, ConnectionError) as exc:
-            self._fail(proj.name, exc, 0)
-            return False
-
-    def _lagging(self, proj: Projection, recheck: bool) -> dict[str, int]:
-        """Threads the ledger says ``proj`` is behind on, with their recorded cursors.
-
-        Of a projection that settles after it applies (it has ``resume``), left out: a
-        thread whose files hold the ledger's head and whose settling is pending here
-        (:meth:`_settle` records it), and, unless ``recheck``, any thread whose files hold
-        the head (nothing to read; its writer may be settling it).
-        """
-        lag = self.ledger.lagging(proj.name)
-        if getattr(proj, "resume", None) is None:
-            return {t: cursor for t, _, cursor in lag}
-        due = getattr(proj, "due", None)
-        pending = set(due()) if due is not None else set()
-        out = {}
-        for t, head, cursor in lag:
-            if (recheck and t not in pending) or head > proj.position(t):
-                out[t] = cursor
-        return out
-
-    @staticmethod
-    def _cursor_of(proj: Projection, tid: str, pos: int) -> int:
-        """The cursor to record for ``tid`` at ``pos``: what ``proj`` holds for good."""
-        settled = getattr(proj, "settled", None)
-        return pos if settled is None else int(settled(tid, pos))
-
-    def _project_held(
-        self,
-        proj: Projection,
-        tid: str,
-        held: Any,
-        cursor: int | None = None,
-        resume: bool = False,
-    ) -> int | None:
-        if tid not in held.threads:
-            return None  # another process is writing it: look again shortly
-        revalidate = getattr(proj, "revalidate", None) or getattr(proj, "forget", None)
-        if revalidate is not None:
-            revalidate(tid)  # another process may have written since we last looked
-        pos, held.positions[tid] = self._project_locked(
-            proj, tid, record=False, cursor=cursor, resume=resume
-        )
-        return pos
-
-    def _project_each(
-        self, proj: Projection, tids: list[str], run: Callable[[str], int | None]
-    ) -> bool:
-        ok = True
-        for tid in tids:
-            key = f"{proj.name}:{tid}"
-            try:
-                if run(tid) is None:
-                    ok = False  # another process is writing it: look again shortly
-                    continue
-            except OSError as exc:  # disk full, read-only, vanished: retried
-                self._fail(proj.name, exc, 0)
-                self._stalls[key] = self._stalls.get(key, 0) + 1
-                if self._stalls[key] >= 3 and self._last_projected_ok > self._stall_since.get(
-                    key, time.monotonic()
-                ):
-                    # other threads were written meanwhile: this thread's files are the problem
-                    self._set_aside(proj, tid, exc)
-                    continue
-                self._stall_since.setdefault(key, time.monotonic())
-                logger.warning("projection %s stalled on %r: %s", proj.name, tid, exc)
-                ok = False
-                continue
-            except (LedgerUnavailableError, ConnectionError) as exc:
-                self._fail(proj.name, exc, 0)
-                ok = False
-            except Exception as exc:  # a value it cannot apply: set the thread aside
-                self._set_aside(proj, tid, exc)
-                continue
-            self._stalls.pop(key, None)
-            self._stall_since.pop(key, None)
-            self._last_projected_ok = time.monotonic()
-        return ok
-
-    def _settle(self, proj: Projection) -> bool:
-        settle = getattr(proj, "settle", None)
-        if settle is None:
-            return True
-        due = getattr(proj, "due", None)
-        locks = getattr(self.ledger, "projection_locks", None)
-        try:
-            if due is None or locks is None:
-                pending = due() if due is not None else []
-                settle()
-                for tid in pending:
-                    self.ledger.set_cursor(
-                        proj.name, tid, self._cursor_of(proj, tid, proj.position(tid)), None
-                    )
-            elif threads := due():
-                # under the threads' projection locks, like any other write of them; a
-                # thread another process holds is left to it (its state is the newer one).
-                # Settled, their cursors move past the checkpoints they held back.
-                revalidate = getattr(proj, "revalidate", None)
-                with locks(proj.name, threads) as held:
-                    settle(held.threads)
-                    for tid in held.threads:
-                        if revalidate is not None:
-                            revalidate(tid)
-                        held.positions[tid] = self._cursor_of(proj, tid, proj.position(tid))
-        except Exception as exc:  # a derived view: reported, retried by the next flush
-            self._fail(proj.name, exc, 0)
-            logger.warning("projection %s could not settle: %s", proj.name, exc)
-            return False
-        return True
-
-    def _set_aside(self, proj: Projection, tid: str, exc: BaseException) -> None:
-        """Quarantine one thread of a projection; the others go on (``lgx repair`` retries)."""
-        err = f"{type(exc).__name__}: {exc}"[:2000]
-        self.quarantined[f"{proj.name}:{tid}"] = err
-        logger.error("projection %s set thread %r aside: %s", proj.name, tid, err)
-        try:
-            self.ledger.set_cursor(proj.name, tid, proj.position(tid), err)
-        except Exception:
-            logger.debug("could not record the quarantine of %r", tid)
-
-    def project_thread(
-        self, proj: Projection, tid: str, *, cursor: int | None = None, resume: bool = False
-    ) -> int | None:
-        """Apply every event of ``tid`` the projection lacks; returns its new position.
-
-        Several processes may feed one workspace: a lock in the ledger lets one of them
-        write a thread at a time, and the holder reads the files' position afresh. Returns
-        ``None`` when another process holds the thread (it is tried again later).
-        ``cursor`` and ``resume``: see :meth:`_project_locked`.
-        """
-        lock = getattr(self.ledger, "projection_lock", None)
-        if lock is None:
-            return self._project_locked(proj, tid, cursor=cursor, resume=resume)[0]
-        with lock(proj.name, tid) as held:
-            if not held:
-                return None
-            forget = getattr(proj, "forget", None)
-            if forget is not None:
-                forget(tid)  # another process may have written since we last looked
-            return self._project_locked(proj, tid, cursor=cursor, resume=resume)[0]
-
-    def _project_locked(
-        self,
-        proj: Projection,
-        tid: str,
-        *,
-        record: bool = True,
-        cursor: int | None = None,
-        resume: bool = False,
-    ) -> tuple[int, int]:
-        """Apply what ``tid`` lacks; returns its position and the cursor to record there.
-
-        A cursor short of what the files hold (``cursor``, from the ledger) means their
-        writer has not settled them — it is settling them, or it died first (a deferred
-        ``state.json``). With ``resume`` (a flush, ``lgx repair``) the projection finishes
-        that now; otherwise the cursor is not moved past it.
-        """
-        pos = proj.position(tid)
-        finish = getattr(proj, "resume", None)
-        unsettled = finish is not None and cursor is not None and cursor < pos
-        if unsettled and resume and finish is not None:
-            finish(tid)
-            unsettled = False
-        fresh = self._take_fresh(proj, tid, pos)
-        while True:
-            # every event held in memory follows pos: apply them and stop (what commits
-            # later touches the thread again); otherwise read the ledger to its end
-            events = fresh if fresh is not None else self.ledger.read(tid, after=pos)
-            if not events:
-                break
-            if events[0].seq != pos + 1 and events[0].kind != "thread_deleted":
-                # the ledger dropped older events (thread deleted): start over from there
-                pos = (events[0].seq or 1) - 1
-            proj.apply(tid, events)
-            pos = events[-1].seq or pos
-            if fresh is not None:
-                break
-        mark = self._cursor_of(proj, tid, pos)
-        if unsettled and cursor is not None:
-            mark = min(mark, cursor)
-        if record:
-            self.ledger.set_cursor(proj.name, tid, mark, None)
-        return pos, mark
-
-    # -- write-ahead log --------------------------------------------------------------------
+    # -- write-ahead log and doubtful commits ------------------------------------------------
     def _replay_wal(self) -> None:
         """Queue events that dead processes (or a failed close) left in the log."""
         for path, events in self._wal.orphans():
@@ -1213,22 +1020,21 @@ class Pipeline:
         self._skip_already_recorded()
 
     def _resolve_doubts(self, tid: str) -> None:
-        """Drop ``tid``'s buffered events the ledger holds already (see :meth:`Commit.failed`).
-
-        Raises what the ledger raises when it cannot be asked; the thread stays doubtful.
-        """
+        """Drop ``tid``'s buffered events whose capture the ledger holds (see
+        :meth:`Commit.failed`). Raises what the ledger raises when it cannot be asked;
+        the thread stays doubtful."""
         with self._cv:
-            entries = list(self._buf.get(tid, []))
-        ids = [en.event.event_id for en in entries]
-        recorded = getattr(self.ledger, "recorded", None)
-        if recorded is not None:
-            held = recorded(tid, ids) if ids else set()
-        else:
-            held = self._ids_in_ledger(tid) if ids else set()
+            doubts = list(self._doubtful.get(tid, []))
+        if not doubts:
+            with self._cv:
+                self._doubtful.pop(tid, None)
+            return
+        held = _recorded(self.ledger, tid, [d[0] for d in doubts])
+        gone_ids = set().union(*(ids for cid, ids in doubts if cid in held))
         with self._cv:
-            if held:
-                gone = [en for en in self._buf.get(tid, []) if en.event.event_id in held]
-                keep = [en for en in self._buf.get(tid, []) if en.event.event_id not in held]
+            if gone_ids:
+                gone = [en for en in self._buf.get(tid, []) if en.event.event_id in gone_ids]
+                keep = [en for en in self._buf.get(tid, []) if en.event.event_id not in gone_ids]
                 if keep:
                     self._buf[tid] = keep
                 else:
@@ -1236,20 +1042,11 @@ class Pipeline:
                 self._count -= len(gone)
                 self._wal.settled([en.wal for en in gone if en.wal])
                 self.delivered += len(gone)
-            self._doubtful.discard(tid)
+            self._doubtful.pop(tid, None)
             self._cv.notify_all()
 
-    def _ids_in_ledger(self, tid: str) -> set[str]:
-        """Every event id the ledger holds for ``tid`` (a ledger without ``recorded``)."""
-        held: set[str] = set()
-        after = 0
-        while events := self.ledger.read(tid, after):
-            held.update(e.event_id for e in events)
-            after = events[-1].seq or after + len(events)
-        return held
-
     def _skip_already_recorded(self) -> None:
-        """Drop replayed events the ledger already holds (the crash came after the commit)."""
+        """Drop replayed events the ledger already holds (the crash came after the capture)."""
         with self._cv:
             tids = list(self._buf)
         for tid in tids:
@@ -1258,7 +1055,7 @@ class Pipeline:
             if not entries:
                 continue
             try:
-                held = self._ids_in_ledger(tid)
+                held = _recorded(self.ledger, tid, [en.event.event_id for en in entries])
             except Exception:
                 return
             keep = [en for en in entries if en.event.event_id not in held]
@@ -1271,6 +1068,25 @@ class Pipeline:
             self._wal.settled([en.wal for en in gone if en.wal])
 
 
+def _recorded(ledger: Any, tid: str, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` the ledger holds for ``tid``, captured or sealed."""
+    if not ids:
+        return set()
+    recorded = getattr(ledger, "recorded", None)
+    if recorded is not None:
+        return set(recorded(tid, ids))
+    return {e.event_id for e in _read_all(ledger, tid)} & set(ids)
+
+
+def _read_all(ledger: Any, tid: str) -> list[Event]:
+    out: list[Event] = []
+    after = 0
+    while events := ledger.read(tid, after):
+        out.extend(events)
+        after = events[-1].seq or after + len(events)
+    return out
+
+
 def _on_event_loop() -> bool:
     """Whether the calling thread is running an asyncio event loop (never block it)."""
     try:
@@ -1278,20 +1094,6 @@ def _on_event_loop() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def is_poison(exc: BaseException) -> bool:
-    """Whether the ledger refused the *values* (retrying cannot help), not the service.
-
-    Values that cannot be encoded, or that PostgreSQL rejects as data (class 22) or
-    as violating a constraint (class 23), are poison; anything else is retried.
-    """
-    if isinstance(exc, _ORDINARY):
-        return False
-    if isinstance(exc, (UnicodeError, ValueError, TypeError)):
-        return True
-    state = getattr(exc, "sqlstate", None) or ""
-    return state.startswith(("22", "23"))
 
 
 class WriteAheadLog:

@@ -24,39 +24,53 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-from langgraph.checkpoint.base import WRITES_IDX_MAP
-
 from langgraph_external import _compat, ledger
 from langgraph_external.assembly import assemble
 from langgraph_external.crypto import WorkspaceCipher
-from langgraph_external.events import Event, EventKind
 from langgraph_external.workspace import Workspace
 
-MISSING_WRITES = """
-select w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
-       w.channel, w.type, w.blob
+# what the official saver holds that nothing captured or recorded (a plain saver wrote it,
+# or a write's capture was lost with its process before v7): captured now, in order, and
+# sealed like any capture (``"recovered": true`` in the event)
+CAPTURE_MISSING_CHECKPOINTS = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, recovered)
+select gen_random_uuid(), c.thread_id, 'checkpoint', c.checkpoint_ns, c.checkpoint_id,
+    c.parent_checkpoint_id, true
+from public.checkpoints c
+where not exists (
+    select 1 from {schema}.checkpoints l
+    where l.thread_id = c.thread_id and l.checkpoint_ns = c.checkpoint_ns
+      and l.checkpoint_id = c.checkpoint_id)
+  and not exists (
+    select 1 from {schema}.captures k
+    where k.thread_id = c.thread_id and k.kind = 'checkpoint'
+      and k.checkpoint_ns = c.checkpoint_ns and k.checkpoint_id = c.checkpoint_id)
+order by c.thread_id, c.checkpoint_ns, c.checkpoint_id
+"""
+
+CAPTURE_MISSING_WRITES = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    task_id, task_path, idx, recovered)
+select gen_random_uuid(), w.thread_id, 'writes', w.checkpoint_ns, w.checkpoint_id, w.task_id,
+    min(w.task_path), array_agg(w.idx order by w.idx), true
 from public.checkpoint_writes w
 where not exists (
     select 1 from {schema}.events e
     where e.thread_id = w.thread_id and e.kind = 'writes'
       and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
       and e.task_id = w.task_id)
-order by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
-"""
-
-MISSING_CHECKPOINTS = """
-select c.thread_id, c.checkpoint_ns, c.checkpoint_id
-from public.checkpoints c
-where not exists (
-    select 1 from {schema}.checkpoints l
-    where l.thread_id = c.thread_id and l.checkpoint_ns = c.checkpoint_ns
-      and l.checkpoint_id = c.checkpoint_id)
-order by c.thread_id, c.checkpoint_ns, c.checkpoint_id
+  and not exists (
+    select 1 from {schema}.captures k
+    where k.thread_id = w.thread_id and k.kind = 'writes' and k.checkpoint_ns = w.checkpoint_ns
+      and k.checkpoint_id = w.checkpoint_id and k.task_id = w.task_id)
+group by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
+order by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
 """
 
 SAVER_TABLES = "select to_regclass('public.checkpoints'), to_regclass('public.checkpoint_writes')"
@@ -67,6 +81,7 @@ class RepairReport:
     """What :func:`repair` did."""
 
     wal_events_replayed: int = 0
+    captures_sealed: int = 0
     checkpoints_recovered: int = 0
     writes_recovered: int = 0
     threads_projected: int = 0
@@ -106,90 +121,54 @@ def repair(
                 ws.remove_thread(tid)
                 conn.execute(ledger.q(ledger.UPSERT_CURSOR, schema), (name, tid, 0, None))
                 report.threads_rebuilt.append(tid)
-    rec = assemble(workspace=ws, dsn=dsn, schema=schema, spool_dir=spool_dir, cipher=cipher)
+    rec = assemble(
+        workspace=ws, dsn=dsn, schema=schema, spool_dir=spool_dir, cipher=cipher, sealing="thread"
+    )
     try:
         pipeline = rec.pipeline
         report.wal_events_replayed = pipeline.health()["buffered"]
         store: Any = pipeline.ledger
+        assert rec.mirror is not None  # sealing="thread": the mirror runs here
         report.quarantine_cleared = len(store.quarantined(rec.mirror.name))
         store.clear_quarantine(rec.mirror.name)
+        # what dead processes captured is sealed first: it is what the saver holds
+        if not pipeline.flush(timeout):
+            report.problems.append("could not record everything within the timeout")
+        report.captures_sealed = _seal_all(pipeline, timeout)
         with ledger.connect(dsn, autocommit=True) as conn:
             row = conn.execute(SAVER_TABLES).fetchone()
             if row is not None and row[0] is not None:
-                _reconcile(conn, dsn, schema, rec, report)
+                cur = conn.execute(ledger.q(CAPTURE_MISSING_CHECKPOINTS, schema))
+                report.checkpoints_recovered = cur.rowcount
+                cur = conn.execute(ledger.q(CAPTURE_MISSING_WRITES, schema))
+                report.writes_recovered = cur.rowcount
+        report.captures_sealed += _seal_all(pipeline, timeout)
         if not pipeline.flush(timeout):
             report.problems.append("could not record everything within the timeout")
         caught_up, behind = pipeline.catch_up(timeout)
         report.threads_projected = caught_up
         report.problems.extend(f"workspace: {p}" for p in behind)
+        left = store.pending()["captures"]
+        if left:
+            report.problems.append(
+                f"{left} captures are still waiting for a sealer (a transaction older than"
+                " them is still running)"
+            )
     finally:
         rec.close()
     return report
 
 
-def _reconcile(
-    conn: psycopg.Connection[Any], dsn: str, schema: str, rec: Any, report: RepairReport
-) -> None:
-    """Record what the official saver holds without an event."""
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
-
-    from langgraph_external.checkpointers import ExternalCheckpointer, _Blobs, _Capture
-
-    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row) as sc:
-        saver = PostgresSaver(sc)
-        wrapper = ExternalCheckpointer(saver, pipeline=rec.pipeline, outbox=False)
-        rows = conn.execute(ledger.q(MISSING_CHECKPOINTS, schema)).fetchall()
-        for tid, ns, cid in rows:
-            tup = saver.get_tuple(
-                {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
-            )
-            if tup is None:
-                continue
-            parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
-            if parent:
-                config["configurable"]["checkpoint_id"] = parent
-            put = wrapper._prepare_put(
-                tid,
-                config,  # type: ignore[arg-type]
-                tup.checkpoint,
-                tup.metadata,
-                dict(tup.checkpoint["channel_versions"]),
-            )
-            event = wrapper._build_checkpoint(put, _Capture())
-            rec.pipeline.emit(
-                event.replace(payload={**event.payload, "recovered": True}), durable=True
-            )
-            report.checkpoints_recovered += 1
-        groups: dict[tuple[str, str, str, str], list[Any]] = {}
-        for r in conn.execute(ledger.q(MISSING_WRITES, schema)).fetchall():
-            groups.setdefault((r[0], r[1], r[2], r[3]), []).append(r)
-        for (tid, ns, cid, task_id), writes in groups.items():
-            task_path = writes[0][4] or ""
-            node = _node_of(saver, tid, ns, cid, task_path)
-            blobs = _Blobs(wrapper._digest, wrapper._seal)
-            refs = []
-            for _, _, _, _, _, idx, channel, typ, blob in writes:
-                data = bytes(blob) if blob is not None else b""
-                ref = {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "type": typ}
-                refs.append({**ref, **blobs.add(data, None)})
-            rec.pipeline.emit(
-                Event(
-                    kind=EventKind.WRITES.value,
-                    thread_id=tid,
-                    checkpoint_ns=ns,
-                    checkpoint_id=cid,
-                    task_id=task_id,
-                    node=node,
-                    name=node,
-                    payload={"task_path": task_path, "writes": refs, "recovered": True},
-                    detail={"inline": blobs.inline, "enc": blobs.enc},
-                    attachments=blobs.files,
-                ),
-                durable=True,
-            )
-            report.writes_recovered += 1
+def _seal_all(pipeline: Any, timeout: float) -> int:
+    """Seal every sealable capture (any process's) with the pipeline's local sealer."""
+    service = pipeline.service
+    assert service is not None
+    before = service.sealer.sealed_captures
+    service.flush([], service.horizon(), timeout)
+    deadline = time.monotonic() + timeout
+    while service.sealer.seal_batch() and time.monotonic() < deadline:
+        pass
+    return int(service.sealer.sealed_captures - before)
 
 
 def _node_of(saver: Any, tid: str, ns: str, cid: str, task_path: str) -> str | None:

@@ -808,6 +808,8 @@ def restore_recorded(
     """
     ws, pipeline, recording = ext.workspace, ext.pipeline, ext.checkpointer
     assert pipeline is not None
+    if ws is None:
+        raise RestoreError("restore reads the workspace; this External has none (pass one)")
     target = target_thread_id or thread_id
     if recording.get_tuple({"configurable": {"thread_id": target}}) is not None:
         raise RestoreError(f"thread {target!r} already has checkpoints in the saver")

@@ -3,6 +3,9 @@
 The schema owner (who runs ``lgx setup``) owns every ledger object. The application's
 role gets exactly what recording needs:
 
+* ``captures``: ``INSERT`` (what commits in the saver's transaction); sealed captures are
+  deleted only by ``seal_thread`` (``SECURITY DEFINER``, v7), in the transaction that
+  stores their events;
 * ``events``: ``SELECT`` and ``INSERT`` only, so no ``UPDATE``, ``DELETE`` or
   ``TRUNCATE``: the record is append-only even against the application;
 * ``threads``: ``SELECT`` only; heads move through ``advance_thread`` and a deleted
@@ -16,6 +19,10 @@ role gets exactly what recording needs:
 
 Every other function of the schema (the v4 ``advance_thread`` that sets no keyed tag) is
 revoked from ``PUBLIC``.
+
+``capture_only=True`` is for apps that seal nothing themselves (``External(...,
+sealing="worker")``): such a role may read and insert captures and use the saver's tables,
+nothing else — the ``lgx worker`` processes run as a role with the full grants.
 
 Example:
     >>> text = grant_script("langgraph_external", "lgx_app")
@@ -47,12 +54,26 @@ revoke all on all tables in schema {schema} from {role};
 revoke all on all functions in schema {schema} from public;
 grant usage on schema {schema} to {role};
 grant select on all tables in schema {schema} to {role};
+grant insert on {schema}.captures to {role};
+grant usage on sequence {schema}.captures_id_seq to {role};
 grant insert on {schema}.events to {role};
 grant insert, update, delete on {schema}.checkpoints to {role};
 grant insert, update on {schema}.projection_cursors to {role};
 grant execute on function {schema}.advance_thread(text, bigint, text, bigint, text,
     timestamptz, text) to {role};
 grant execute on function {schema}.forget_thread(text, bigint, timestamptz) to {role};
+grant execute on function {schema}.seal_thread(text, bigint, text, bigint, text,
+    timestamptz, text, bigint[]) to {role};
+grant usage on schema public to {role};
+"""
+
+_CAPTURE_ONLY = """
+revoke all on all tables in schema {schema} from {role};
+revoke all on all functions in schema {schema} from public;
+grant usage on schema {schema} to {role};
+grant select on all tables in schema {schema} to {role};
+grant insert, select on {schema}.captures to {role};
+grant usage on sequence {schema}.captures_id_seq to {role};
 grant usage on schema public to {role};
 """
 
@@ -65,19 +86,22 @@ def _check(schema: str, role: str) -> None:
         )
 
 
-def grant_statements(schema: str, role: str, *, saver: bool = True) -> list[str]:
+def grant_statements(
+    schema: str, role: str, *, saver: bool = True, capture_only: bool = False
+) -> list[str]:
     """The SQL statements (plain identifiers, checked) that set ``role`` up.
 
     Args:
         schema: the ledger schema.
         role: the application's role (must exist; created by your administrator).
         saver: also grant read/write on the official saver's tables in ``public``.
+        capture_only: the role only captures (an app with ``sealing="worker"``).
 
     Raises:
         ConfigurationError: the schema or role name is not a plain identifier.
     """
     _check(schema, role)
-    text = _GRANTS.format(schema=schema, role=role)
+    text = (_CAPTURE_ONLY if capture_only else _GRANTS).format(schema=schema, role=role)
     out = [" ".join(s.split()) for s in text.split(";") if s.strip()]
     if saver:
         tables = ", ".join(f"public.{t}" for t in SAVER_TABLES)
@@ -85,13 +109,19 @@ def grant_statements(schema: str, role: str, *, saver: bool = True) -> list[str]
     return out
 
 
-def grant_script(schema: str, role: str, *, saver: bool = True) -> str:
+def grant_script(schema: str, role: str, *, saver: bool = True, capture_only: bool = False) -> str:
     """:func:`grant_statements` as a script to review or give to ``psql``."""
-    return "".join(s + ";\n" for s in grant_statements(schema, role, saver=saver))
+    statements = grant_statements(schema, role, saver=saver, capture_only=capture_only)
+    return "".join(s + ";\n" for s in statements)
 
 
 def apply_grants(
-    conn: psycopg.Connection[Any], schema: str, role: str, *, saver: bool | None = None
+    conn: psycopg.Connection[Any],
+    schema: str,
+    role: str,
+    *,
+    saver: bool | None = None,
+    capture_only: bool = False,
 ) -> list[str]:
     """Apply the grants in one transaction (run as the schema owner, after ``setup``).
 
@@ -111,7 +141,7 @@ def apply_grants(
     if saver is None:
         found = conn.execute("select to_regclass('public.checkpoint_blobs')").fetchone()
         saver = found is not None and found[0] is not None
-    statements = grant_statements(schema, role, saver=saver)
+    statements = grant_statements(schema, role, saver=saver, capture_only=capture_only)
     with conn.transaction():
         for stmt in statements:
             conn.execute(stmt.encode())

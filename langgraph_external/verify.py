@@ -54,6 +54,7 @@ class VerifyResult:
     ledger_events: int = 0
     workspace_events: int = 0
     problems: list[str] = field(default_factory=list)
+    pending: int = 0  # captures committed with the saver's rows, not sealed yet
 
     @property
     def ok(self) -> bool:
@@ -77,6 +78,7 @@ def verify_thread(
         ThreadNotFoundError: the thread is in neither the ledger nor the workspace.
     """
     res = VerifyResult(thread_id)
+    res.pending = pending_captures(conn, thread_id, schema)
     row = conn.execute(
         ledger.q(inspection.SELECT_THREAD_POSITION, schema),
         (thread_id,),
@@ -87,6 +89,8 @@ def verify_thread(
     res.ledger_events, res.workspace_events = len(lg), len(wk)
     if row is None and not lg and not wk and bad_line is None:
         in_saver = saver_problems(conn, thread_id, schema)
+        if not in_saver and res.pending:
+            return res  # captured, nothing sealed yet: pending, not a failure
         if not in_saver:
             raise ThreadNotFoundError(
                 f"thread {thread_id!r} not found in the ledger or the workspace"
@@ -326,16 +330,34 @@ SAVER_AGREEMENT = """
 select
   (select count(*) from public.checkpoints c where c.thread_id = %(t)s and not exists (
      select 1 from {schema}.checkpoints l where l.thread_id = c.thread_id
-       and l.checkpoint_ns = c.checkpoint_ns and l.checkpoint_id = c.checkpoint_id)),
+       and l.checkpoint_ns = c.checkpoint_ns and l.checkpoint_id = c.checkpoint_id)
+     and not exists (
+     select 1 from {schema}.captures k where k.thread_id = c.thread_id
+       and k.kind = 'checkpoint' and k.checkpoint_ns = c.checkpoint_ns
+       and k.checkpoint_id = c.checkpoint_id)),
   (select count(*) from (select distinct checkpoint_ns, checkpoint_id, task_id
      from public.checkpoint_writes where thread_id = %(t)s) w where not exists (
      select 1 from {schema}.events e where e.thread_id = %(t)s and e.kind = 'writes'
        and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
-       and e.task_id = w.task_id)),
+       and e.task_id = w.task_id)
+     and not exists (
+     select 1 from {schema}.captures k where k.thread_id = %(t)s and k.kind = 'writes'
+       and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
+       and k.task_id = w.task_id)),
   (select count(*) from {schema}.checkpoints l where l.thread_id = %(t)s and not exists (
      select 1 from public.checkpoints c where c.thread_id = l.thread_id
        and c.checkpoint_ns = l.checkpoint_ns and c.checkpoint_id = l.checkpoint_id))
 """
+
+PENDING_OF_THREAD = "select count(*) from {schema}.captures where thread_id = %s"
+"""Captures of a thread a sealer has not turned into events yet (``lgx verify``: pending,
+not a failure: they commit with the saver's rows and are sealed moments later)."""
+
+
+def pending_captures(conn: psycopg.Connection[Any], thread_id: str, schema: str) -> int:
+    """How many captures of ``thread_id`` wait for a sealer."""
+    row = conn.execute(ledger.q(PENDING_OF_THREAD, schema), (thread_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def saver_thread_ids(conn: psycopg.Connection[Any]) -> set[str]:

@@ -125,6 +125,7 @@ class Workspace:
         except (ValueError, ImportError) as exc:
             raise WorkspaceError(f"unsupported workspace location {loc!r}: {exc}") from exc
         self.fs = fs
+        self.storage_options = dict(storage_options or {})
         self.root = root.rstrip("/") or "/"
         self.location = loc
         self.is_local = "file" in _protocols(fs)

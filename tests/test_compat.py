@@ -198,3 +198,20 @@ def test_bulk_rows_are_the_rows_the_saver_writes(dsn: str, second_dsn: str) -> N
         target.setup()
         pg.bulk_insert(target, rows)
     assert _saver_rows(second_dsn) == _saver_rows(dsn)
+
+
+def test_the_genai_attribute_names_are_the_conventions() -> None:
+    """The OTLP export's ``gen_ai.*`` names come from the incubating semconv module."""
+    ga = _compat.genai_attributes()
+    from langgraph_external.exporters import _semconv
+
+    assert _semconv.GA is ga
+    assert ga.GEN_AI_OPERATION_NAME == "gen_ai.operation.name"
+    assert ga.GEN_AI_USAGE_INPUT_TOKENS == "gen_ai.usage.input_tokens"
+    assert ga.GEN_AI_USAGE_OUTPUT_TOKENS == "gen_ai.usage.output_tokens"
+    assert ga.GEN_AI_INPUT_MESSAGES == "gen_ai.input.messages"
+    assert ga.GEN_AI_OUTPUT_MESSAGES == "gen_ai.output.messages"
+    assert ga.GEN_AI_TOOL_CALL_ARGUMENTS == "gen_ai.tool.call.arguments"
+    assert ga.GEN_AI_TOOL_CALL_RESULT == "gen_ai.tool.call.result"
+    assert ga.GEN_AI_RETRIEVAL_DOCUMENTS == "gen_ai.retrieval.documents"
+    assert ga.GEN_AI_CONVERSATION_ID == "gen_ai.conversation.id"

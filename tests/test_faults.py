@@ -161,7 +161,8 @@ def test_a_full_disk_under_the_workspace_tears_nothing_and_duplicates_nothing(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    # the mirror in this process, where its file writes can be made to fail
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, sealing="thread") as ext:
         app = react_agent(ext.checkpointer)
         app.invoke(_ask(0), ext.config("full"))
         assert ext.flush()

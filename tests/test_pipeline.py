@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from langgraph_external import Event, Pipeline, Workspace, verify_chain
+from langgraph_external.capture import Capture
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
 from langgraph_external.sinks.memory import InMemoryLedger
 from langgraph_external.sinks.postgres import LockedPass
@@ -23,34 +24,49 @@ from langgraph_external.workspace import sha256_hex
 
 
 class FlakyLedger(InMemoryLedger):
-    """Refuses writes while ``down`` is set, like a database that went away."""
+    """Refuses everything while ``down`` is set, like a database that went away."""
 
     def __init__(self) -> None:
         super().__init__()
         self.down = False
         self.calls = 0
 
-    def append(self, events: Sequence[Event]) -> None:
-        self.calls += 1
+    def _check(self) -> None:
         if self.down:
             raise LedgerUnavailableError("server closed the connection unexpectedly")
+
+    def capture(self, captures: Sequence[Capture]) -> None:
+        self.calls += 1
+        self._check()
+        super().capture(captures)
+
+    def append(self, events: Sequence[Event]) -> None:
+        self.calls += 1
+        self._check()
         super().append(events)
 
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        if self.down:
-            raise LedgerUnavailableError("server closed the connection unexpectedly")
+        self._check()
         return super().positions(thread_ids)
+
+    def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
+        self._check()
+        return super().recorded(thread_id, event_ids)
+
+    def horizon(self) -> str:
+        self._check()
+        return super().horizon()
 
 
 class LostReplyLedger(InMemoryLedger):
-    """Commits, then loses the reply once: the client cannot tell the commit happened."""
+    """Commits a capture, then loses the reply once: the client cannot tell it committed."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lose_next = True
 
-    def append(self, events: Sequence[Event]) -> None:
-        super().append(events)
+    def capture(self, captures: Sequence[Capture]) -> None:
+        super().capture(captures)
         if self.lose_next:
             self.lose_next = False
             raise LedgerUnavailableError("server closed the connection unexpectedly")
@@ -63,10 +79,10 @@ class DataError(Exception):
 
 
 class PickyLedger(InMemoryLedger):
-    """Refuses any batch holding an event of the ``poison`` thread."""
+    """Refuses any batch holding the ``poison`` thread's bad value."""
 
     def append(self, events: Sequence[Event]) -> None:
-        if any(e.thread_id == "poison" for e in events):
+        if any(e.thread_id == "poison" and "bad" in e.payload for e in events):
             raise DataError("invalid byte sequence for encoding UTF8")
         super().append(events)
 
@@ -217,7 +233,10 @@ def test_strict_mode_records_before_returning_and_raises_when_it_cannot(spool_di
     ledger = FlakyLedger()
     p = Pipeline(ledger, spool_dir=spool_dir, strict=True, retry_interval=0.05)
     p.emit(Event.new("tool_end", "t"))
-    assert [e.seq for e in ledger.events] == [1]  # no flush needed
+    # captured (durable in the ledger) before emit returned, no flush needed; sealed after
+    assert [e.kind for c in ledger.captures for e in c.riders] + [
+        e.kind for e in ledger.events
+    ] == ["tool_end"]
     ledger.down = True
     with pytest.raises(RecordingError, match="server closed"):
         p.emit(Event.new("tool_error", "t"))
@@ -459,7 +478,9 @@ def test_the_projector_survives_an_unexpected_error_and_catches_up(
         assert p.flush(timeout=10)
         assert [e["payload"]["i"] for e in ws.iter_events("t")] == [0, 1, 2]
         assert any("unexpected failure" in f.error for f in p.failures)
-        assert ledger.fail == 0 and p._projector is not None and p._projector.is_alive()
+        projector = p.service.projector if p.service is not None else None
+        assert projector is not None and projector._thread is not None
+        assert ledger.fail == 0 and projector._thread.is_alive()
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")

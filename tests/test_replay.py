@@ -171,12 +171,20 @@ def test_async_replay_of_an_async_graph(
             await graph.ainvoke({"messages": [HumanMessage("Weather?")]}, aext.config("t-async"))
             assert len(tool_runs()) == 3 and MODEL_CALLS[0] == 3
             _reset()
-            report = await areplay(async_react_app(aext.checkpointer), "t-async", ext=aext)
+            report = await areplay(
+                async_react_app(aext.checkpointer), "t-async", ext=aext, keep=True
+            )
             a = await graph.aget_state({"configurable": {"thread_id": "t-async"}})
             b = await graph.aget_state({"configurable": {"thread_id": report.thread_id}})
+            # without keep, the copy is deleted once compared
+            gone = await areplay(async_react_app(aext.checkpointer), "t-async", ext=aext)
+            assert not gone.kept and not gone.diverged
+            cfg = {"configurable": {"thread_id": gone.thread_id}}
+            assert await aext.checkpointer.aget_tuple(cfg) is None  # type: ignore[arg-type]
             return report, to_readable(a.values), to_readable(b.values)
 
     report, a, b = asyncio.run(run())
+    assert report.kept and report.thread_id.startswith("lgx-replay:t-async:")
     assert not report.diverged and report.completed, report.divergences
     assert report.model_calls == 0 and report.tool_calls_executed == 0
     assert report.tool_calls_answered == 3 and tool_runs() == [] and MODEL_CALLS[0] == 0

@@ -386,6 +386,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
                 build = _render_run_end
         elif run.kind == "node":
             kind, payload = EventKind.NODE_END, {"update": outputs}
+            self._note_step(run, interrupted=())
         elif run.kind == "router" and isinstance(outputs, (str, list, tuple)):
             kind, payload = EventKind.ROUTE, {"destination": outputs}
         else:
@@ -409,6 +410,10 @@ class AuditCallbackHandler(GraphCallbackHandler):
         if run.kind == "graph":
             self._graph_runs.pop(str(run_id), None)
         interrupted = type(error).__name__ in ("GraphInterrupt", "ParentCommand", "GraphBubbleUp")
+        if run.kind == "node" and interrupted:
+            raised = error.args[0] if error.args else ()
+            ids = [getattr(i, "id", None) for i in raised] if isinstance(raised, Sequence) else []
+            self._note_step(run, interrupted=[i for i in ids if i])
         self._finish(
             EventKind.RUN_END if run.kind == "graph" else EventKind.NODE_END,
             run_id,
@@ -632,10 +637,64 @@ class AuditCallbackHandler(GraphCallbackHandler):
         )
 
     # -- interrupts --------------------------------------------------------------------
+    def _note_step(self, run: _Run, *, interrupted: Sequence[str]) -> None:
+        """Remember, on the graph run, where its nodes ended: the last root step and its
+        nodes, and for each interrupt id the node (innermost and root) that raised it."""
+        graph = self._graph_runs.get(run.root)
+        if graph is None:
+            return
+        where = {"node": run.node, "step": run.step, "task_id": run.task_id}
+        for iid in interrupted:
+            seen = graph.extra.setdefault("interrupts", {}).setdefault(str(iid), {})
+            seen.setdefault("inner", {**where, "checkpoint_ns": run.checkpoint_ns})
+            if run.checkpoint_ns == "":
+                seen["root"] = where
+        if run.checkpoint_ns == "" and run.step is not None:
+            if graph.extra.get("last_step") != run.step:
+                graph.extra["last_step"], graph.extra["last_nodes"] = run.step, []
+            if run.node not in graph.extra["last_nodes"]:
+                graph.extra["last_nodes"].append(run.node)
+
     def on_interrupt(self, event: GraphInterruptEvent) -> None:
-        """The graph paused: the interrupt values and where."""
+        """The graph paused: the interrupt values and where (node, step, task).
+
+        Each interrupt names the node that raised it (``node``, ``step``, ``task_id`` and
+        ``checkpoint_ns`` of the task that called ``interrupt()``, in a subgraph too); the
+        event's own ``node`` and ``step`` are the root graph's task (the node when all
+        interrupts come from one node). A static interrupt (``interrupt_before`` /
+        ``interrupt_after``) raises none: its step is the one about to run or just run,
+        and ``interrupt_after`` names the nodes of that step.
+        """
         run = self._graph_runs.get(str(event.run_id)) if event.run_id else None
         thread = run.thread_id if run else NO_THREAD
+        known: Mapping[str, Any] = run.extra.get("interrupts", {}) if run else {}
+        items = []
+        roots: list[Mapping[str, Any]] = []
+        for i in event.interrupts:
+            iid = getattr(i, "id", None)
+            item: dict[str, Any] = {"id": iid, "value": getattr(i, "value", i)}
+            seen = known.get(str(iid)) or {}
+            if seen.get("inner"):
+                item.update(seen["inner"])
+            if seen.get("root"):
+                roots.append(seen["root"])
+            items.append(item)
+        nodes = sorted({str(r["node"]) for r in roots if r.get("node")})
+        steps = {r["step"] for r in roots if r.get("step") is not None}
+        node = nodes[0] if len(nodes) == 1 else None
+        step = next(iter(steps)) if len(steps) == 1 else None
+        task_id = roots[0].get("task_id") if len(roots) == 1 else None
+        payload: dict[str, Any] = {"interrupts": items}
+        if not items and run is not None and run.extra.get("last_step") is not None:
+            last = int(run.extra["last_step"])
+            if event.status == "interrupt_after":
+                step = last
+                payload["nodes"] = list(run.extra.get("last_nodes") or [])
+                node = payload["nodes"][0] if len(payload["nodes"]) == 1 else None
+            elif event.status == "interrupt_before":
+                step = last + 1
+        if len(nodes) > 1:
+            payload["nodes"] = nodes
         self._emit(
             Event(
                 kind=EventKind.INTERRUPT.value,
@@ -644,13 +703,11 @@ class AuditCallbackHandler(GraphCallbackHandler):
                 checkpoint_id=event.checkpoint_id,
                 run_id=str(event.run_id) if event.run_id else None,
                 root_run_id=run.root if run else None,
+                node=node,
+                step=step,
+                task_id=task_id,
                 status=event.status,
-                payload={
-                    "interrupts": [
-                        {"id": getattr(i, "id", None), "value": getattr(i, "value", i)}
-                        for i in event.interrupts
-                    ]
-                },
+                payload=payload,
                 build=_render_payload,
             )
         )

@@ -24,13 +24,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import contextvars
 import inspect
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -50,24 +48,29 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external import _compat
+from langgraph_external.capture import Capture
 from langgraph_external.checkpointers import _postgres_ops as pg
-from langgraph_external.crypto import ALGORITHM
 from langgraph_external.errors import (
     ConfigurationError,
     InvalidCheckpointIdError,
     InvalidFilterError,
-    PositionMovedError,
-    RecordingError,
     SerializationError,
 )
 from langgraph_external.events import Event, EventKind
-from langgraph_external.ledger import DEFAULT_SCHEMA, POSITION_MOVED
-from langgraph_external.pipeline import Pipeline
-from langgraph_external.render import to_readable
+from langgraph_external.ledger import DEFAULT_SCHEMA
+from langgraph_external.pipeline import Commit, Pipeline
+from langgraph_external.records import (
+    PER_THREAD,
+    CheckpointMaterial,
+    Lru,
+    RecordBuilder,
+    WritesMaterial,
+    node_of_task_path,
+)
 from langgraph_external.thread_ids import check_thread_id
-from langgraph_external.workspace import Workspace, encode_ns, encode_thread_id, sha256_hex
+from langgraph_external.workspace import Workspace, sha256_hex
 
-__all__ = ["ExternalCheckpointer"]
+__all__ = ["ExternalCheckpointer", "untapped_serde"]
 
 _PULL = _compat.TASK_PATH_PULL
 _PUSH = _compat.TASK_PATH_PUSH
@@ -77,13 +80,15 @@ _COMMIT_ATTEMPTS = 50
 
 
 class _Capture:
-    """What the wrapped saver serialized during one call, by object identity."""
+    """What the wrapped saver serialized during one call, by object identity
+    (``record=False``: only whether serializing failed, for a typed error)."""
 
-    __slots__ = ("failed", "seen")
+    __slots__ = ("failed", "record", "seen")
 
-    def __init__(self) -> None:
+    def __init__(self, record: bool = True) -> None:
         self.seen: dict[int, tuple[Any, tuple[str, bytes]]] = {}
         self.failed: BaseException | None = None
+        self.record = record
 
     def get(self, value: Any) -> tuple[str, bytes] | None:
         hit = self.seen.get(id(value))
@@ -115,7 +120,7 @@ class _TapSerde:
             if cap is not None:
                 cap.failed = exc
             raise
-        if cap is not None:
+        if cap is not None and cap.record:
             cap.seen[id(obj)] = (obj, out)
         return out
 
@@ -126,101 +131,14 @@ class _TapSerde:
         return getattr(self.inner, name)
 
 
-def _untapped(serde: SerializerProtocol) -> SerializerProtocol:
+def untapped_serde(serde: SerializerProtocol) -> SerializerProtocol:
+    """The serializer a recording checkpointer's tap wraps (``serde`` itself otherwise)."""
     return serde.inner if isinstance(serde, _TapSerde) else serde
 
 
 def _overrides(saver: BaseCheckpointSaver[Any], method: str) -> bool:
     impl = getattr(type(saver), method, None)
     return impl is not None and impl is not getattr(BaseCheckpointSaver, method, None)
-
-
-INLINE_MAX = 16 * 1024
-"""Serialized values up to this size live inside the checkpoint's JSON file (base64);
-larger ones are content-addressed files under ``checkpoints/blobs/``."""
-
-
-class _Blobs:
-    """Collects the exact bytes of one event: small ones inline, large ones as files."""
-
-    __slots__ = ("digest", "enc", "files", "inline", "saver", "seal", "size")
-
-    def __init__(
-        self,
-        digest: Callable[[bytes], str] = sha256_hex,
-        seal: Callable[[bytes, bytes], bytes] | None = None,
-    ) -> None:
-        self.digest = digest
-        self.seal = seal  # encrypts the exact bytes (address as associated data)
-        self.enc = ALGORITHM if seal is not None else None
-        self.inline: dict[str, str] = {}
-        self.files: dict[str, bytes] = {}
-        self.saver: dict[str, list[str]] = {}  # address -> [channel, version] in the saver
-        self.size = 0
-
-    def add(
-        self, data: bytes, checkpoint_id: str | None, saver_row: list[str] | None = None
-    ) -> dict[str, Any]:
-        """Reference ``data``: inline when small, else a blob file; a large value the
-        saver stores in this transaction (``saver_row``) is not copied into the ledger."""
-        digest = self.digest(data)
-        size = len(data)
-        self.size += size
-        ref: dict[str, Any] = {"sha256": digest, "size": size}
-        if self.seal is not None:
-            data = self.seal(data, digest.encode())
-            ref["enc"] = ALGORITHM
-        if size <= INLINE_MAX:
-            self.inline[digest] = base64.b64encode(data).decode()
-            ref["inline"] = True
-            if checkpoint_id is not None:
-                ref["in"] = checkpoint_id
-            return ref
-        self.files[f"checkpoints/blobs/{digest}"] = data
-        if saver_row is not None:
-            self.saver[digest] = saver_row
-        return ref
-
-
-def _shared_seen(
-    seen: Mapping[str, Mapping[str, Any]], before: Mapping[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
-    """A copy of ``versions_seen`` sharing the parent's entries that did not change
-    (most nodes' at every step): a long thread's remembered checkpoints stay small."""
-    out = {}
-    for node, versions in seen.items():
-        kept = before.get(node) if before else None
-        out[node] = kept if kept is not None and kept == versions else dict(versions)
-    return out
-
-
-class _Lru(OrderedDict[Any, Any]):
-    """The most recent ``_LRU`` entries; with ``per_group``, also at most that many of
-    one ``key[:2]`` (a thread's namespace: its recent checkpoints are what a put or a
-    write looks up; an older parent is read from the saver), so one long thread does
-    not fill the cache with its whole history."""
-
-    def __init__(self, per_group: int | None = None) -> None:
-        super().__init__()
-        self._per_group = per_group
-        self._groups: OrderedDict[Any, OrderedDict[Any, None]] = OrderedDict()
-
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        if self._per_group is not None:
-            group = self._groups.get(key[:2])
-            if group is None:
-                group = self._groups[key[:2]] = OrderedDict()
-            self._groups.move_to_end(key[:2])
-            group[key] = None
-            group.move_to_end(key)
-            while len(group) > self._per_group:
-                self.pop(group.popitem(last=False)[0], None)
-            while len(self._groups) > _LRU:
-                self._groups.popitem(last=False)
-        while len(self) > _LRU:
-            self.popitem(last=False)
 
 
 class ExternalCheckpointer(BaseCheckpointSaver[Any]):
@@ -290,7 +208,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 redaction=redaction,
                 strict=strict,
                 spool_dir=spool_dir,
-                serde=_untapped(inner.serde),
+                serde=untapped_serde(inner.serde),
                 key=key,
                 encrypt=encrypt,
             )
@@ -310,23 +228,21 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         }
         # None: decided on first write (the async saver can only be asked asynchronously)
         self.outbox: bool | None = outbox
-        # large channel values: the ledger names the saver's row (same database, same
-        # transaction) instead of holding a second copy; only for savers External built,
-        # whose tables the ledger's connections see under their usual names
-        self.saver_blob_refs = saver_blob_refs
+        self.saver_blob_refs = saver_blob_refs  # kept for callers; the sealer decides now
         if outbox is not None:
             self.outbox = self._use_outbox(outbox)
-        self._seen: _Lru = _Lru(_PER_THREAD)  # (thread, ns, checkpoint_id) -> versions_seen
-        self._sends: _Lru = _Lru(_PER_THREAD)  # (thread, ns, checkpoint_id) -> Send targets
-        self._refs: _Lru = _Lru(_PER_THREAD)  # (thread, ns, checkpoint_id) -> channel references
-        self._threads: _Lru = _Lru()  # threads this process stored checkpoints of, lately
-        # Send-task writes seen before their step's checkpoint (durability="async")
-        self._unresolved: dict[tuple[str, str, str], list[Event]] = {}
+        self._plain = untapped_serde(inner.serde)  # serializes values the saver keeps inline
+        # other savers: their events are built here, from the saver's own bytes
+        self._builder = RecordBuilder(self._digest, self._seal, self._parent_of)
+        self._sends: Lru = Lru(PER_THREAD)  # (thread, ns, checkpoint_id) -> Send targets
+        self._threads: Lru = Lru()  # threads this process stored checkpoints of, lately
+        # other savers: Send-task writes seen before their step's checkpoint (async)
+        self._unresolved: dict[tuple[str, str, str | None], list[Event]] = {}
         pipeline.add_flush_hook(self._drain_unresolved)
         self._book = threading.Lock()  # puts and writes may arrive from several threads
 
     def _use_outbox(self, wanted: bool) -> bool:
-        in_tx = hasattr(self.pipeline.ledger, "execute_in")
+        in_tx = hasattr(self.pipeline.ledger, "capture_in")
         return wanted and in_tx and _compat.install_outbox(self.inner)
 
     def _decide_outbox(self) -> bool:
@@ -385,7 +301,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def with_allowlist(self, extra_allowlist: Any) -> ExternalCheckpointer:
         """Wrap the wrapped saver's allow-listed clone; share this recorder's pipeline."""
         tap = self.inner.serde
-        self.inner.serde = _untapped(tap)
+        self.inner.serde = untapped_serde(tap)
         try:
             inner = self.inner.with_allowlist(extra_allowlist)
         finally:
@@ -403,7 +319,13 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (after checking the thread id)."""
         tid = self._checked_ids(config)
-        return self._saw(tid, config, self.inner.get_tuple(config))
+        key = object()
+        self.pipeline.call_started(id(key))  # health(): a database that does not answer
+        try:
+            tup = self.inner.get_tuple(config)
+        finally:
+            self.pipeline.call_ended(id(key))
+        return self._saw(tid, config, tup)
 
     def list(
         self,
@@ -423,27 +345,48 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
         tid = self._checked_ids(config)
-        if self._async_native["aget_tuple"]:
-            return self._saw(tid, config, await self.inner.aget_tuple(config))
-        return self._saw(tid, config, await asyncio.to_thread(self.inner.get_tuple, config))
+        key = object()
+        self.pipeline.call_started(id(key))  # health(): a database that does not answer
+        try:
+            if self._async_native["aget_tuple"]:
+                tup = await self.inner.aget_tuple(config)
+            else:
+                tup = await asyncio.to_thread(self.inner.get_tuple, config)
+        finally:
+            self.pipeline.call_ended(id(key))
+        return self._saw(tid, config, tup)
 
     def _saw(
         self, tid: str, config: RunnableConfig, tup: CheckpointTuple | None
     ) -> CheckpointTuple | None:
-        """Remember what a read proves: the checkpoint's versions_seen and Sends."""
+        """Remember what a read proves: the checkpoint is stored; its versions_seen and
+        Sends (which node a push task of the next step runs)."""
         ns = config["configurable"].get("checkpoint_ns", "") or ""
         if tup is None:
-            if ns == "" and not config["configurable"].get("checkpoint_id"):
-                self.pipeline.assume_new(tid)
             return tup
         cp = tup.checkpoint
-        key = (tid, tup.config["configurable"].get("checkpoint_ns", "") or "", cp["id"])
+        ns = tup.config["configurable"].get("checkpoint_ns", "") or ""
         step = (tup.metadata or {}).get("step")
-        self.pipeline.note_committed(tid, key[1], step if isinstance(step, int) else None, cp["id"])
+        self.pipeline.note_committed(tid, ns, step if isinstance(step, int) else None, cp["id"])
+        sends = _compat.send_targets(cp["channel_values"])
         with self._book:
-            self._seen.put(key, {k: dict(v) for k, v in cp["versions_seen"].items()})
-            self._sends.put(key, _compat.send_targets(cp["channel_values"]))
+            self._sends.put((tid, ns, cp["id"]), sends)
+            if not self.outbox:
+                self._builder.remember(tid, ns, cp["id"], cp["versions_seen"], sends)
         return tup
+
+    def _parent_of(
+        self, tid: str, ns: str, cid: str
+    ) -> tuple[Mapping[str, Any], builtins.list[str | None]] | None:
+        """A parent checkpoint the builder no longer remembers, read from the saver."""
+        tup = self.inner.get_tuple(
+            {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
+        )
+        if tup is None:
+            return None
+        return dict(tup.checkpoint["versions_seen"]), _compat.send_targets(
+            tup.checkpoint["channel_values"]
+        )
 
     async def alist(
         self,
@@ -492,36 +435,37 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store through the wrapped saver; the checkpoint's event commits with it.
+        """Store through the wrapped saver; the checkpoint's capture commits with it.
 
-        On the official Postgres saver the event is written in the saver's own
-        transaction; on other savers it is in the write-ahead log before this returns.
+        On the official Postgres saver one more statement joins the saver's own
+        transaction — a reference to the rows it writes and the thread's waiting events —
+        and the event is sealed from those rows after commit; on other savers the event is
+        built here and is in the write-ahead log before this returns.
         """
         tid = self._checked_ids(config)
-        rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
         if not self._decide_outbox():
             with _capturing("checkpoint") as cap:
                 next_config = self.inner.put(config, checkpoint, metadata, new_versions)
-            self.pipeline.emit(rec.event(cap), durable=True)
+            self.pipeline.emit(
+                self._local_event(tid, config, checkpoint, metadata, new_versions, cap),
+                durable=True,
+            )
             return next_config
-        for _ in range(_COMMIT_ATTEMPTS):
-            commit = self.pipeline.open_commit(tid)
-            with _capturing("checkpoint") as cap:
-                box = _compat.Outbox(rec.run(commit, cap), rec.arun(commit, cap))
-                token = _compat.OUTBOX.set(box)
-                try:
-                    next_config = self.inner.put(config, checkpoint, metadata, new_versions)
-                except BaseException as exc:
-                    moved = _position_moved(exc)
-                    commit.failed(doubtful=not moved)
-                    if moved:
-                        continue
-                    raise
-                finally:
-                    _compat.OUTBOX.reset(token)
-            self._settle(commit, box, rec, cap)
-            return next_config
-        raise RecordingError(f"thread {tid!r}: its ledger position kept moving; nothing stored")
+        commit, box = self._checkpoint_capture(tid, config, checkpoint, metadata, new_versions)
+        token = _compat.OUTBOX.set(box)
+        key = id(commit)
+        self.pipeline.call_started(key)
+        try:
+            with _capturing("checkpoint", record=False):
+                next_config = self.inner.put(config, checkpoint, metadata, new_versions)
+        except BaseException as exc:
+            commit.failed(doubtful=_doubtful(exc))
+            raise
+        finally:
+            _compat.OUTBOX.reset(token)
+            self.pipeline.call_ended(key)
+        self._settle(commit, box, tid, config, checkpoint, metadata, new_versions)
+        return next_config
 
     async def aput(
         self,
@@ -533,43 +477,97 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         """Async twin of :meth:`put`."""
         tid = self._checked_ids(config)
         await self.pipeline.wait_for_room(tid)  # back-pressure without blocking the loop
-        rec = self._prepare_put(tid, config, checkpoint, metadata, new_versions)
         args = (config, checkpoint, metadata, new_versions)
         if not await self._adecide_outbox():
             with _capturing("checkpoint") as cap:
                 next_config = await self._inner_aput(*args)
-            await asyncio.to_thread(self.pipeline.emit, rec.event(cap), durable=True)
+            event = self._local_event(tid, config, checkpoint, metadata, new_versions, cap)
+            await asyncio.to_thread(self.pipeline.emit, event, durable=True)
             return next_config
-        for _ in range(_COMMIT_ATTEMPTS):
-            commit = self.pipeline.open_commit(tid)
-            with _capturing("checkpoint") as cap:
-                box = _compat.Outbox(rec.run(commit, cap), rec.arun(commit, cap))
-                token = _compat.OUTBOX.set(box)
-                try:
-                    next_config = await self._inner_aput(*args)
-                except BaseException as exc:
-                    moved = _position_moved(exc)
-                    commit.failed(doubtful=not moved)
-                    if moved:
-                        continue
-                    raise
-                finally:
-                    _compat.OUTBOX.reset(token)
-            self._settle(commit, box, rec, cap)
-            return next_config
-        raise RecordingError(f"thread {tid!r}: its ledger position kept moving; nothing stored")
+        commit, box = self._checkpoint_capture(tid, config, checkpoint, metadata, new_versions)
+        token = _compat.OUTBOX.set(box)
+        key = id(commit)
+        self.pipeline.call_started(key)
+        try:
+            with _capturing("checkpoint", record=False):
+                next_config = await self._inner_aput(*args)
+        except BaseException as exc:
+            commit.failed(doubtful=_doubtful(exc))
+            raise
+        finally:
+            _compat.OUTBOX.reset(token)
+            self.pipeline.call_ended(key)
+        self._settle(commit, box, tid, config, checkpoint, metadata, new_versions)
+        return next_config
 
     async def _inner_aput(self, *args: Any) -> RunnableConfig:
         if self._async_native["aput"]:
             return await self.inner.aput(*args)
         return await asyncio.to_thread(self.inner.put, *args)
 
-    def _settle(self, commit: Any, box: _compat.Outbox, rec: _PutRecord, cap: _Capture) -> None:
+    def _checkpoint_capture(
+        self,
+        tid: str,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[Commit, _compat.Outbox]:
+        """The capture of one checkpoint, queued in the saver's transaction: a reference,
+        nothing computed (no hashing, encryption, canonical JSON or rendering here)."""
+        conf = config["configurable"]
+        ns = conf.get("checkpoint_ns", "") or ""
+        parent = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        step = metadata.get("step")
+        step = step if isinstance(step, int) else None
+        with self._book:  # which node a later Send task runs (its writes name it)
+            self._threads.put(tid, None)
+            self._sends.put((tid, ns, cid), _compat.send_targets(checkpoint["channel_values"]))
+        values = checkpoint["channel_values"]
+        inline = {
+            ch: self._plain.dumps_typed(values[ch])
+            for ch in new_versions
+            if ch in values and _compat.inline_value_is_primitive(values[ch])
+        }
+        capture = Capture(
+            "checkpoint", tid, ns, cid, parent, changed=list(new_versions), inline=inline or None
+        )
+        commit = self.pipeline.open_commit(tid)
+        ledger = self.pipeline.ledger
+
+        def run(cur: Any) -> None:
+            ledger.capture_in(  # type: ignore[attr-defined]
+                cur, commit.take(capture, ns=ns, step=step, checkpoint_id=cid, parent_id=parent)
+            )
+
+        async def arun(cur: Any) -> None:
+            await ledger.acapture_in(  # type: ignore[attr-defined]
+                cur,
+                await commit.atake(capture, ns=ns, step=step, checkpoint_id=cid, parent_id=parent),
+            )
+
+        return commit, _compat.Outbox(run, arun)
+
+    def _settle(
+        self,
+        commit: Commit,
+        box: _compat.Outbox,
+        tid: str,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> None:
         if box.ran:
             commit.done()
-        else:  # the saver never opened a transaction of its own: record durably here
-            commit.failed()
-            self.pipeline.emit(rec.event(cap), durable=True)
+            return
+        # the saver opened no transaction of its own (a subclass that stores elsewhere):
+        # record the checkpoint durably here, from what it was given
+        commit.failed()
+        with _capturing("checkpoint") as cap:
+            event = self._local_event(tid, config, checkpoint, metadata, new_versions, cap)
+        self.pipeline.emit(event, durable=True)
 
     def put_writes(
         self,
@@ -578,11 +576,28 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store through the wrapped saver, then record which task wrote what."""
+        """Store through the wrapped saver; its capture commits with the writes."""
         tid = self._checked_ids(config)
-        with _capturing("write") as cap:
-            self.inner.put_writes(*self._writes_args(config, writes, task_id, task_path))
-        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap))
+        args = self._writes_args(config, writes, task_id, task_path)
+        if not self._decide_outbox():
+            with _capturing("write") as cap:
+                self.inner.put_writes(*args)
+            self._emit_writes(self._local_writes(tid, config, writes, task_id, task_path, cap))
+            return
+        commit, box = self._writes_capture(tid, config, writes, task_id, task_path)
+        token = _compat.OUTBOX.set(box)
+        key = id(commit)
+        self.pipeline.call_started(key)
+        try:
+            with _capturing("write", record=False):
+                self.inner.put_writes(*args)
+        except BaseException as exc:
+            commit.failed(doubtful=_doubtful(exc))
+            raise
+        finally:
+            _compat.OUTBOX.reset(token)
+            self.pipeline.call_ended(key)
+        self._settle_writes(commit, box, tid, config, writes, task_id, task_path)
 
     async def aput_writes(
         self,
@@ -595,12 +610,85 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         tid = self._checked_ids(config)
         await self.pipeline.wait_for_room()
         args = self._writes_args(config, writes, task_id, task_path)
+        if not await self._adecide_outbox():
+            with _capturing("write") as cap:
+                await self._inner_aput_writes(*args)
+            self._emit_writes(self._local_writes(tid, config, writes, task_id, task_path, cap))
+            return
+        commit, box = self._writes_capture(tid, config, writes, task_id, task_path)
+        token = _compat.OUTBOX.set(box)
+        key = id(commit)
+        self.pipeline.call_started(key)
+        try:
+            with _capturing("write", record=False):
+                await self._inner_aput_writes(*args)
+        except BaseException as exc:
+            commit.failed(doubtful=_doubtful(exc))
+            raise
+        finally:
+            _compat.OUTBOX.reset(token)
+            self.pipeline.call_ended(key)
+        self._settle_writes(commit, box, tid, config, writes, task_id, task_path)
+
+    async def _inner_aput_writes(self, *args: Any) -> None:
+        if self._async_native["aput_writes"]:
+            await self.inner.aput_writes(*args)
+        else:
+            await asyncio.to_thread(self.inner.put_writes, *args)
+
+    def _writes_capture(
+        self,
+        tid: str,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> tuple[Commit, _compat.Outbox]:
+        conf = config["configurable"]
+        ns = conf.get("checkpoint_ns", "") or ""
+        cid = conf.get("checkpoint_id")
+        with self._book:
+            node = node_of_task_path(task_path, lambda: self._sends.get((tid, ns, cid)))
+        capture = Capture(
+            "writes",
+            tid,
+            ns,
+            cid,
+            task_id=str(task_id),
+            task_path=task_path,
+            node=node,
+            idx=[WRITES_IDX_MAP.get(ch, i) for i, (ch, _) in enumerate(writes)],
+        )
+        commit = self.pipeline.open_commit(tid)
+        ledger = self.pipeline.ledger
+
+        def run(cur: Any) -> None:
+            take = commit.take(capture, ns=ns, step=None, checkpoint_id=cid, riders=False)
+            ledger.capture_in(cur, take)  # type: ignore[attr-defined]
+
+        async def arun(cur: Any) -> None:
+            take = commit.take(capture, ns=ns, step=None, checkpoint_id=cid, riders=False)
+            await ledger.acapture_in(cur, take)  # type: ignore[attr-defined]
+
+        return commit, _compat.Outbox(run, arun)
+
+    def _settle_writes(
+        self,
+        commit: Commit,
+        box: _compat.Outbox,
+        tid: str,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        if box.ran:
+            commit.done()
+            return
+        commit.failed()
         with _capturing("write") as cap:
-            if self._async_native["aput_writes"]:
-                await self.inner.aput_writes(*args)
-            else:
-                await asyncio.to_thread(self.inner.put_writes, *args)
-        self._record_writes(self._writes_event(tid, config, writes, task_id, task_path, cap))
+            event = self._local_writes(tid, config, writes, task_id, task_path, cap)
+        self.pipeline.emit(event, durable=True)
 
     def _writes_args(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
@@ -673,166 +761,44 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def _thread_id(self, value: Any) -> str:
         return check_thread_id(value, reject_nul=self.reject_nul)
 
-    def _dump(self, value: Any, cap: _Capture) -> tuple[str, bytes]:
-        hit = cap.get(value)
-        if hit is not None:
-            return hit
-        # the saver stored it without its serializer (inline primitives): encode it here
-        return _untapped(self.serde).dumps_typed(value)
-
-    def _prepare_put(
+    def _local_event(
         self,
         tid: str,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> _PutRecord:
-        """What the checkpoint proves about who produced it, taken before the saver runs."""
+        cap: _Capture,
+    ) -> Event:
+        """The checkpoint's event built here, from the objects the saver was given and the
+        bytes it serialized (a saver whose transaction the record cannot join)."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         parent = conf.get("checkpoint_id")
-        # the metadata as savers store it: run metadata and configurable keys merged in
-        metadata = get_serializable_checkpoint_metadata(config, metadata)
-        writers = self._producers(tid, ns, parent, checkpoint)
-        key = (tid, ns, checkpoint["id"])
+        values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
         with self._book:
             self._threads.put(tid, None)
-            before = self._seen.get((tid, ns, parent)) if parent else None
-            self._seen.put(key, _shared_seen(checkpoint["versions_seen"], before))
-            self._sends.put(key, _compat.send_targets(checkpoint["channel_values"]))
-            waiting = self._unresolved.pop(key, [])
-        for e in waiting:  # Send-task writes that arrived before this checkpoint
-            self.pipeline.emit(self._resolved(e))
-        return _PutRecord(self, tid, ns, parent, checkpoint, metadata, new_versions, writers)
-
-    def _producers(
-        self, tid: str, ns: str, parent: str | None, checkpoint: Checkpoint
-    ) -> builtins.list[dict[str, Any]]:
-        """The nodes whose tasks produced ``checkpoint``, from the checkpoint alone.
-
-        A pull task records the channel versions it saw in ``versions_seen[node]``: the
-        entries that differ from the parent's name exactly the nodes that ran. Push
-        (``Send``) tasks are the parent's Send packets, by index.
-        """
-        seen_now = checkpoint["versions_seen"]
-        before: dict[str, Any] | None = {}
-        sends: builtins.list[str | None] | None = []
-        if parent is not None:
-            with self._book:
-                before = self._seen.get((tid, ns, parent))
-                sends = self._sends.get((tid, ns, parent))
-            if before is None or sends is None:
-                tup = self.inner.get_tuple(
-                    {
-                        "configurable": {
-                            "thread_id": tid,
-                            "checkpoint_ns": ns,
-                            "checkpoint_id": parent,
-                        }
-                    }
-                )
-                before = dict(tup.checkpoint["versions_seen"]) if tup else {}
-                sends = _compat.send_targets(tup.checkpoint["channel_values"]) if tup else []
-        assert before is not None and sends is not None
-        writers: builtins.list[dict[str, Any]] = [
-            {"node": node, "via": "pull"}
-            for node in sorted(seen_now)
-            if dict(seen_now[node]) != dict(before.get(node) or {})
-            and not node.startswith("__input")
-            and node not in _compat.SEEN_NOT_A_NODE
-        ]
-        writers.extend(
-            {"node": target, "via": "push", "index": i} for i, target in enumerate(sends)
-        )
-        return writers
-
-    def _build_checkpoint(self, rec: _PutRecord, cap: _Capture) -> Event:
-        tid, ns, checkpoint = rec.tid, rec.ns, rec.checkpoint
-        cid = checkpoint["id"]
-        # every checkpoint names every channel's exact value (a reference: sha256, version,
-        # where the bytes are); only what changed since the parent is serialized again
+            sends = _compat.send_targets(values)
+            self._sends.put((tid, ns, checkpoint["id"]), sends)
+        self._resolve_waiting(tid, ns, checkpoint["id"])
         with self._book:
-            before = self._refs.get((tid, ns, rec.parent)) if rec.parent else {}
-        full = before is None
-        versions = checkpoint["channel_versions"]
-        changed = versions if full else rec.new_versions
-        values = checkpoint["channel_values"]
-        refs: dict[str, Any] = {}
-        blobs = _Blobs(self._digest, self._seal)
-        by_ref = self.saver_blob_refs and self.outbox is True and rec.in_tx
-        for ch, ver in versions.items():
-            kept = None if full or ch in changed else (before or {}).get(ch)
-            if kept is not None and kept.get("version") == ver:
-                refs[ch] = kept
-            elif ch in values:
-                hit = cap.get(values[ch])  # serialized by the saver: its blob row
-                typ, data = hit or self._dump(values[ch], cap)
-                row = [ch, ver] if by_ref and hit and isinstance(ver, str) else None
-                refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid, row)}
-            else:
-                refs[ch] = {"version": ver, "type": "empty", "sha256": None, "size": 0}
-        with self._book:
-            self._refs.put((tid, ns, cid), refs)
-        step = rec.metadata.get("step")
-        nodes = sorted({w["node"] for w in rec.writers if w.get("node")})
-        return Event(
-            kind=EventKind.CHECKPOINT.value,
-            thread_id=tid,
-            checkpoint_ns=ns,
-            checkpoint_id=cid,
-            name=rec.metadata.get("source"),
-            node=nodes[0] if len(nodes) == 1 else None,
-            step=step if isinstance(step, int) else None,
-            run_id=_str_or_none(rec.metadata.get("run_id")),
-            payload={
-                "parent_checkpoint_id": rec.parent,
-                "source": rec.metadata.get("source"),
-                "metadata": to_readable(dict(rec.metadata)),
-                "writers": rec.writers,
-                "nodes": nodes,
-                "channels": refs,
-                "changed": sorted(ch for ch in refs if ch in changed or full),
-                "complete": True,
-                "full": full,
-                "size": blobs.size,
-                "path": _checkpoint_relpath(tid, ns, cid),
-            },
-            detail={
-                "checkpoint": {
-                    "v": checkpoint.get("v"),
-                    "id": cid,
-                    "ts": checkpoint.get("ts"),
-                    "channel_versions": dict(checkpoint["channel_versions"]),
-                    "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
-                    "updated_channels": sorted(checkpoint.get("updated_channels") or []),
-                },
-                "inline": blobs.inline,
-                "enc": blobs.enc,
-                **({"saver_blobs": blobs.saver} if blobs.saver else {}),
-            },
-            attachments=blobs.files,
-        )
-
-    def _resolved(self, event: Event) -> Event:
-        with self._book:
-            node = self._node_of(
-                event.thread_id,
-                event.checkpoint_ns,
-                event.checkpoint_id,
-                event.payload["task_path"],
+            full = self._builder.needs_full(tid, ns, parent)
+            wanted = versions if full else new_versions
+            material = CheckpointMaterial(
+                thread_id=tid,
+                checkpoint_ns=ns,
+                checkpoint_id=checkpoint["id"],
+                parent_id=parent,
+                checkpoint=checkpoint,
+                metadata=get_serializable_checkpoint_metadata(config, metadata),
+                changed=list(new_versions),
+                values={ch: self._dump(values[ch], cap) if ch in values else None for ch in wanted},
+                sends=sends,
             )
-        return event.replace(node=node, name=node) if node else event
+            return self._builder.checkpoint_event(material)
 
-    def _drain_unresolved(self) -> None:
-        """Emit Send-task writes still waiting for their checkpoint (run ended or failed)."""
-        with self._book:
-            waiting = [e for evs in self._unresolved.values() for e in evs]
-            self._unresolved.clear()
-        for e in waiting:
-            self.pipeline.emit(self._resolved(e))
-
-    def _writes_event(
+    def _local_writes(
         self,
         tid: str,
         config: RunnableConfig,
@@ -841,59 +807,69 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str,
         cap: _Capture,
     ) -> Event:
-        """The exact bytes the saver stored for one task's writes, and who wrote them."""
+        """One task's writes event built here (see :meth:`_local_event`)."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
-        cid = conf.get("checkpoint_id")
-        with self._book:
-            node = self._node_of(tid, ns, cid, task_path)
-        blobs = _Blobs(self._digest, self._seal)
-        refs = []
-        for idx, (channel, value) in enumerate(writes):
-            typ, data = self._dump(value, cap)
-            ref = {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "type": typ}
-            refs.append({**ref, **blobs.add(data, None)})
-        return Event(
-            kind=EventKind.WRITES.value,
+        material = WritesMaterial(
             thread_id=tid,
             checkpoint_ns=ns,
-            checkpoint_id=cid,
+            checkpoint_id=conf.get("checkpoint_id"),
             task_id=str(task_id),
-            node=node,
-            name=node,
-            payload={"task_path": task_path, "writes": refs},
-            detail={"inline": blobs.inline, "enc": blobs.enc},
-            attachments=blobs.files,
+            task_path=task_path,
+            writes=[
+                (WRITES_IDX_MAP.get(ch, i), ch, *self._dump(value, cap))
+                for i, (ch, value) in enumerate(writes)
+            ],
         )
-
-    def _record_writes(self, event: Event) -> None:
-        key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
-        task_path = event.payload["task_path"]
         with self._book:
-            if event.node is None and task_path.startswith(_PUSH):
-                if key not in self._sends:
-                    # the Send packets arrive with this step's checkpoint: wait for it
-                    self._unresolved.setdefault(key, []).append(event)  # type: ignore[arg-type]
-                    return
-                # they arrived while the event was being built: name the node now
-                node = self._node_of(event.thread_id, event.checkpoint_ns, key[2], task_path)
-                if node:
-                    event = event.replace(node=node, name=node)
+            material.node = node_of_task_path(
+                task_path, lambda: self._sends.get((tid, ns, material.checkpoint_id))
+            )
+            return self._builder.writes_event(material)
+
+    def _emit_writes(self, event: Event) -> None:
+        """Emit a writes event built here; a ``Send`` task's writes that arrived before
+        the checkpoint naming its node (``durability="async"``) wait for that checkpoint."""
+        key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
+        with self._book:
+            if (
+                event.node is None
+                and event.payload["task_path"].startswith(_PUSH)
+                and key not in self._sends
+            ):
+                self._unresolved.setdefault(key, []).append(event)
+                return
         self.pipeline.emit(event)
 
-    def _node_of(self, tid: str, ns: str, cid: str | None, task_path: str) -> str | None:
-        parts = [p.strip() for p in task_path.split(",")] if task_path else []
-        if len(parts) < 2:
-            return None
-        if parts[0] == _PULL:
-            return parts[1]
-        if parts[0] == _PUSH and cid is not None:
-            targets = self._sends.get((tid, ns, cid))
-            try:
-                return targets[int(parts[1])] if targets else None
-            except (ValueError, IndexError):
-                return None
-        return None
+    def _resolve_waiting(self, tid: str, ns: str, cid: str) -> None:
+        """Emit the Send-task writes that waited for checkpoint ``cid`` (now named)."""
+        with self._book:
+            waiting = self._unresolved.pop((tid, ns, cid), [])
+            named = [self._named(e) for e in waiting]
+        for e in named:
+            self.pipeline.emit(e)
+
+    def _named(self, event: Event) -> Event:
+        node = node_of_task_path(
+            event.payload["task_path"],
+            lambda: self._sends.get((event.thread_id, event.checkpoint_ns, event.checkpoint_id)),
+        )
+        return event.replace(node=node, name=node) if node else event
+
+    def _drain_unresolved(self) -> None:
+        """Emit Send-task writes still waiting for their checkpoint (run ended or failed)."""
+        with self._book:
+            waiting = [self._named(e) for evs in self._unresolved.values() for e in evs]
+            self._unresolved.clear()
+        for e in waiting:
+            self.pipeline.emit(e)
+
+    def _dump(self, value: Any, cap: _Capture) -> tuple[str, bytes]:
+        hit = cap.get(value)
+        if hit is not None:
+            return hit
+        # the saver stored it without its serializer (inline primitives): encode it here
+        return untapped_serde(self.serde).dumps_typed(value)
 
     def checkpointed(self, thread_id: str) -> bool:
         """Whether this checkpointer stored (and recorded) a checkpoint of ``thread_id``
@@ -906,20 +882,19 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def _forget(self, tid: str) -> None:
         with self._book:
             self._threads.pop(tid, None)
-            for cache in (self._seen, self._sends, self._refs):
-                for key in [k for k in cache if k[0] == tid]:
-                    del cache[key]
+            self._sends.forget_thread(tid)
+            self._builder.forget(tid)
             for key in [k for k in self._unresolved if k[0] == tid]:
                 del self._unresolved[key]
 
 
 @contextmanager
-def _capturing(what: str) -> Iterator[_Capture]:
+def _capturing(what: str, *, record: bool = True) -> Iterator[_Capture]:
     """Capture what the wrapped saver serializes inside the block (see :class:`_TapSerde`).
 
     A serializer failure inside the saver becomes a :class:`SerializationError`.
     """
-    cap = _Capture()
+    cap = _Capture(record)
     token = _CAPTURE.set(cap)
     try:
         yield cap
@@ -977,77 +952,6 @@ def _serialization_error(cap: _Capture, exc: Exception, what: str) -> Exception:
     )
 
 
-class _PutRecord:
-    """One checkpoint's record in the making: built inside the saver's transaction."""
-
-    __slots__ = (
-        "checkpoint",
-        "in_tx",
-        "metadata",
-        "new_versions",
-        "ns",
-        "owner",
-        "parent",
-        "tid",
-        "writers",
-    )
-
-    def __init__(
-        self,
-        owner: ExternalCheckpointer,
-        tid: str,
-        ns: str,
-        parent: str | None,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-        writers: list[dict[str, Any]],
-    ) -> None:
-        self.owner = owner
-        self.tid = tid
-        self.ns = ns
-        self.parent = parent
-        self.checkpoint = checkpoint
-        self.metadata = metadata
-        self.new_versions = new_versions
-        self.writers = writers
-        self.in_tx = False  # built inside the saver's transaction (the outbox)
-
-    def event(self, cap: _Capture) -> Event:
-        return self.owner._build_checkpoint(self, cap)
-
-    def _sealed(self, commit: Any, cap: _Capture) -> list[Event]:
-        self.in_tx = True
-        step = self.metadata.get("step")
-        return commit.take(
-            [self.event(cap)],
-            ns=self.ns,
-            step=step if isinstance(step, int) else None,
-            checkpoint_id=self.checkpoint["id"],
-            parent_id=self.parent,
-        )
-
-    def run(self, commit: Any, cap: _Capture) -> Callable[[Any], None]:
-        ledger = self.owner.pipeline.ledger
-
-        def run(cur: Any) -> None:
-            ledger.execute_in(cur, self._sealed(commit, cap))  # type: ignore[attr-defined]
-
-        return run
-
-    def arun(self, commit: Any, cap: _Capture) -> Callable[[Any], Any]:
-        ledger = self.owner.pipeline.ledger
-
-        async def arun(cur: Any) -> None:
-            await ledger.aexecute_in(cur, self._sealed(commit, cap))  # type: ignore[attr-defined]
-
-        return arun
-
-
-def _position_moved(exc: BaseException) -> bool:
-    return getattr(exc, "sqlstate", None) == POSITION_MOVED or isinstance(exc, PositionMovedError)
-
-
 def _same_database(inner: BaseCheckpointSaver[Any], dsn: str) -> bool:
     """Whether the official sync saver writes to the ledger's database (outbox possible)."""
     try:
@@ -1075,13 +979,10 @@ def _tombstone(tid: str) -> Event:
     )
 
 
-def _str_or_none(v: Any) -> str | None:
-    return None if v is None else str(v)
-
-
-def _checkpoint_relpath(tid: str, ns: str, cid: str) -> str:
-    # the namespace's checkpoint log; the checkpoint is the line with this checkpoint_id
-    return f"threads/{encode_thread_id(tid)}/checkpoints/{encode_ns(ns)}.jsonl"
+def _doubtful(exc: BaseException) -> bool:
+    """Whether the saver's transaction may have committed although the call failed (the
+    connection was lost around its COMMIT): riders are checked before they ride again."""
+    return isinstance(exc, psycopg.OperationalError)
 
 
 # -- optional capabilities ---------------------------------------------------------------
@@ -1135,9 +1036,9 @@ class _PruneMixin(ExternalCheckpointer):
         if not removed:
             return
         tid = str(thread_id)
-        for ns, ids in removed.items():
-            for cid in ids:
-                self._seen.pop((tid, ns, cid), None)
+        with self._book:
+            for ns, ids in removed.items():
+                self._builder.forget_checkpoints(tid, ns, ids)
         self.pipeline.emit(
             Event(
                 kind=kind.value,
@@ -1226,9 +1127,9 @@ class _DeleteForRunsMixin(ExternalCheckpointer):
 
     def _emit_runs_deleted(self, removed: pg.Removed, run_ids: Sequence[str]) -> None:
         for tid, by_ns in removed.items():
-            for ns, ids in by_ns.items():
-                for cid in ids:
-                    self._seen.pop((tid, ns, cid), None)
+            with self._book:
+                for ns, ids in by_ns.items():
+                    self._builder.forget_checkpoints(tid, ns, ids)
             self.pipeline.emit(
                 Event(
                     kind=EventKind.RUNS_DELETED.value,

@@ -1,4 +1,6 @@
-"""Ledger events → Langfuse observations (pure: no I/O, deterministic ids).
+"""Ledger events → spans: Langfuse observations, and with ``MapperOptions.semconv`` also
+the OpenInference, OpenTelemetry GenAI and ``lgx.*`` attributes (pure: no I/O,
+deterministic ids; :mod:`~langgraph_external.exporters._semconv`).
 
 One :class:`ThreadMapper` per thread reads the thread's events in ``seq`` order and
 returns :class:`SpanRecord` objects once an observation is complete (its end event has
@@ -58,6 +60,10 @@ _POINT_KINDS = {
     "memory_put": ("event", "DEFAULT"),
 }
 _RETRIEVER_KINDS = ("retrieval", "memory_search", "memory_get")
+END_KINDS = ("run_end", "node_end", "tool_end", "tool_error", "llm_end")
+"""Kinds that complete a span of a run (when the event has a run id)."""
+POINT_KINDS = (*_RETRIEVER_KINDS, *_POINT_KINDS)
+"""Kinds that are a span by themselves."""
 _QUERY_KEYS = ("query_hash", "collection", "namespace", "filter", "top_k", "limit", "threshold")
 
 
@@ -91,6 +97,7 @@ class SpanRecord:
     attributes: Mapping[str, Any]
     error: str | None = None
     seq: int = 0  # the ledger event that completed it
+    ok: bool = False  # OTel status OK (only with semantic conventions; Langfuse: unset)
 
 
 @dataclass
@@ -128,6 +135,8 @@ class MapperOptions:
     preview_chars: int = 2000
     environment: str | None = None
     release: str | None = None
+    semconv: bool = False
+    """Also the OpenInference, OpenTelemetry GenAI and our own (``lgx.*``) attributes."""
 
 
 @dataclass
@@ -144,6 +153,15 @@ class ThreadMapper:
     _last_chain: _Chain | None = None
     _trace_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
     _offloaded: dict[str, str] = field(default_factory=dict)  # event id -> artifact digest
+    _ckpt: dict[tuple[str, int], str] = field(default_factory=dict)  # (ns, step) -> id
+    _last_ckpt: dict[str, str] = field(default_factory=dict)  # ns -> latest checkpoint id
+    _conv: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.options.semconv:  # the attribute names come with the export's extra
+            from langgraph_external.exporters import _semconv
+
+            self._conv = _semconv
 
     # -- public ---------------------------------------------------------------------------
     def feed(self, events: list[Event]) -> list[SpanRecord]:
@@ -187,6 +205,11 @@ class ThreadMapper:
             return self._retrieval(e)
         if k in _POINT_KINDS:
             return self._point(e)
+        if k == "checkpoint" and self._conv is not None and e.checkpoint_id:
+            ns = e.checkpoint_ns or ""
+            if e.step is not None:
+                self._ckpt[(ns, e.step)] = e.checkpoint_id
+            self._last_ckpt[ns] = e.checkpoint_id
         return None  # checkpoints, writes, thread bookkeeping: not behaviour
 
     def _run_start(self, e: Event) -> None:
@@ -200,6 +223,8 @@ class ThreadMapper:
             # a new trace: what earlier traces needed is no longer needed (a late event of
             # an earlier run still finds its trace: the id comes from its root run id)
             self._forget_earlier_traces()
+            self._ckpt.clear()  # a trace's checkpoints are read from its first event on
+            self._last_ckpt.clear()
             chain = _Chain(trace_id_for_run(e.run_id), span_id_for_run(e.run_id))
             self._trace_attrs[chain.trace_id] = self._trace_level(e)
         self._last_chain = chain
@@ -219,14 +244,25 @@ class ThreadMapper:
             OBS_OUTPUT: self._value(e.payload.get("output"), e, "output"),
             **self._meta({"run_id": e.run_id, "resumed": resumed or None, "seq": e.seq}),
         }
+        given: Any = None
         if start is not None and start.payload.get("command") == "resume":
-            attrs[OBS_INPUT] = self._value(start.payload, start, "input")
+            given = start.payload
+            attrs[OBS_INPUT] = self._value(given, start, "input")
         elif start is not None:
-            attrs[OBS_INPUT] = self._value(start.payload.get("input"), start, "input")
+            given = start.payload.get("input")
+            attrs[OBS_INPUT] = self._value(given, start, "input")
         if not resumed:
             trace = self._trace_attrs.get(chain.trace_id, {})
             attrs.update(trace)
             attrs[TRACE_NAME] = e.name or "LangGraph"
+        conv = None
+        if self._conv is not None:
+            conv = {
+                **self._conv.agent_attrs(e.name or "LangGraph", self.thread_id),
+                **self._io("input", attrs.get(OBS_INPUT), given),
+                **self._io("output", attrs[OBS_OUTPUT], e.payload.get("output")),
+                **self._ours(e, self._last_ckpt.get(e.checkpoint_ns or "")),
+            }
         return self._record(
             e,
             chain,
@@ -235,6 +271,7 @@ class ThreadMapper:
             e.name or "LangGraph",
             start,
             attrs,
+            conv,
         )
 
     def _closing(self, e: Event) -> tuple[_Open | None, _Chain, str] | None:
@@ -268,8 +305,15 @@ class ThreadMapper:
             OBS_OUTPUT: self._value(e.payload.get("update"), e, "output"),
             **self._meta(meta),
         }
+        conv = None
+        if self._conv is not None:
+            conv = {
+                **self._conv.chain_attrs(self.thread_id),
+                **self._io("output", attrs[OBS_OUTPUT], e.payload.get("update")),
+                **self._ours(e, self._step_checkpoint(e)),
+            }
         return self._record(
-            e, chain, span_id, self._parent(e), e.node or e.name or "node", start, attrs
+            e, chain, span_id, self._parent(e), e.node or e.name or "node", start, attrs, conv
         )
 
     def _tool_end(self, e: Event) -> SpanRecord | None:
@@ -301,7 +345,25 @@ class ThreadMapper:
                 }
             ),
         }
-        return self._record(e, chain, span_id, self._parent(e), e.name or "tool", start, attrs)
+        conv = None
+        if self._conv is not None:
+            args = start.payload.get("args") if start else None
+            result = e.payload.get("parsed", e.payload.get("result"))
+            conv = {
+                **self._conv.tool_attrs(
+                    name=e.name or "tool",
+                    call_id=e.payload.get("tool_call_id")
+                    or (start.payload.get("tool_call_id") if start else None),
+                    args=attrs[OBS_INPUT],
+                    result=attrs[OBS_OUTPUT],
+                ),
+                **self._io("input", attrs[OBS_INPUT], args),
+                **self._io("output", attrs[OBS_OUTPUT], result),
+                **self._ours(e, self._step_checkpoint(e)),
+            }
+        return self._record(
+            e, chain, span_id, self._parent(e), e.name or "tool", start, attrs, conv
+        )
 
     def _llm_end(self, e: Event) -> SpanRecord | None:
         closing = self._closing(e)
@@ -339,7 +401,27 @@ class ThreadMapper:
         }
         if usage:
             attrs[OBS_USAGE] = _json(usage)
-        return self._record(e, chain, span_id, self._parent(e), e.name or "llm", start, attrs)
+        conv = None
+        if self._conv is not None:
+            messages = sp.get("messages")
+            prompts = sp.get("prompts")
+            conv = {
+                **self._conv.llm_attrs(
+                    thread_id=self.thread_id,
+                    model=sp.get("model") or e.name,
+                    params=params if isinstance(params, Mapping) else {},
+                    tools=sp.get("tools") if isinstance(sp.get("tools"), list) else None,
+                    messages=messages if isinstance(messages, list) else None,
+                    prompts=prompts if isinstance(prompts, list) else None,
+                    generations=gens if isinstance(gens, list) else [],
+                    usage=e.payload.get("usage") or {},
+                    clip=lambda text: self._clip(text, e),
+                ),
+                **self._io("input", attrs[OBS_INPUT], messages if "messages" in sp else prompts),
+                **self._io("output", attrs[OBS_OUTPUT], output),
+                **self._ours(e, self._step_checkpoint(e)),
+            }
+        return self._record(e, chain, span_id, self._parent(e), e.name or "llm", start, attrs, conv)
 
     def _retrieval(self, e: Event) -> SpanRecord | None:
         chain = self._chain_of(e)
@@ -359,7 +441,23 @@ class ThreadMapper:
         span_id = span_id_for_run(e.run_id) if e.run_id else _span_id_for_event(e.event_id)
         if e.run_id and e.kind != "retrieval":
             span_id = _span_id_for_event(e.event_id)  # memory adapters share the node's run
-        return self._record(e, chain, span_id, self._parent(e), e.name or e.kind, None, attrs)
+        conv = None
+        if self._conv is not None:
+            scope = p.get("collection") or p.get("namespace")
+            source = "/".join(str(x) for x in scope) if isinstance(scope, list) else scope
+            conv = {
+                **self._conv.retriever_attrs(
+                    thread_id=self.thread_id,
+                    query=p.get("query"),
+                    hits=hits,
+                    source=str(source) if source else None,
+                    clip=lambda text: self._clip(text, e),
+                ),
+                **self._io("input", attrs[OBS_INPUT], query),
+                **self._io("output", attrs[OBS_OUTPUT], hits),
+                **self._ours(e, self._step_checkpoint(e)),
+            }
+        return self._record(e, chain, span_id, self._parent(e), e.name or e.kind, None, attrs, conv)
 
     def _point(self, e: Event) -> SpanRecord | None:
         last = self._last_chain
@@ -395,9 +493,66 @@ class ThreadMapper:
             attrs[OBS_STATUS] = str(message)[:2000]
         name = e.kind if e.kind != "resume" or e.name != "checkpoint" else "resume (checkpoint)"
         parent = self._graph_parent(e)
-        return self._record(e, chain, _span_id_for_event(e.event_id), parent, name, None, attrs)
+        conv = None
+        if self._conv is not None:
+            if e.kind == "policy_violation":
+                kind_attrs = {
+                    **self._conv.chain_attrs(self.thread_id, self._conv.GUARDRAIL),
+                    **self._conv.policy_attrs(e.payload),
+                }
+            else:
+                kind_attrs = self._conv.chain_attrs(self.thread_id)
+            conv = {
+                **kind_attrs,
+                **self._io("output", attrs[OBS_OUTPUT], dict(e.payload)),
+                **self._ours(e, e.checkpoint_id or self._step_checkpoint(e)),
+            }
+        return self._record(
+            e, chain, _span_id_for_event(e.event_id), parent, name, None, attrs, conv
+        )
 
     # -- helpers --------------------------------------------------------------------------
+    def _step_checkpoint(self, e: Event) -> str | None:
+        """The checkpoint the event's step ran from (the latest of step - 1 in its namespace)."""
+        if e.step is None:
+            return None
+        return self._ckpt.get((e.checkpoint_ns or "", e.step - 1))
+
+    def _ours(self, e: Event, checkpoint_id: str | None) -> dict[str, Any]:
+        """``lgx.*`` attributes and OpenInference ``metadata`` of a span ending at ``e``."""
+        assert self._conv is not None
+        return self._conv.ours(
+            {
+                "thread_id": self.thread_id,
+                "run_id": e.run_id,
+                "node": e.node,
+                "step": e.step,
+                "task_id": e.task_id,
+                "checkpoint_ns": e.checkpoint_ns or None,
+                "checkpoint_id": checkpoint_id,
+                "kind": e.kind,
+                "seq": e.seq,
+            }
+        )
+
+    def _io(self, part: str, text: str | None, value: Any) -> dict[str, Any]:
+        """``input.*``/``output.*`` of a value rendered as ``text`` (plain text if it was)."""
+        assert self._conv is not None
+        return self._conv.io_attrs(part, text, is_text=isinstance(value, str) and text == value)
+
+    def _clip(self, text: str, e: Event) -> str:
+        """``text``, or its first characters and the record's address when too large."""
+        if len(text.encode("utf-8", "replace")) <= self.options.max_value_bytes:
+            return text
+        if e.event_id in self._offloaded:
+            where = self._artifact_path(self._offloaded[e.event_id])
+        else:
+            where = f"threads/{encode_thread_id(self.thread_id)}/events.jsonl#seq={e.seq}"
+        return (
+            f"{text[: self.options.preview_chars]}… [truncated: {len(text)} characters;"
+            f" the whole value is in {where}]"
+        )
+
     def _forget_earlier_traces(self) -> None:
         if self._open and len(self._runs) < 10_000:
             return  # a run of the thread is still going: keep what its events need
@@ -477,6 +632,8 @@ class ThreadMapper:
         tags = p.get("tags")
         if tags:
             out[TRACE_TAGS] = [str(t) for t in tags]
+            if self._conv is not None:
+                out["tag.tags"] = [str(t) for t in tags]
         if self.options.environment:
             out["langfuse.environment"] = self.options.environment
         if self.options.release:
@@ -533,6 +690,7 @@ class ThreadMapper:
         name: str,
         start: Event | None,
         attrs: dict[str, Any],
+        conv: dict[str, Any] | None = None,
     ) -> SpanRecord:
         end_ns = _ns(e.ts)
         if start is not None:
@@ -542,6 +700,8 @@ class ThreadMapper:
         else:
             start_ns = end_ns
         attrs = {k: v for k, v in attrs.items() if v is not None}
+        if conv:  # the other conventions, after Langfuse's (whose bytes stay as they were)
+            attrs.update((k, v) for k, v in conv.items() if v is not None)
         for k, v in self._trace_attrs.get(chain.trace_id, {}).items():
             attrs.setdefault(k, v)
         error = None
@@ -561,6 +721,7 @@ class ThreadMapper:
             attributes=attrs,
             error=error,
             seq=e.seq or 0,
+            ok=conv is not None and e.status == "ok",
         )
 
 

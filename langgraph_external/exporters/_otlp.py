@@ -1,4 +1,4 @@
-"""OTLP/HTTP delivery of :class:`SpanRecord` batches to Langfuse, with a verdict per batch.
+"""OTLP/HTTP delivery of :class:`SpanRecord` batches, with a verdict per batch.
 
 The wire format is built by the OpenTelemetry SDK itself (``ReadableSpan`` with explicit
 ids and times, encoded by ``opentelemetry-exporter-otlp-proto-common``). The POST is ours:
@@ -12,10 +12,10 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import gzip
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -32,6 +32,7 @@ logger = logging.getLogger("langgraph_external")
 
 SCOPE_NAME = "langgraph-external"
 TRACES_PATH = "/api/public/otel/v1/traces"
+"""Langfuse's OTLP traces path (the ``langfuse`` preset)."""
 
 
 class Verdict(str, Enum):
@@ -42,20 +43,63 @@ class Verdict(str, Enum):
     REJECTED = "rejected"  # 401/403/404/400: retrying as-is cannot help; still kept
 
 
+class Failure(str, Enum):
+    """Why a batch was not accepted: one log line per kind, not per attempt."""
+
+    UNREACHABLE = "receiver unreachable"
+    TIMEOUT = "receiver did not answer"
+    SERVER_ERROR = "receiver error"
+    RATE_LIMITED = "receiver busy"
+    AUTH = "credentials refused"
+    NOT_FOUND = "no OTLP endpoint at this URL"
+    TOO_LARGE = "batch too large"
+    REFUSED = "batch refused"
+    INVALID = "invalid request"
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """A verdict with its reason (for logs and ``health()``)."""
+    """A verdict with its reason (for logs and ``health()``).
+
+    ``detail`` is one line, ``"<kind>: <reason>"``; ``failure`` the kind (``None`` when
+    accepted).
+    """
 
     verdict: Verdict
     detail: str
     retry_after: float | None = None
+    failure: Failure | None = None
 
 
-def encode(records: Sequence[SpanRecord], *, service_version: str | None = None) -> bytes:
-    """The ``ExportTraceServiceRequest`` protobuf bytes of ``records``."""
+@dataclass(frozen=True)
+class Hints:
+    """What to tell the user when the receiver refuses the credentials or the URL."""
+
+    auth: str = "wrong API key or headers"
+    not_found: str = "wrong endpoint or path"
+
+
+LANGFUSE_HINTS = Hints(
+    auth="wrong public/secret key",
+    not_found="wrong base URL (no Langfuse OTLP endpoint there)",
+)
+
+
+def encode(
+    records: Sequence[SpanRecord],
+    *,
+    service_version: str | None = None,
+    resource_attributes: Mapping[str, str] | None = None,
+) -> bytes:
+    """The ``ExportTraceServiceRequest`` protobuf bytes of ``records``.
+
+    ``resource_attributes`` are added to ``service.name`` (``langgraph-external``) and
+    ``service.version``, e.g. ``openinference.project.name`` (Phoenix's project).
+    """
     attrs = {"service.name": "langgraph-external"}
     if service_version:
         attrs["service.version"] = service_version
+    attrs.update(resource_attributes or {})
     resource = Resource.create(attrs)
     scope = InstrumentationScope(SCOPE_NAME, service_version)
     spans = []
@@ -71,7 +115,10 @@ def encode(records: Sequence[SpanRecord], *, service_version: str | None = None)
             if r.parent_id
             else None
         )
-        status = Status(StatusCode.ERROR, r.error) if r.error else Status(StatusCode.UNSET)
+        if r.error:
+            status = Status(StatusCode.ERROR, r.error)
+        else:
+            status = Status(StatusCode.OK if r.ok else StatusCode.UNSET)
         spans.append(
             ReadableSpan(
                 name=r.name,
@@ -90,36 +137,31 @@ def encode(records: Sequence[SpanRecord], *, service_version: str | None = None)
 
 
 class OtlpSender:
-    """POSTs encoded batches to ``<base_url>/api/public/otel/v1/traces``.
+    """POSTs encoded batches to one OTLP/HTTP traces URL; never raises.
 
     Args:
-        base_url: the Langfuse host (``https://langfuse.example.com``).
-        public_key, secret_key: the project's API keys (Basic auth).
+        url: the whole traces URL (``http://127.0.0.1:6006/v1/traces``).
+        headers: sent with every request (authentication among them).
         timeout: seconds for connecting and for the answer (a hanging server).
-        gzip_body: compress bodies (what the Langfuse SDK does by default).
+        gzip_body: compress bodies.
         verify: TLS verification: ``True``, ``False`` or a CA bundle path.
         proxies: ``requests`` proxies mapping (``HTTPS_PROXY`` is honoured anyway).
+        hints: what a 401/403 or a 404 most likely means for this receiver.
     """
 
     def __init__(
         self,
-        base_url: str,
-        public_key: str,
-        secret_key: str,
+        url: str,
+        headers: Mapping[str, str],
         *,
         timeout: float = 10.0,
         gzip_body: bool = True,
         verify: bool | str = True,
         proxies: dict[str, str] | None = None,
+        hints: Hints = Hints(),
     ) -> None:
-        self.url = base_url.rstrip("/") + TRACES_PATH
-        token = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
-        self.headers = {
-            "Authorization": f"Basic {token}",
-            "Content-Type": "application/x-protobuf",
-            "x-langfuse-public-key": public_key,
-            "x-langfuse-sdk-name": "langgraph-external",
-        }
+        self.url = url
+        self.headers = {**headers, "Content-Type": "application/x-protobuf"}
         if gzip_body:
             self.headers["Content-Encoding"] = "gzip"
         self.gzip_body = gzip_body
@@ -128,6 +170,7 @@ class OtlpSender:
         # per request, so that an explicit value wins over REQUESTS_CA_BUNDLE / *_PROXY
         self.verify = verify
         self.proxies = dict(proxies) if proxies else None
+        self.hints = hints
 
     def send(self, body: bytes) -> Outcome:
         """POST one encoded batch; never raises."""
@@ -142,31 +185,66 @@ class OtlpSender:
                 proxies=self.proxies,
             )
         except requests.Timeout:
-            return Outcome(Verdict.RETRY, f"no answer from {self.url} within {self.timeout}s")
+            return _failed(
+                Verdict.RETRY, Failure.TIMEOUT, f"nothing within {self.timeout:g}s ({self.url})"
+            )
         except requests.ConnectionError as exc:
-            return Outcome(Verdict.RETRY, f"cannot connect to {self.url}: {_short(exc)}")
+            return _failed(Verdict.RETRY, Failure.UNREACHABLE, f"{_reason(exc)} ({self.url})")
         except requests.RequestException as exc:
-            return Outcome(Verdict.REJECTED, f"invalid request to {self.url}: {_short(exc)}")
+            return _failed(Verdict.REJECTED, Failure.INVALID, f"{_reason(exc)} ({self.url})")
         code = resp.status_code
         if 200 <= code < 300:
             return Outcome(Verdict.ACCEPTED, f"HTTP {code}")
-        text = resp.text[:300].strip()
+        text = " ".join(resp.text[:300].split())
+        where = f"HTTP {code} from {self.url}"
         if code == 429 or code >= 500 or code == 408:
+            kind = Failure.RATE_LIMITED if code == 429 else Failure.SERVER_ERROR
             after = _retry_after(resp.headers.get("Retry-After"))
-            return Outcome(Verdict.RETRY, f"HTTP {code} from {self.url}: {text}", after)
+            return _failed(Verdict.RETRY, kind, f"{where}: {text}", after)
         if code in (401, 403):
-            why = "wrong public/secret key"
+            kind, why = Failure.AUTH, self.hints.auth
         elif code == 404:
-            why = "wrong base URL (no Langfuse OTLP endpoint there)"
+            kind, why = Failure.NOT_FOUND, self.hints.not_found
         elif code == 413:
-            why = "batch too large for the server"
+            kind, why = Failure.TOO_LARGE, "batch too large for the server"
         else:
-            why = "refused"
-        return Outcome(Verdict.REJECTED, f"HTTP {code} from {self.url} ({why}): {text}")
+            kind, why = Failure.REFUSED, "refused"
+        return _failed(Verdict.REJECTED, kind, f"{where} ({why}): {text}")
 
     def close(self) -> None:
         """Release the HTTP connections."""
         self.session.close()
+
+
+def _failed(
+    verdict: Verdict, kind: Failure, reason: str, retry_after: float | None = None
+) -> Outcome:
+    return Outcome(verdict, f"{kind.value}: {reason}", retry_after, kind)
+
+
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>:?\s*")
+
+
+def _reason(exc: BaseException) -> str:
+    """The root cause of a ``requests`` error in a few words ("connection refused").
+
+    ``requests`` wraps urllib3's errors, which wrap the socket's: their text repeats the
+    URL and holds object addresses that differ on every attempt.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror and not isinstance(e, requests.RequestException):
+            return str(e.strerror).lower()
+        for nxt in (getattr(e, "reason", None), e.__cause__, e.__context__, *e.args):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
+    text = _OBJECT_REPR.sub("", str(exc))
+    return _short(text)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -176,6 +254,5 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc)
+def _short(text: str) -> str:
     return text if len(text) < 300 else text[:300] + "…"

@@ -20,6 +20,7 @@ left join {schema}.projection_cursors c on c.projection = %(projection)s
 where (%(all)s or t.thread_id = any(%(threads)s) or t.last_seq > coalesce(c.seq, 0))
   and (%(since)s::timestamptz is null or t.updated_at >= %(since)s::timestamptz)
   and (cardinality(%(threads)s::text[]) = 0 or t.thread_id = any(%(threads)s))
+  and not starts_with(t.thread_id, %(replays)s)
 order by t.updated_at
 """
 
@@ -43,4 +44,18 @@ select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
     artifact, redactions, prev, hash,
     case when kind in ('checkpoint', 'writes') then null else detail end
 from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
+"""
+
+# spans waiting per thread: the events after the cursor that complete a span (the mapper's
+# END_KINDS with a run id, and its POINT_KINDS)
+COUNT_WAITING = """
+select t.thread_id, count(e.seq)
+from {schema}.threads t
+left join {schema}.projection_cursors c on c.projection = %(projection)s
+    and c.thread_id = t.thread_id
+join {schema}.events e on e.thread_id = t.thread_id and e.seq > coalesce(c.seq, 0)
+where t.last_seq > coalesce(c.seq, 0)
+  and (cardinality(%(threads)s::text[]) = 0 or t.thread_id = any(%(threads)s))
+  and ((e.kind = any(%(ends)s) and e.run_id is not null) or e.kind = any(%(points)s))
+group by t.thread_id
 """

@@ -87,6 +87,7 @@ class ReplaySession:
     answer_models: bool
     answer_tools: bool
     key: Any = None  # the deployment key the record's prompt hashes were made with
+    redactor: Any = None  # what the record was redacted with: live prompts are too
     model_calls: int = 0
     model_calls_answered: int = 0
     tool_calls_executed: int = 0
@@ -118,7 +119,7 @@ class ReplaySession:
         rec, same = self.index.take_llm(ctx, digest)
         if not same:
             self.diverged(
-                _model_input_divergence(md, rec, digest, messages),
+                _model_input_divergence(md, rec, digest, messages, self.redactor),
                 stop=self.answer_models,
             )
         if self.answer_models and rec is not None:
@@ -199,27 +200,40 @@ def _where(md: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_input_divergence(
-    md: dict[str, Any], rec: RecordedCall | None, digest: str, messages: list[Any]
+    md: dict[str, Any],
+    rec: RecordedCall | None,
+    digest: str,
+    messages: list[Any],
+    redactor: Any = None,
 ) -> Divergence:
+    """The model got a prompt the record does not have: both prompts, readable.
+
+    The live prompt is redacted as the record was (so a secret in it is neither printed
+    nor reported as a difference the redaction made).
+    """
     from langgraph_external.diff import diff_messages
 
-    actual = [message_to_dict(m) for m in messages]
+    actual: Any = [message_to_dict(m) for m in messages]
+    if redactor is not None:
+        actual = redactor(to_readable(actual))[0]
     where = f"step {md.get('langgraph_step')} in node {md.get('langgraph_node')!r}"
     if rec is None:
         return Divergence(
             kind="llm_input",
             message=f"a model call at {where} is not in the record",
             **_where(md),
-            actual={"prompt_context_hash": digest},
+            actual={"prompt_context_hash": digest, "messages": actual},
         )
     expected = list(rec.start.get("messages") or [])
+    if expected and all(isinstance(m, list) for m in expected):
+        expected = [m for batch in expected for m in batch]
     return Divergence(
         kind="llm_input",
         message=f"the model got another prompt at {where} (prompt_context_hash "
         f"{digest[:12]} instead of {str(rec.input_hash)[:12]})",
         **_where(md),
-        expected={"prompt_context_hash": rec.input_hash},
-        actual={"prompt_context_hash": digest},
+        expected={"prompt_context_hash": rec.input_hash, "messages": expected},
+        actual={"prompt_context_hash": digest, "messages": actual},
         diff=diff_messages(expected, actual).to_dict(),
     )
 

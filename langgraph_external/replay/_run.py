@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,10 +12,24 @@ from typing import TYPE_CHECKING, Any
 from langgraph.types import Command
 
 from langgraph_external import ledger
-from langgraph_external.diff import PathDiff, StateDiff, diff_paths, diff_values, load_path
+from langgraph_external.diff import (
+    PathDiff,
+    StateDiff,
+    diff_paths,
+    diff_values,
+    load_path,
+    message_lines,
+    render_path,
+    render_state,
+    unified_prompt_diff,
+)
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.events import new_id
-from langgraph_external.inspection import AmbiguousCheckpointError, NotFoundError
+from langgraph_external.events import canonical_json, new_id
+from langgraph_external.inspection import (
+    REPLAY_PREFIX,
+    AmbiguousCheckpointError,
+    NotFoundError,
+)
 from langgraph_external.render import to_readable
 from langgraph_external.replay._intercept import (
     Divergence,
@@ -27,6 +42,8 @@ from langgraph_external.replay._record import Invocation, index_calls, invocatio
 
 if TYPE_CHECKING:
     from langgraph_external.external import External
+
+logger = logging.getLogger("langgraph_external")
 
 MODES = ("recorded", "regression")
 TOOL_MODES = ("recorded", "live")
@@ -49,6 +66,10 @@ class ReplayReport:
         model_calls / tool_calls_executed: calls that reached the real model / tool.
         model_calls_answered / tool_calls_answered: calls answered from the record.
         path / state: the node path and final state of the replay against the record's.
+        notes: remarks (the replay stopped early, the copy could not be deleted).
+        kept: the replay's thread was kept (``keep``, or ``into`` named it); otherwise
+            it was deleted after the comparison, like ``delete_thread`` deletes a thread
+            (only its tombstone stays, under :data:`~langgraph_external.inspection.REPLAY_PREFIX`).
     """
 
     source_thread_id: str
@@ -68,6 +89,7 @@ class ReplayReport:
     path: PathDiff
     state: StateDiff
     notes: list[str] = field(default_factory=list)
+    kept: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for JSON)."""
@@ -75,6 +97,65 @@ class ReplayReport:
         out["path"] = self.path.to_dict()
         out["state"] = self.state.to_dict()
         return json.loads(json.dumps(to_readable(out), default=str))
+
+    def lines(self) -> list[str]:
+        """A readable report: what ran, then each divergence with its before/after (the
+        unified diff of the first prompt that differs, the answers, tool calls, path and
+        state that differ), one ``diverged:`` line each."""
+        where = "kept" if self.kept else "deleted after the comparison; --keep keeps it"
+        out = [
+            f"replayed {self.source_thread_id} into {self.thread_id} ({where}; {self.mode}, "
+            f"tools {self.tools}): {self.invocations} invocation(s), "
+            f"{self.model_calls_answered} model and {self.tool_calls_answered} tool calls "
+            f"answered from the record, {self.model_calls} model calls and "
+            f"{self.tool_calls_executed} tool calls made live"
+        ]
+        shown: set[str] = set()
+        for d in self.divergences:
+            out.append(f"diverged: {d.message}")
+            if d.kind in shown:
+                continue
+            shown.add(d.kind)
+            out += [f"  {line}" for line in _divergence_detail(d, self)]
+        out += [f"note: {n}" for n in self.notes]
+        if not self.diverged:
+            out.append("no divergence: same calls, same path, same state")
+        return out
+
+
+def _at(d: Divergence) -> str:
+    scope = "/".join(p.split(":", 1)[0] for p in (d.checkpoint_ns or "").split("|") if p)
+    return f"{scope + '/' if scope else ''}{d.node or '?'}@{d.step}"
+
+
+def _divergence_detail(d: Divergence, report: ReplayReport) -> list[str]:
+    """The before/after of one divergence, as text lines (recorded first)."""
+    rec, rep = f"recorded {report.source_thread_id}", f"replay {report.thread_id}"
+    if d.kind == "llm_input":
+        want = (d.expected or {}).get("messages")
+        got = (d.actual or {}).get("messages")
+        if want is None or got is None:  # not in the record at all: the replay's prompt
+            return ["the replay's prompt:", *message_lines(got or [])] if got else []
+        return unified_prompt_diff(want, got, f"{rec} {_at(d)}", f"{rep} {_at(d)}")
+    if d.kind == "llm_output":
+        want = [{"role": "assistant", **a} for a in d.expected or []]
+        got = [{"role": "assistant", **a} for a in d.actual or []]
+        return unified_prompt_diff(want, got, f"{rec} answer", f"{rep} answer")
+    if d.kind == "tool_call":
+
+        def call(c: Any) -> str:
+            return f"{c['name']}({canonical_json(c.get('args'))})" if c else "(none)"
+
+        return [f"- recorded: {call(d.expected)}", f"+ replay:   {call(d.actual)}"]
+    if d.kind == "path":
+        return render_path(report.path)[1:]
+    if d.kind == "state":
+        return render_state(report.state)
+    if d.kind == "error":
+        return [str((d.actual or {}).get("error", ""))]
+    if d.kind == "missing_call":
+        return []
+    return []
 
 
 def _resolver(ext: External, thread_id: str) -> Any:
@@ -84,7 +165,10 @@ def _resolver(ext: External, thread_id: str) -> Any:
         digest = payload.get("$artifact") if isinstance(payload, Mapping) else None
         if not digest:
             return payload
-        data = ext.workspace.read_bytes(ext.workspace.artifact_path(thread_id, str(digest)))
+        ws = ext.workspace
+        if ws is None:
+            raise ConfigurationError("an offloaded payload is in the workspace: give External one")
+        data = ws.read_bytes(ws.artifact_path(thread_id, str(digest)))
         loaded = json.loads(data)
         return loaded if isinstance(loaded, dict) else {}
 
@@ -309,7 +393,7 @@ def _plan(
     events = ext.events(thread_id)
     if not events:
         raise NotFoundError(f"thread {thread_id!r} is not in the ledger")
-    target = into or f"{thread_id}-replay-{new_id()[:8]}"
+    target = into or f"{REPLAY_PREFIX}{thread_id}:{new_id()[:8]}"
     if ext.events(target):
         raise ConfigurationError(f"thread {target!r} already exists; pick an unused id")
     resolve = _resolver(ext, thread_id)
@@ -330,6 +414,7 @@ def _plan(
             answer_models=mode == "recorded",
             answer_tools=tools == "recorded",
             key=getattr(ext.pipeline, "cipher", None),
+            redactor=getattr(ext, "redactor", None),
         ),
         todo=[inv for inv in invocations(events, resolve=resolve) if inv.seq > start_seq],
         config=dict(ext.config(target, **dict(configurable or {}))),
@@ -342,6 +427,41 @@ def _unused(target: str, found: Any) -> None:
         raise ConfigurationError(f"thread {target!r} already exists; pick an unused id")
 
 
+def _delete_note(target: str, exc: BaseException) -> str:
+    logger.warning("langgraph-external: could not delete the replay copy %r: %s", target, exc)
+    return f"the replay's thread {target!r} could not be deleted ({exc}); it was kept"
+
+
+def _finish(run: _Replay, report: ReplayReport | None, keep: bool, saver: Any) -> None:
+    """Delete the replay's thread unless it is kept (after a failed replay too)."""
+    if keep:
+        return
+    try:
+        saver.delete_thread(run.target)
+    except Exception as exc:  # never masks the replay's own error
+        note = _delete_note(run.target, exc)
+        if report is not None:
+            report.notes.append(note)
+        return
+    if report is not None:
+        report.kept = False
+
+
+async def _afinish(run: _Replay, report: ReplayReport | None, keep: bool, saver: Any) -> None:
+    """Async :func:`_finish`."""
+    if keep:
+        return
+    try:
+        await saver.adelete_thread(run.target)
+    except Exception as exc:  # never masks the replay's own error
+        note = _delete_note(run.target, exc)
+        if report is not None:
+            report.notes.append(note)
+        return
+    if report is not None:
+        report.kept = False
+
+
 def replay(
     graph: Any,
     thread_id: str,
@@ -352,6 +472,7 @@ def replay(
     into: str | None = None,
     checkpoint_id: str | None = None,
     configurable: Mapping[str, Any] | None = None,
+    keep: bool | None = None,
 ) -> ReplayReport:
     """Run a recorded thread's invocations again, into a new thread, and compare.
 
@@ -360,7 +481,10 @@ def replay(
     the current code *and model* run live; tools stay recorded (``tools="live"`` runs
     them too). Interrupts are answered with the recorded resume values. The replay is
     recorded like any run (its thread is ``into``), and the report says where it first
-    differed from the record.
+    differed from the record. Unless kept, that thread is deleted once compared (like
+    ``delete_thread``: its checkpoints, events and workspace files go, its tombstone
+    stays); a replay copy (``lgx-replay:<thread>:<hex>``, the default id) is never listed
+    by ``lgx threads`` without ``--replays`` nor sent to Langfuse.
 
     Args:
         graph: the app's compiled graph, compiled with ``ext.checkpointer``.
@@ -368,10 +492,13 @@ def replay(
         ext: the set-up :class:`~langgraph_external.External` that recorded it.
         mode: ``"recorded"`` or ``"regression"``.
         tools: ``"recorded"`` or ``"live"``.
-        into: the new thread's id (default ``<thread_id>-replay-<random>``); must be unused.
+        into: the new thread's id (default ``lgx-replay:<thread_id>:<random>``, a replay
+            copy); must be unused. An id outside ``lgx-replay:`` is an ordinary thread.
         checkpoint_id: start from this root checkpoint of the thread (an id or unique
             prefix): its history is copied into ``into`` and the run goes on from there.
         configurable: more ``configurable`` keys for the replay's config.
+        keep: keep the replay's thread after the comparison (default: kept when ``into``
+            names it, deleted otherwise).
 
     Returns:
         A :class:`ReplayReport`.
@@ -390,28 +517,34 @@ def replay(
     run = _plan(graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
     saver, config = graph.checkpointer, run.config
     _unused(run.target, saver.get_tuple({"configurable": {"thread_id": run.target}}))
-    with intercepting(run.session):
-        try:
-            if run.start_id is not None:
-                _fork(saver, thread_id, run.target, run.start_id)
-                if graph.get_state(config).next:
+    keep = into is not None if keep is None else keep
+    report: ReplayReport | None = None
+    try:
+        with intercepting(run.session):
+            try:
+                if run.start_id is not None:
+                    _fork(saver, thread_id, run.target, run.start_id)
+                    if graph.get_state(config).next:
+                        run.issued += 1
+                        graph.invoke(None, config)
+                for inv in run.todo:
                     run.issued += 1
-                    graph.invoke(None, config)
-            for inv in run.todo:
-                run.issued += 1
-                pending = graph.get_state(config).interrupts if inv.resume else ()
-                value = run.resume_value(inv, pending)
-                try:
-                    graph.invoke(value, config)
-                except Exception as exc:
-                    if run.failed(inv, exc):
-                        break
-        except ReplayDivergenceError:
-            run.completed = False
-    return run.report(
-        graph.get_state({"configurable": {"thread_id": thread_id}}).values,
-        graph.get_state({"configurable": {"thread_id": run.target}}).values,
-    )
+                    pending = graph.get_state(config).interrupts if inv.resume else ()
+                    value = run.resume_value(inv, pending)
+                    try:
+                        graph.invoke(value, config)
+                    except Exception as exc:
+                        if run.failed(inv, exc):
+                            break
+            except ReplayDivergenceError:
+                run.completed = False
+        report = run.report(
+            graph.get_state({"configurable": {"thread_id": thread_id}}).values,
+            graph.get_state({"configurable": {"thread_id": run.target}}).values,
+        )
+    finally:
+        _finish(run, report, keep, saver)
+    return report
 
 
 async def areplay(
@@ -424,6 +557,7 @@ async def areplay(
     into: str | None = None,
     checkpoint_id: str | None = None,
     configurable: Mapping[str, Any] | None = None,
+    keep: bool | None = None,
 ) -> ReplayReport:
     """Async :func:`replay`, for graphs run with ``ainvoke`` (``async with External``).
 
@@ -436,24 +570,30 @@ async def areplay(
     )
     saver, config = graph.checkpointer, run.config
     _unused(run.target, await saver.aget_tuple({"configurable": {"thread_id": run.target}}))
-    with intercepting(run.session):
-        try:
-            if run.start_id is not None:
-                await _afork(saver, thread_id, run.target, run.start_id)
-                if (await graph.aget_state(config)).next:
+    keep = into is not None if keep is None else keep
+    report: ReplayReport | None = None
+    try:
+        with intercepting(run.session):
+            try:
+                if run.start_id is not None:
+                    await _afork(saver, thread_id, run.target, run.start_id)
+                    if (await graph.aget_state(config)).next:
+                        run.issued += 1
+                        await graph.ainvoke(None, config)
+                for inv in run.todo:
                     run.issued += 1
-                    await graph.ainvoke(None, config)
-            for inv in run.todo:
-                run.issued += 1
-                pending = (await graph.aget_state(config)).interrupts if inv.resume else ()
-                value = run.resume_value(inv, pending)
-                try:
-                    await graph.ainvoke(value, config)
-                except Exception as exc:
-                    if run.failed(inv, exc):
-                        break
-        except ReplayDivergenceError:
-            run.completed = False
-    source = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values
-    target = (await graph.aget_state({"configurable": {"thread_id": run.target}})).values
-    return await asyncio.to_thread(run.report, source, target)
+                    pending = (await graph.aget_state(config)).interrupts if inv.resume else ()
+                    value = run.resume_value(inv, pending)
+                    try:
+                        await graph.ainvoke(value, config)
+                    except Exception as exc:
+                        if run.failed(inv, exc):
+                            break
+            except ReplayDivergenceError:
+                run.completed = False
+        source = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values
+        target = (await graph.aget_state({"configurable": {"thread_id": run.target}})).values
+        report = await asyncio.to_thread(run.report, source, target)
+    finally:
+        await _afinish(run, report, keep, saver)
+    return report

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
 
+from langgraph_external.capture import Capture
 from langgraph_external.errors import PositionMovedError
 from langgraph_external.events import Event
 
@@ -25,7 +31,10 @@ class InMemoryLedger:
         self.events: list[Event] = []
         self._by_thread: dict[str, list[Event]] = {}
         self._cursors: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self.captures: list[Capture] = []
+        self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._sealing = threading.Lock()  # one sealer at a time
 
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
         """Last ``(seq, hash)`` per thread."""
@@ -57,10 +66,55 @@ class InMemoryLedger:
                 self.events.append(e)
 
     def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
-        """Which of ``event_ids`` are stored for ``thread_id``."""
+        """Which of ``event_ids`` are stored (or captured) for ``thread_id``."""
         wanted = set(event_ids)
         with self._lock:
-            return {e.event_id for e in self._by_thread.get(thread_id, []) if e.event_id in wanted}
+            held = {e.event_id for e in self._by_thread.get(thread_id, [])}
+            held |= {c.event_id for c in self.captures if c.thread_id == thread_id}
+            return held & wanted
+
+    def capture(self, captures: Sequence[Capture]) -> None:
+        """Keep captures until a sealer takes them (in order)."""
+        now = datetime.now(timezone.utc)
+        with self._lock:
+            for c in captures:
+                self.captures.append(replace(c, id=next(self._ids), captured_at=now))
+
+    def pending(self) -> dict[str, Any]:
+        """Captures waiting for a sealer."""
+        with self._lock:
+            oldest = min((c.captured_at for c in self.captures if c.captured_at), default=None)
+            threads = {c.thread_id for c in self.captures}
+            return {
+                "captures": len(self.captures),
+                "oldest": oldest,
+                "threads": len(threads),
+                "behind_running_transactions": 0,
+            }
+
+    def horizon(self) -> str:
+        """Every capture stored so far is below it (kept in order here)."""
+        return str(next(self._ids))
+
+    def unsealed(self, thread_ids: Collection[str], horizon: str) -> int:
+        """Captures of ``thread_ids`` stored before ``horizon`` not sealed yet."""
+        wanted = set(thread_ids)
+        with self._lock:
+            return sum(
+                1 for c in self.captures if c.thread_id in wanted and (c.id or 0) < int(horizon)
+            )
+
+    @contextmanager
+    def sealing(self, max_threads: int = 64, max_captures: int = 1000) -> Iterator[Any]:
+        """Claim captures for one sealer (see ``PostgresLedger.sealing``)."""
+        with self._sealing:
+            with self._lock:
+                tids = list(dict.fromkeys(c.thread_id for c in self.captures))[:max_threads]
+                caps = [c for c in self.captures if c.thread_id in tids][:max_captures]
+            if not caps:
+                yield None
+                return
+            yield _MemorySealTx(self, caps, self.positions(tids))
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
         """Events with ``seq > after``."""
@@ -84,6 +138,20 @@ class InMemoryLedger:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+@dataclass
+class _MemorySealTx:
+    ledger: InMemoryLedger
+    captures: list[Capture]
+    heads: dict[str, tuple[int, str]]
+    conn: Any = None
+
+    def store(self, events: Sequence[Event], captures: Mapping[str, Sequence[int]]) -> None:
+        self.ledger.append(events)
+        done = {i for ids in captures.values() for i in ids}
+        with self.ledger._lock:
+            self.ledger.captures = [c for c in self.ledger.captures if c.id not in done]
 
 
 # v0.1 name, still used by tests written against it

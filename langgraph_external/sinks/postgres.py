@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
 from langgraph_external._pools import check_idle
+from langgraph_external.capture import Capture, unpack_inline, unpack_riders
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.events import Event
@@ -88,7 +89,12 @@ class PostgresLedger:
         self._sql = {
             key: ledger.q(text, self.schema)
             for key, text in {
-                "advance": ledger.ADVANCE_THREAD,
+                "seal": ledger.SEAL_THREAD,
+                "capture": ledger.INSERT_CAPTURE,
+                "claim": ledger.CLAIM_THREADS,
+                "captures": ledger.SELECT_CAPTURES,
+                "pending": ledger.PENDING_CAPTURES,
+                "pending_of": ledger.PENDING_OF_THREADS,
                 "event": ledger.INSERT_EVENT,
                 "checkpoint": ledger.UPSERT_CHECKPOINT,
                 "positions": ledger.SELECT_POSITIONS,
@@ -155,12 +161,16 @@ class PostgresLedger:
         return "ledger-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
 
     # -- writing ---------------------------------------------------------------------------
-    def statements(self, events: Sequence[Event]) -> list[Statement]:
+    def statements(
+        self, events: Sequence[Event], captures: Mapping[str, Sequence[int]] | None = None
+    ) -> list[Statement]:
         """The statements that store ``events`` (sequenced, grouped by thread in order).
 
         The first statement of each thread advances its position from
-        ``events[0].seq - 1``; it fails with ``LX001`` if another writer got there first.
+        ``events[0].seq - 1`` and deletes the thread's ``captures`` (ids) the events were
+        sealed from; it fails with ``LX001`` if another writer got there first.
         """
+        captures = captures or {}
         out: list[Statement] = []
         i = 0
         while i < len(events):
@@ -172,12 +182,21 @@ class PostgresLedger:
             first, last = group[0], group[-1]
             assert first.seq is not None and last.seq is not None
             tag = head_tag(self.cipher, tid, last.seq, last.hash)
-            head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts, tag)
+            head = (
+                tid,
+                first.seq - 1,
+                first.prev,
+                last.seq,
+                last.hash,
+                last.ts,
+                tag,
+                list(captures.get(tid, ())),
+            )
             i = j
             if all(e.line and e.kind not in _THREAD_OPS for e in group):
                 out.append((self._sql["commit"], (*head, *_commit_params(group))))
                 continue
-            out.append((self._sql["advance"], head))
+            out.append((self._sql["seal"], head))
             for e in group:
                 out.append((self._sql["event"], _event_row(e)))
                 out.extend(self._side_effects(e))
@@ -204,10 +223,12 @@ class PostgresLedger:
                 },
             )
 
-    def _batched(self, events: Sequence[Event]) -> Iterator[tuple[Any, list[Any]]]:
+    def _batched(
+        self, events: Sequence[Event], captures: Mapping[str, Sequence[int]] | None = None
+    ) -> Iterator[tuple[Any, list[Any]]]:
         """The statements, consecutive event inserts grouped for one ``executemany``."""
         group: list[Any] = []
-        for query, params in self.statements(events):
+        for query, params in self.statements(events, captures):
             if query is self._sql["event"]:
                 group.append(params)
                 continue
@@ -218,24 +239,22 @@ class PostgresLedger:
         if group:
             yield self._sql["event"], group
 
-    def execute_in(self, cur: Any, events: Sequence[Event]) -> None:
-        """Queue the statements on a cursor of someone else's transaction (the saver's)."""
-        for query, params in self._batched(events):
+    def execute_in(
+        self,
+        cur: Any,
+        events: Sequence[Event],
+        captures: Mapping[str, Sequence[int]] | None = None,
+    ) -> None:
+        """Queue the statements on a cursor of a transaction (a sealer's, or prune's)."""
+        for query, params in self._batched(events, captures):
             if len(params) == 1:
                 cur.execute(query, params[0])
             else:
                 cur.executemany(query, params)
 
-    async def aexecute_in(self, cur: Any, events: Sequence[Event]) -> None:
-        """Async twin of :meth:`execute_in`."""
-        for query, params in self._batched(events):
-            if len(params) == 1:
-                await cur.execute(query, params[0])
-            else:
-                await cur.executemany(query, params)
-
     def append(self, events: Sequence[Event]) -> None:
-        """Store ``events`` in one transaction of the ledger's own connection.
+        """Store sequenced ``events`` in one transaction of the ledger's own connection
+        (writers that sequence events themselves: restore, import).
 
         Raises:
             PositionMovedError: a thread's position moved since ``events`` were sequenced.
@@ -253,6 +272,115 @@ class PostgresLedger:
                 self.execute_in(cur, events)
         except psycopg.Error as exc:
             raise translate(exc) from exc
+
+    # -- capturing -------------------------------------------------------------------------
+    def capture_in(self, cur: Any, capture: Capture) -> None:
+        """Queue one capture on a cursor of the saver's transaction (it commits with it)."""
+        cur.execute(self._sql["capture"], capture.row())
+
+    async def acapture_in(self, cur: Any, capture: Capture) -> None:
+        """Async twin of :meth:`capture_in`."""
+        await cur.execute(self._sql["capture"], capture.row())
+
+    def capture(self, captures: Sequence[Capture]) -> None:
+        """Store captures in one transaction of the ledger's own connection.
+
+        Raises:
+            LedgerUnavailableError: the server cannot be reached.
+        """
+        if not captures:
+            return
+        try:
+            with (
+                self._connection() as conn,
+                conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
+                cur.executemany(self._sql["capture"], [c.row() for c in captures])
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def pending(self) -> dict[str, Any]:
+        """Captures waiting for a sealer (``lgx db status``, ``health()``)."""
+        try:
+            with self._connection() as conn:
+                row = conn.execute(self._sql["pending"]).fetchone()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        assert row is not None
+        return {
+            "captures": int(row[0]),
+            "oldest": row[1],
+            "threads": int(row[2]),
+            "behind_running_transactions": int(row[3]),
+        }
+
+    def horizon(self) -> str:
+        """A transaction id every transaction that committed so far is below."""
+        try:
+            with self._connection() as conn:
+                row = conn.execute(ledger.CURRENT_XMAX).fetchone()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        assert row is not None
+        return str(row[0])
+
+    def unsealed(self, thread_ids: Collection[str], horizon: str) -> int:
+        """Captures of ``thread_ids`` from transactions below ``horizon`` not sealed yet."""
+        if not thread_ids:
+            return 0
+        try:
+            with self._connection() as conn:
+                rows = conn.execute(self._sql["pending_of"], (list(thread_ids), horizon)).fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return sum(int(r[1]) for r in rows)
+
+    def notify(self, channel: str) -> None:
+        """Announce captures on ``channel`` (``lgx worker`` processes listen there)."""
+        try:
+            with self._connection() as conn:
+                conn.execute("select pg_notify(%s, '')", (channel,))
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    # -- sealing ---------------------------------------------------------------------------
+    @contextmanager
+    def sealing(self, max_threads: int = 64, max_captures: int = 1000) -> Iterator[SealTx | None]:
+        """Claim sealable captures in a transaction of the ledger's own connection.
+
+        Yields ``None`` when nothing is sealable, else a :class:`SealTx`: the captures of
+        the claimed threads in commit order, their heads, and the connection (the saver's
+        rows are read on it). The threads stay locked against other sealers until the
+        transaction ends: it commits when the block exits normally.
+        """
+        try:
+            with self._connection() as conn, conn.transaction():
+                tids = [
+                    r[0]
+                    for r in conn.execute(
+                        self._sql["claim"], (max_threads, self.seal_class)
+                    ).fetchall()
+                ]
+                if not tids:
+                    yield None
+                    return
+                rows = conn.execute(self._sql["captures"], (tids, max_captures)).fetchall()
+                heads = conn.execute(self._sql["positions"], (tids,)).fetchall()
+                yield SealTx(
+                    self,
+                    conn,
+                    [_capture_from_row(r) for r in rows],
+                    {r[0]: (int(r[1]), r[2]) for r in heads},
+                )
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    @property
+    def seal_class(self) -> int:
+        """The advisory-lock class of this ledger's per-thread sealing locks."""
+        return _lock_class(f"lgx-seal|{self.schema}")
 
     # -- reading ---------------------------------------------------------------------------
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
@@ -338,13 +466,17 @@ class PostgresLedger:
         return e.replace(attachments=files)
 
     def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
-        """Which of ``event_ids`` the ledger holds for ``thread_id`` (after a commit whose
-        outcome the client could not see: the connection broke around its COMMIT)."""
+        """Which of ``event_ids`` the ledger holds for ``thread_id``, sealed or captured
+        (after a commit whose outcome the client could not see: the connection broke
+        around its COMMIT)."""
         if not event_ids:
             return set()
+        ids = list(event_ids)
         try:
             with self._connection() as conn:
-                rows = conn.execute(self._sql["recorded"], (thread_id, list(event_ids))).fetchall()
+                rows = conn.execute(
+                    self._sql["recorded"], (thread_id, ids, thread_id, ids)
+                ).fetchall()
             return {r[0] for r in rows}
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -434,6 +566,48 @@ class LockedPass:
 
     threads: set[str]
     positions: dict[str, int]
+
+
+@dataclass
+class SealTx:
+    """One sealing transaction: claimed captures (commit order), heads, the connection."""
+
+    ledger: PostgresLedger
+    conn: psycopg.Connection[Any]
+    captures: list[Capture]
+    heads: dict[str, tuple[int, str]]
+
+    def store(self, events: Sequence[Event], captures: Mapping[str, Sequence[int]]) -> None:
+        """Store sealed ``events`` and delete the ``captures`` they came from (by thread)."""
+        with self.conn.pipeline(), self.conn.cursor() as cur:
+            self.ledger.execute_in(cur, events, captures)
+
+
+def _lock_class(name: str) -> int:
+    """A signed 32-bit advisory-lock class for ``name``."""
+    value = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _capture_from_row(r: Sequence[Any]) -> Capture:
+    return Capture(
+        id=int(r[0]),
+        event_id=r[1],
+        thread_id=r[2],
+        kind=r[3],
+        checkpoint_ns=r[4] or "",
+        checkpoint_id=r[5],
+        parent_id=r[6],
+        task_id=r[7],
+        task_path=r[8],
+        node=r[9],
+        changed=list(r[10]) if r[10] is not None else None,
+        idx=list(r[11]) if r[11] is not None else None,
+        riders=unpack_riders(r[12], r[2]),
+        captured_at=r[13],
+        recovered=bool(r[14]),
+        inline=unpack_inline(r[15]),
+    )
 
 
 def head_tag(

@@ -1,0 +1,362 @@
+"""Capture in the checkpoint's transaction, seal after commit: where sealing runs (a helper
+process, a thread, ``lgx worker``), that it seals the same record whoever does it, that two
+sealers never seal a thread twice, and what a user sees while captures wait."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+
+from langgraph_external import External, verify_chain
+from langgraph_external.capture import Capture
+from langgraph_external.events import Event
+from langgraph_external.keys import load_key
+from langgraph_external.seal import Sealer
+from langgraph_external.sinks.postgres import PostgresLedger
+from tests.graphs import cpu_burner, fanout_with_subgraph, react_agent
+
+ROOT = Path(__file__).resolve().parent.parent
+ASK = {"messages": [HumanMessage("weather and time in Oslo?")]}
+
+
+def _count(dsn: str, sql: str, *args: Any) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(sql, args).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+LGX = [sys.executable, "-c", "from langgraph_external.cli import main; main()"]
+
+
+def _lgx(dsn: str, ws: Path | None, *args: str, timeout: float = 120) -> Any:
+    cmd = [*LGX, "--dsn", dsn]
+    if ws is not None:
+        cmd += ["-w", str(ws)]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _comparable(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What a record says, without the ids, times and hashes that differ between runs."""
+    out = []
+    for e in events:
+        p = dict(e["payload"])
+        for k in ("path",):
+            p.pop(k, None)
+        if e["kind"] == "checkpoint":
+            p = {
+                "nodes": p["nodes"],
+                "writers": p["writers"],
+                "changed": p["changed"],
+                # sizes differ with the random message ids inside the values
+                "channels": {ch: r["type"] for ch, r in p["channels"].items()},
+            }
+        elif e["kind"] == "writes":
+            p = {"writes": [(w["channel"], w["type"]) for w in p["writes"]]}
+        else:
+            p = {}
+        out.append((e["kind"], e["node"], e["step"], e["checkpoint_ns"] != "", json.dumps(p)))
+    return out
+
+
+def test_a_checkpoint_commits_with_its_capture_and_is_sealed_after(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        assert ext.pipeline is not None and getattr(ext.pipeline.sealing, "pid", None)
+        react_agent(ext.checkpointer).invoke(ASK, ext.config("t"))
+        # every committed checkpoint has its event or its capture, at any moment
+        missing = _count(
+            dsn,
+            """select count(*) from checkpoints c where c.thread_id = 't' and not exists (
+                 select 1 from langgraph_external.events e where e.thread_id = 't'
+                   and e.kind = 'checkpoint' and e.checkpoint_id = c.checkpoint_id)
+               and not exists (select 1 from langgraph_external.captures k
+                 where k.thread_id = 't' and k.checkpoint_id = c.checkpoint_id)""",
+        )
+        assert missing == 0
+        assert ext.flush()
+        assert _count(dsn, "select count(*) from langgraph_external.captures") == 0
+        events = ext.events("t")
+        verify_chain(events)
+        assert list(ext.workspace.iter_events("t")) == events  # type: ignore[union-attr]
+        cps = [e for e in events if e["kind"] == "checkpoint"]
+        assert len(cps) == _count(dsn, "select count(*) from checkpoints where thread_id = 't'")
+    assert _lgx(dsn, tmp_path / "ws", "verify", "t").returncode == 0
+
+
+@pytest.mark.parametrize("sealing", ["thread", "worker"])
+def test_the_record_is_the_same_whoever_seals_it(
+    sealing: str, dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """The helper process (default), a thread of the app, or an ``lgx worker``: the
+    sealer builds each event from the saver's rows and the captured events alone."""
+    records = {}
+    for mode in ("process", sealing):
+        ws = tmp_path / f"ws-{mode}"
+        tid = f"same-{mode}"
+        worker = None
+        if mode == "worker":
+            worker = subprocess.Popen(
+                [*LGX, "--dsn", dsn, "-w", str(ws), "worker", "--poll", "0.2"],
+                cwd=ROOT,
+            )
+        try:
+            with External(
+                dsn=dsn,
+                workspace=None if mode == "worker" else ws,
+                spool_dir=spool_dir,
+                sealing=mode,
+            ) as ext:
+                react_agent(ext.checkpointer).invoke(ASK, ext.config(tid), durability="sync")
+                fanout_with_subgraph(ext.checkpointer).invoke(
+                    {"items": [], "total": 0}, ext.config(tid), durability="sync"
+                )
+                assert ext.flush(timeout=60)
+                records[mode] = ext.events(tid)
+        finally:
+            if worker is not None:
+                worker.send_signal(signal.SIGTERM)
+                assert worker.wait(timeout=60) == 0
+        verify_chain(records[mode])
+        mirrored = [
+            json.loads(line)
+            for line in (ws / "threads" / tid / "events.jsonl").read_text().splitlines()
+        ]
+        assert mirrored == records[mode]  # the worker mirrors too
+    # the same events with the same content (their interleaving follows the app's timing)
+    assert sorted(map(repr, _comparable(records["process"]))) == sorted(
+        map(repr, _comparable(records[sealing]))
+    )
+    cps = [c for c in _comparable(records["process"]) if c[0] == "checkpoint"]
+    assert cps == [c for c in _comparable(records[sealing]) if c[0] == "checkpoint"]
+
+
+def test_two_sealers_never_seal_one_thread_twice(dsn: str, tmp_path: Path) -> None:
+    """Four sealers race over the same captures while both cores are busy, five times."""
+    from langgraph_external import ledger as ledger_sql
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ledger_sql.setup(conn)
+    cipher = load_key(None)
+    for rnd in range(5):
+        store = PostgresLedger(dsn, cipher=cipher)
+        expected: dict[str, int] = {}
+        for i in range(60):
+            tid = f"race-{rnd}-{i % 7}"
+            riders = [Event.new("node_end", tid, payload={"i": i, "k": k}) for k in range(3)]
+            store.capture([Capture("events", tid, riders=riders, event_id=riders[0].event_id)])
+            expected[tid] = expected.get(tid, 0) + 3
+        sealers = [Sealer(PostgresLedger(dsn, cipher=cipher), cipher=cipher) for _ in range(4)]
+        errors: list[BaseException] = []
+
+        def run(s: Sealer, errors: list[BaseException] = errors) -> None:
+            try:
+                for _ in range(50):
+                    s.seal_batch()
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        with cpu_burner():
+            threads = [threading.Thread(target=run, args=(s,)) for s in sealers]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert not [e for e in errors if "another writer" not in str(e)]
+        Sealer(store, cipher=cipher).drain()
+        with psycopg.connect(dsn) as conn:
+            for tid, n in expected.items():
+                events = ledger_sql.fetch_events(conn, tid)
+                assert [e["seq"] for e in events] == list(range(1, n + 1))
+                assert [e["payload"]["i"] for e in events] == sorted(
+                    e["payload"]["i"] for e in events
+                )
+                verify_chain(events)
+        assert sum(s.sealed_captures for s in sealers) <= 60  # none sealed twice
+        store.close()
+
+
+def test_a_batch_that_dies_before_its_commit_is_sealed_by_the_next_sealer(dsn: str) -> None:
+    from langgraph_external import ledger as ledger_sql
+    from langgraph_external.sinks import postgres
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ledger_sql.setup(conn)
+    cipher = load_key(None)
+    store = PostgresLedger(dsn, cipher=cipher)
+    riders = [Event.new("tool_end", "t", payload={"n": n}) for n in range(4)]
+    store.capture([Capture("events", "t", riders=riders, event_id=riders[0].event_id)])
+
+    original = postgres.SealTx.store
+
+    def store_then_die(self: Any, events: Any, captures: Any) -> None:
+        original(self, events, captures)
+        raise KeyboardInterrupt("the sealer died before COMMIT")
+
+    postgres.SealTx.store = store_then_die  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Sealer(store, cipher=cipher).seal_batch()
+    finally:
+        postgres.SealTx.store = original  # type: ignore[method-assign]
+    assert _count(dsn, "select count(*) from langgraph_external.events") == 0
+    assert Sealer(store, cipher=cipher).drain()
+    with psycopg.connect(dsn) as conn:
+        events = ledger_sql.fetch_events(conn, "t")
+    assert [e["payload"]["n"] for e in events] == [0, 1, 2, 3]
+    assert _count(dsn, "select count(*) from langgraph_external.captures") == 0
+    store.close()
+
+
+def test_worker_mode_the_app_captures_and_lgx_worker_seals_and_mirrors(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker") as ext:
+        react_agent(ext.checkpointer).invoke(ASK, ext.config("w"))
+        assert not ext.flush(timeout=1.0)  # no worker yet: captured, not sealed
+        assert ext.health()["sealing"]["unsealed_captures"] > 0
+        status = _lgx(dsn, ws, "worker", "--status", "--json")
+        assert status.returncode == 0 and json.loads(status.stdout)["captures"] > 0
+        # pending, not a failure: they committed with the saver's rows
+        verified = _lgx(dsn, ws, "verify", "w")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "pending" in verified.stdout
+        worker = subprocess.Popen(
+            [*LGX, "--dsn", dsn, "-w", str(ws), "worker", "--poll", "5"],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert ext.flush(timeout=60)  # NOTIFY woke the worker (it polls every 5 s)
+            react_agent(ext.checkpointer).invoke(ASK, ext.config("w2"))
+            assert ext.flush(timeout=60)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 0
+        for tid in ("w", "w2"):
+            events = ext.events(tid)
+            verify_chain(events)
+            assert list(Workspace_(ws).iter_events(tid)) == events
+    status = json.loads(_lgx(dsn, ws, "worker", "--status", "--json").stdout)
+    assert status["captures"] == 0 and status["workspace_behind_threads"] == 0
+    assert _lgx(dsn, ws, "verify", "--all").returncode == 0
+
+
+def Workspace_(path: Path) -> Any:
+    from langgraph_external import Workspace
+
+    return Workspace(path)
+
+
+def test_a_helper_that_dies_is_started_again_and_nothing_is_lost(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        assert ext.pipeline is not None
+        helper = ext.pipeline.sealing
+        app = react_agent(ext.checkpointer)
+        app.invoke(ASK, ext.config("h1"))
+        pid = getattr(helper, "pid", None)
+        assert pid
+        os.kill(pid, signal.SIGKILL)
+        app.invoke(ASK, ext.config("h2"))
+        assert ext.flush(timeout=60)
+        assert getattr(helper, "pid", None) != pid and getattr(helper, "restarts", 0) >= 1
+        for tid in ("h1", "h2"):
+            verify_chain(ext.events(tid))
+    assert _lgx(dsn, tmp_path / "ws", "verify", "--all").returncode == 0
+
+
+def test_the_helper_seals_what_an_app_killed_left_then_exits(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    ws, spool = str(tmp_path / "ws"), str(spool_dir)
+    script = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from langgraph_external import External\n"
+        "from tests.graphs import react_agent\n"
+        "from langchain_core.messages import HumanMessage\n"
+        f"ext = External(dsn={dsn!r}, workspace={ws!r}, spool_dir={spool!r}).setup()\n"
+        "react_agent(ext.checkpointer).invoke({'messages': [HumanMessage('hi')]},"
+        " ext.config('orphan'))\n"
+        "print(ext.pipeline.sealing.pid, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    helper = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(helper, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the orphaned helper did not exit")
+    assert _count(dsn, "select count(*) from langgraph_external.captures") == 0
+    assert _count(
+        dsn, "select count(*) from langgraph_external.events where kind = 'checkpoint'"
+    ) == (_count(dsn, "select count(*) from checkpoints"))
+
+
+def test_a_long_transaction_holds_sealing_back_and_health_says_so(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, sealing="thread") as ext:
+        blocker = psycopg.connect(dsn)
+        try:
+            blocker.execute("create table if not exists held (x int)")
+            blocker.commit()
+            blocker.execute("insert into held values (1)")  # an open transaction with an xid
+            react_agent(ext.checkpointer).invoke(ASK, ext.config("held"))
+            assert not ext.flush(timeout=2.0)  # its captures are younger than that transaction
+            health = ext.pipeline.service.health(ask_ledger=True)  # type: ignore[union-attr]
+            assert health["unsealed_captures"] > 0
+            blocker.commit()
+        finally:
+            blocker.close()
+        assert ext.flush(timeout=30)
+        verify_chain(ext.events("held"))
+
+
+def test_causal_order_holds_for_async_graphs_with_subgraphs(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A subgraph's checkpoint and its parent's can be in flight together: the events
+    they carry keep the order they were taken in, on an event loop too (20 runs)."""
+    import asyncio
+
+    from tests.test_faithful_record import _check_causal_order
+
+    async def main() -> None:
+        async with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+            app = fanout_with_subgraph(ext.checkpointer)
+            with cpu_burner():
+                for i in range(20):
+                    await app.ainvoke(
+                        {"items": [], "total": 0}, ext.config(f"async-{i}"), durability="async"
+                    )
+            assert await asyncio.to_thread(ext.flush, 60)
+            for i in range(20):
+                events = ext.events(f"async-{i}")
+                verify_chain(events)
+                _check_causal_order(events)
+
+    asyncio.run(main())
