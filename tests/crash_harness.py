@@ -105,8 +105,12 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing
 def turns(
     dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n: int, sealing: str
 ) -> None:
-    """Run ``n`` ReAct turns on one thread, say so once their events are committed (with
-    the sealing helper's pid, if any), then wait to be killed (no flush)."""
+    """Run ``n`` ReAct turns on one thread, say so once the last one is mirrored (with the
+    sealing helper's pid, if any), then wait to be killed (no flush).
+
+    Every turn but the last is flushed: ``state.json`` shows it, so the last turn's
+    ``state.json`` is deferred (it is rewritten at most every 5 s) whatever the timing.
+    """
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     sys.path.insert(0, str(ROOT))
     from langchain_core.messages import HumanMessage
@@ -118,14 +122,18 @@ def turns(
     ext.__enter__()
     assert ext.pipeline is not None
     graph = react_agent(ext.checkpointer)
+    config = ext.config(thread_id)
     for i in range(n):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, ext.config(thread_id))
-    # sealed and mirrored (a loaded machine may take longer than the wait), nothing
-    # flushed: what is left is the workspace's deferred state.json
+        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
+        if i < n - 1:
+            assert ext.flush()
+    # the last turn mirrored (its checkpoint line written), nothing flushed: what is left
+    # is the workspace's deferred state.json
+    latest = graph.get_state(config).config["configurable"]["checkpoint_id"]
+    log = Path(ext.workspace.checkpoint_log_path(thread_id, ""))
     deadline = time.monotonic() + 60
-    while ext.pipeline.health()["buffered"] and time.monotonic() < deadline:
+    while time.monotonic() < deadline and latest not in (log.read_text() if log.exists() else ""):
         time.sleep(0.05)
-    time.sleep(0.5)
     helper = getattr(ext.pipeline.sealing, "pid", None)
     print("done", helper or "", flush=True)
     time.sleep(600)
