@@ -8,10 +8,15 @@ One run, one PostgreSQL server (embedded in a temp dir, or ``--dsn``), three set
 * **b  ckpt** — ``External(...).checkpointer`` with a plain config (no audit handler):
   checkpoint events commit in the saver's transaction, ``put_writes`` events wait in
   the per-thread buffer, the workspace is projected from the ledger in the background;
-* **c  audit** — the same + ``ext.config(thread)`` (the ``AuditCallbackHandler``).
+* **c  audit** — the same + ``ext.config(thread)`` (the ``AuditCallbackHandler``);
+* **w  worker** — ``External(sealing="worker")``, checkpointer only: the app captures, an
+  ``lgx worker`` process started by the benchmark seals and mirrors (its drain — sealed
+  *and* mirrored — counts wherever a drain counts).
 
-b and c are two ``External`` instances (own pool, schema and workspace) so one's
-background work is never charged to the other. Every graph uses ``durability="sync"``.
+b and c run as ``External()`` does by default: the app captures, a helper process it starts
+seals, mirrors and exports. b, c and w are separate ``External`` instances (own pool,
+schema and workspace) so one's background work is never charged to another. Every graph
+uses ``durability="sync"``.
 
 Workloads:
 
@@ -30,6 +35,10 @@ Workloads:
    tenth), whole-thread time including the drain.
 4. **concurrent**: ``--threads`` OS threads, each on its own thread id, ``--m`` chain
    invokes each; invokes/s with the final flush in the wall time.
+5. **async**: ``--tasks`` concurrent ``ainvoke`` of the chain on one event loop (the
+   official *async* saver bare, and ``async with External()`` with the audit handler),
+   ``--am`` each; invokes/s incl. the drain, and the event loop's lag (how late a 5 ms
+   timer fires, p50/p99) while they run.
 
 Also: peak RSS of the long-thread run, measured per setup in a fresh subprocess (VmHWM;
 ``--no-rss`` skips it), and the largest ``health()["buffered"]`` and
@@ -68,6 +77,7 @@ from typing import Annotated, Any, TypedDict
 
 from _common import (
     NODES,
+    SAVER_CONN_KWARGS,
     bare_saver,
     build_graph,
     chain_builder,
@@ -84,8 +94,8 @@ from _common import (
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
-KEYS = ("a", "b", "c")
-LABELS = {"a": "a bare", "b": "b ckpt-only", "c": "c full audit"}
+KEYS = ("a", "b", "c", "w")
+LABELS = {"a": "a bare", "b": "b ckpt-only", "c": "c full audit", "w": "w worker"}
 CURVE = (1, 10, 25, 50, 75, 100)
 
 
@@ -123,6 +133,7 @@ class Setup:
     ext: Any = None
     close: Callable[[], None] = lambda: None
     counters: dict[str, int] = field(default_factory=lambda: {"puts": 0, "commits": 0})
+    mirrored: Callable[[], bool] | None = None  # w: the worker's mirror caught up
 
     def config(self, thread_id: str) -> Any:
         if self.key == "c":
@@ -136,6 +147,10 @@ class Setup:
         t0 = time.perf_counter()
         if not self.ext.flush(timeout=300):
             raise RuntimeError(f"setup {self.key}: ext.flush() timed out")
+        while self.mirrored is not None and not self.mirrored():
+            if time.perf_counter() - t0 > 300:
+                raise RuntimeError(f"setup {self.key}: the worker's mirror did not catch up")
+            time.sleep(0.005)
         return time.perf_counter() - t0
 
 
@@ -158,19 +173,52 @@ def make_setup(
         return Setup(key, build_graph(saver), build_chat(saver), close=pool.close)
     from langgraph_external import External
 
+    worker = None
+    if key == "w":
+        worker = start_worker(dsn, files / f"workspace-{key}", f"{schema_prefix}_{key}")
     ext = External(
         dsn=dsn,
-        workspace=files / f"workspace-{key}",
+        workspace=None if key == "w" else files / f"workspace-{key}",
         spool_dir=files / f"spool-{key}",
         schema=f"{schema_prefix}_{key}",
         pool_size=pool_size,
+        sealing="worker" if key == "w" else None,
     ).setup()
     setup = Setup(key, build_graph(ext.checkpointer), build_chat(ext.checkpointer), ext)
-    setup.close = ext.close
+
+    def close() -> None:
+        ext.close()
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
+
+    setup.close = close
+    if worker is not None:
+        setup.mirrored = mirror_caught_up(dsn, f"{schema_prefix}_{key}", files / f"workspace-{key}")
     # a put whose ledger position moved is retried whole (inner.put again); count them
     _count_calls(ext.checkpointer, "put", setup.counters, "puts")
     _count_calls(ext.pipeline, "open_commit", setup.counters, "commits")
     return setup
+
+
+def start_worker(dsn: str, ws: Path, schema: str) -> subprocess.Popen[bytes]:
+    """An ``lgx worker`` process (sealing, mirroring ``ws``) for setup w."""
+    code = "from langgraph_external.cli import main; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "--dsn", dsn, "--schema", schema, "-w", str(ws), "worker"],
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def mirror_caught_up(dsn: str, schema: str, ws: Path) -> Callable[[], bool]:
+    """Whether the worker's workspace mirror holds every sealed event (setup w's drain)."""
+    from langgraph_external.sinks.postgres import PostgresLedger
+    from langgraph_external.sinks.workspace import WorkspaceProjection
+    from langgraph_external.workspace import Workspace
+
+    store = PostgresLedger(dsn, schema)
+    name = WorkspaceProjection(Workspace(ws)).name
+    return lambda: not store.lagging(name, limit=1)
 
 
 class Sampler:
@@ -349,6 +397,99 @@ def w_concurrent(
     }
 
 
+def w_async(
+    dsn: str, files: Path, tasks: int, m: int, rounds: int, pool_size: int
+) -> dict[str, Any]:
+    """Workload 5: ``tasks`` concurrent ``ainvoke`` on one loop, bare async saver vs
+    ``async with External()`` (full audit); throughput incl. drain and the loop's lag."""
+    import asyncio
+
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg_pool import AsyncConnectionPool
+
+    from langgraph_external import External
+
+    async def ticker(stop: asyncio.Event, lags: list[float]) -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            t0 = loop.time()
+            await asyncio.sleep(0.005)
+            lags.append((loop.time() - t0 - 0.005) * 1e3)
+
+    async def measure(graph: Any, config: Callable[[str], Any], flush: Any, tag: str) -> Any:
+        lags: list[float] = []
+        stop = asyncio.Event()
+        tick = asyncio.create_task(ticker(stop, lags))
+
+        async def one(i: int) -> None:
+            for j in range(m):
+                out = await graph.ainvoke(
+                    {"counter": 0, "items": []}, config(f"{tag}-{i}-{j}"), durability="sync"
+                )
+                assert out["counter"] == NODES
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(tasks)))
+        await flush()
+        wall = time.perf_counter() - t0
+        stop.set()
+        await tick
+        return tasks * m / wall, lags
+
+    async def main() -> dict[str, Any]:
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn, kwargs=dict(SAVER_CONN_KWARGS), min_size=1, max_size=pool_size, open=False
+        )
+        await pool.open()
+        saver = AsyncPostgresSaver(pool)
+        await saver.setup()
+        out: dict[str, Any] = {"tasks": tasks, "invokes_per_task": m}
+        rates: dict[str, list[float]] = {"a": [], "c": []}
+        lags: dict[str, list[float]] = {"a": [], "c": []}
+        try:
+            async with External(
+                dsn=dsn,
+                workspace=files / "workspace-async",
+                spool_dir=files / "spool-async",
+                schema="lgx_bench_async",
+                pool_size=pool_size,
+            ) as ext:
+                graphs = {"a": build_graph(saver), "c": build_graph(ext.checkpointer)}
+                configs: dict[str, Callable[[str], Any]] = {
+                    "a": lambda t: {"configurable": {"thread_id": f"{t}-{uuid.uuid4().hex}"}},
+                    "c": lambda t: ext.config(f"{t}-{uuid.uuid4().hex}"),
+                }
+
+                async def no_flush() -> None:
+                    return None
+
+                async def ext_flush() -> None:
+                    assert await asyncio.to_thread(ext.flush, 300)
+
+                flushes = {"a": no_flush, "c": ext_flush}
+                for key in ("a", "c"):  # warm up
+                    await measure(graphs[key], configs[key], flushes[key], f"warm-{key}")
+                for r in range(rounds):
+                    for key in ("a", "c") if r % 2 == 0 else ("c", "a"):
+                        rate, lag = await measure(
+                            graphs[key], configs[key], flushes[key], f"async-{key}-{r}"
+                        )
+                        rates[key].append(rate)
+                        lags[key].extend(lag)
+        finally:
+            await pool.close()
+        for key in ("a", "c"):
+            out[key] = {
+                "per_s": statistics.median(rates[key]),
+                "rounds": rates[key],
+                "lag_p50_ms": pct(lags[key], 0.5),
+                "lag_p99_ms": pct(lags[key], 0.99),
+            }
+        return out
+
+    return asyncio.run(main())
+
+
 def open_ledger_connections(ext: Any) -> int | None:
     """Connections the ledger holds open (private attribute: one per thread that used it)."""
     conns = getattr(getattr(ext.pipeline, "ledger", None), "_all", None)
@@ -356,8 +497,9 @@ def open_ledger_connections(ext: Any) -> int | None:
 
 
 # -- memory, in a fresh process per setup -------------------------------------------------
-def _status_kb(field_name: str) -> int | None:
-    with contextlib.suppress(OSError), open("/proc/self/status") as f:
+def _status_kb(field_name: str, pid: int | None = None) -> int | None:
+    path = f"/proc/{pid}/status" if pid else "/proc/self/status"
+    with contextlib.suppress(OSError), open(path) as f:
         for line in f:
             if line.startswith(field_name + ":"):
                 return int(line.split()[1])
@@ -383,6 +525,8 @@ def rss_child(key: str, dsn: str, turns: int, pool_size: int) -> dict[str, Any]:
             s.flush()
             elapsed = time.perf_counter() - t0
             hwm = _status_kb("VmHWM")
+            helper = getattr(s.ext.pipeline.sealing, "pid", None) if s.ext is not None else None
+            helper_hwm = _status_kb("VmHWM", helper) if helper else None
             if hwm is None:  # not Linux: ru_maxrss is in KiB on Linux, bytes on macOS
                 scale = 1024 if sys.platform == "darwin" else 1
                 hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // scale
@@ -391,6 +535,7 @@ def rss_child(key: str, dsn: str, turns: int, pool_size: int) -> dict[str, Any]:
                 "peak_mb": hwm / 1024,
                 "rss_after_mb": (_status_kb("VmRSS") or 0) / 1024,
                 "growth_mb": (hwm - (before or 0)) / 1024,
+                "helper_peak_mb": helper_hwm / 1024 if helper_hwm else None,
                 "elapsed_s": elapsed,
             }
         finally:
@@ -432,7 +577,7 @@ def render(res: dict[str, Any]) -> None:
         cells = [("-" if vals.get(k) is None else format(vals[k], fmt)) for k in KEYS]
         base = vals.get("a")
         rat = []
-        for k in ("b", "c"):
+        for k in ("b", "c", "w"):
             v = vals.get(k)
             ok = ratio and base and v is not None
             rat.append(f"{v / base:.2f}" if ok else "")  # type: ignore[operator]
@@ -445,7 +590,9 @@ def render(res: dict[str, Any]) -> None:
         f"loadavg {res['machine']['loadavg_before'][0]:.2f} -> "
         f"{res['machine']['loadavg_after'][0]:.2f}; {res['elapsed_s']:.0f} s"
     )
-    print(f"{'':<38}" + "".join(f"{LABELS[k]:>13}" for k in KEYS) + f"{'b/a':>7}{'c/a':>7}")
+    print(
+        f"{'':<38}" + "".join(f"{LABELS[k]:>13}" for k in KEYS) + f"{'b/a':>7}{'c/a':>7}{'w/a':>7}"
+    )
     lat, bur, lt, co = res["latency"], res["burst"], res["long_thread"], res["concurrent"]
     n = lat["a"]["invokes"]
     print(f"1. chain, new thread per invoke ({n} invokes each, interleaved)")
@@ -460,11 +607,14 @@ def render(res: dict[str, Any]) -> None:
     print(f"3. one chat thread, {turns} turns ({lt['a']['messages']} messages at the end)")
     for t in curve_points(turns):
         row(f"   turn {t} ms (median of +-2)", {k: lt[k]["curve_ms"][t] for k in KEYS}, ".1f")
-    print("   the recording's own cost per turn (b-a, c-a ms; flat = O(change)):")
+    print("   the recording's own cost per turn (b-a, c-a, w-a ms; flat = O(change)):")
     for t in curve_points(turns):
         a = lt["a"]["curve_ms"][t]
-        own = {k: lt[k]["curve_ms"][t] - a for k in ("b", "c")}
-        print(f"{'     at turn ' + str(t):<38}{'':>13}{own['b']:>13.1f}{own['c']:>13.1f}")
+        own = {k: lt[k]["curve_ms"][t] - a for k in ("b", "c", "w")}
+        print(
+            f"{'     at turn ' + str(t):<38}{'':>13}"
+            + "".join(f"{own[k]:>13.1f}" for k in ("b", "c", "w"))
+        )
     tenth = max(1, turns // 10)
     row(f"   late ms (last {tenth} turns, median)", {k: lt[k]["late_ms"] for k in KEYS}, ".1f")
     row("   late / early", {k: lt[k]["late_over_early"] for k in KEYS}, ".2f", ratio=False)
@@ -473,15 +623,29 @@ def render(res: dict[str, Any]) -> None:
     c0 = co["a"]
     print(f"4. {c0['threads']} OS threads x {c0['invokes_per_thread']} invokes, own thread id each")
     row("   invokes/s incl. drain", {k: co[k]["per_s"] for k in KEYS}, ".1f")
+    asy = res.get("async")
+    if asy:
+        print(
+            f"5. {asy['tasks']} concurrent ainvoke x {asy['invokes_per_task']}, one event loop "
+            "(a: official async saver, c: async External, full audit)"
+        )
+        for label, field_name in (
+            ("   invokes/s incl. drain", "per_s"),
+            ("   loop lag p50 ms (5 ms timer)", "lag_p50_ms"),
+            ("   loop lag p99 ms (5 ms timer)", "lag_p99_ms"),
+        ):
+            row(label, {k: asy[k][field_name] for k in ("a", "c")}, ".2f")
     rss = res.get("rss")
     if rss:
         print(f"   memory of the {turns}-turn thread alone, fresh process per setup")
-        row("   peak RSS MB (VmHWM)", {k: rss[k].get("peak_mb") for k in KEYS}, ".0f")
+        row("   peak RSS MB (VmHWM), the app", {k: rss[k].get("peak_mb") for k in KEYS}, ".0f")
+        helper = {k: rss[k].get("helper_peak_mb") for k in KEYS}
+        row("   peak RSS MB of its sealing helper", helper, ".0f", ratio=False)
         grow = {k: rss[k].get("growth_mb") for k in KEYS}
         row("   growth over the run MB", grow, ".1f", ratio=False)
     rec = res["recording"]
-    print("recording (b, c):")
-    for k in ("b", "c"):
+    print("recording (b, c, w):")
+    for k in ("b", "c", "w"):
         r = rec[k]
         mx = "; ".join(
             f"{w} {v['buffered']}/{v['lag']}/{v.get('put_retries', 0)}"
@@ -521,7 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block", type=int, default=10, help="workload 3: turns per block")
     p.add_argument("--threads", type=int, default=8, help="workload 4: OS threads")
     p.add_argument("--m", type=int, default=15, help="workload 4: invokes per OS thread")
-    p.add_argument("--conc-rounds", type=int, default=2, help="workload 4: rounds")
+    p.add_argument("--conc-rounds", type=int, default=2, help="workloads 4, 5: rounds")
+    p.add_argument("--tasks", type=int, default=16, help="workload 5: concurrent ainvoke")
+    p.add_argument("--am", type=int, default=8, help="workload 5: invokes per task")
     p.add_argument("--warmup", type=int, default=10, help="warm-up invokes per setup")
     p.add_argument("--pool-size", type=int, default=8, help="max pool size of every saver")
     p.add_argument(
@@ -552,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.n, args.batch, args.burst, args.reps = 12, 4, 15, 1
         args.turns, args.block, args.m, args.conc_rounds, args.warmup = 12, 4, 3, 1, 3
+        args.tasks, args.am = 4, 2
 
     aborts = _CountAborts()
     logging.getLogger("psycopg").addFilter(aborts)
@@ -586,6 +753,9 @@ def main(argv: list[str] | None = None) -> int:
             "concurrent": lambda: w_concurrent(
                 setups, sampler, args.threads, args.m, args.conc_rounds
             ),
+            "async": lambda: w_async(
+                dsn, tmp, args.tasks, args.am, args.conc_rounds, args.pool_size
+            ),
         }
         for name, run in workloads.items():
             t0 = time.perf_counter()
@@ -595,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
         res["elapsed_s"] = time.perf_counter() - t_start
         res["server_connections_after"] = conns
         rec: dict[str, Any] = {}
-        for k in ("b", "c"):
+        for k in ("b", "c", "w"):
             h = setups[k].ext.health()
             cnt = setups[k].counters
             rec[k] = {

@@ -135,6 +135,10 @@ def main() -> None:
     hint = f"\nTry: [cyan]{lgx_cmd} --workspace {args.workspace} show {thread_id}[/]"
     console.print(hint, soft_wrap=True)
     console.print(f"     [cyan]cat {ws_dir / 'state.json'}[/]", soft_wrap=True)
+    console.print(
+        f"     [cyan]{lgx_cmd} --workspace {args.workspace} ui[/]  (browse it: http://127.0.0.1:8765/)",
+        soft_wrap=True,
+    )
     if not os.environ.get("LGX_DSN"):
         console.print(
             "\nThe embedded PostgreSQL server keeps running for the next process (your app, "

@@ -28,7 +28,7 @@ from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.keys import load_key
-from langgraph_external.pipeline import Pipeline
+from langgraph_external.pipeline import Pipeline, default_spool_dir
 from langgraph_external.processors import Redactor
 from langgraph_external.redaction import as_redactor
 from langgraph_external.sinks.base import Projection
@@ -185,7 +185,8 @@ def assemble(
             config = WorkerConfig(
                 dsn=dsn,
                 schema=schema,
-                workspace=ws.location,
+                # absolute: the helper may have been forked where another cwd held
+                workspace=ws.root if ws.is_local else ws.location,
                 storage_options=ws.storage_options,
                 fsync=ws.fsync,
                 cipher=cipher,
@@ -193,7 +194,7 @@ def assemble(
                 redactor=red,
                 serde=serde,
                 exports=list(exports),
-                spool_dir=os.fspath(spool_dir) if spool_dir is not None else None,
+                spool_dir=os.path.abspath(spool_dir or default_spool_dir()),
             )
             why = "custom projections run here" if projections else HelperProcess.picklable(config)
             if why is not None:

@@ -81,9 +81,32 @@ class Capture:
         )
 
 
+_BIG_INT = 1  # msgpack extension code of an integer beyond 64 bits (JSON allows them)
+
+
+def _big_int(value: Any) -> Any:
+    if isinstance(value, int):
+        return ormsgpack.Ext(_BIG_INT, str(value).encode())
+    raise TypeError(f"cannot pack {type(value).__name__}")
+
+
+def _ext(code: int, data: bytes) -> Any:
+    if code == _BIG_INT:
+        return int(data)
+    raise ValueError(f"unknown msgpack extension {code}")
+
+
 def pack_riders(events: Sequence[Event]) -> bytes:
-    """Processed, unsequenced events as compact bytes (msgpack), exactly restorable."""
-    return ormsgpack.packb([_row(e) for e in events])
+    """Processed, unsequenced events as compact bytes (msgpack), exactly restorable.
+
+    Example:
+        >>> e = Event.new("node_end", "t", payload={"n": 10**30})
+        >>> unpack_riders(pack_riders([e]), "t")[0].payload
+        {'n': 1000000000000000000000000000000}
+    """
+    return ormsgpack.packb(
+        [_row(e) for e in events], default=_big_int, option=ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    )
 
 
 def _row(e: Event) -> list[Any]:
@@ -124,7 +147,7 @@ def unpack_riders(data: bytes | None, thread_id: str) -> list[Event]:
     if not data:
         return []
     out = []
-    for r in ormsgpack.unpackb(bytes(data)):
+    for r in ormsgpack.unpackb(bytes(data), ext_hook=_ext):
         out.append(
             Event(
                 v=int(r[0] or SCHEMA_VERSION),

@@ -18,6 +18,7 @@ Example (shell)::
     lgx verify --all
     lgx db start
     lgx timeline thread-42 -o run.html
+    lgx ui --port 8765
     lgx export thread-42 -o thread-42.tar.gz && lgx --dsn "$OTHER" import thread-42.tar.gz
     lgx prune --all --keep 10 --older-than 30d --dry-run
 
@@ -176,6 +177,19 @@ _KeyOption = Annotated[
     ),
 ]
 """The ``--key`` option of the commands that check or write keyed data."""
+
+
+_PricesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prices",
+        show_default=False,
+        help="Price table of models (YAML, JSON or TOML). Default: $LGX_PRICES, else "
+        "[tool.langgraph-external.prices] in ./pyproject.toml; without one, costs show "
+        "as unknown.",
+    ),
+]
+"""The ``--prices`` option of the commands that show costs."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -1625,22 +1639,37 @@ def timeline(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON.")
     ] = False,
+    prices: _PricesOption = None,
 ) -> None:
-    """Write a thread's record as one self-contained HTML page: lanes per node over time.
+    """Write a thread's record as one self-contained HTML page (the view of `lgx ui`).
 
-    Node runs, tool and LLM calls, memory hits, interrupts, policy violations and
-    subgraphs; click an item for its recorded (redacted) events. Reads the ledger (the
+    The run tree with labelled timing bars (node runs, model and tool calls, memory
+    reads, policy violations with their rule, interrupts, resumes, checkpoints), the
+    conversation, each model call's prompt and answer with tokens and cost, the state
+    each checkpoint changed, and the thread's verification. Reads the ledger (the
     workspace's events.jsonl when the ledger lacks the thread). Exit 1: no such thread.
     """
+    from langgraph_external import ui
+    from langgraph_external.prices import load_prices
+    from langgraph_external.thread_view import checkpoint_states
     from langgraph_external.timeline import build_timeline, render_timeline
     from langgraph_external.workspace import encode_thread_id
 
     with _command(ctx) as s:
+        table = load_prices(prices)
         envelopes, source = _thread_envelopes(s, thread_id)
         if not envelopes:
             raise CliError(f"thread {thread_id!r} has no recorded events", EXIT_PROBLEM)
         data = build_timeline(thread_id, envelopes)
-        page = render_timeline(data)
+        ws = _readable_workspace(s)
+        if source == "ledger":
+            cfg = ui.UiConfig(dsn="", schema=s.schema, workspace=ws, prices=table)
+            with _connect(s) as conn:
+                page = ui.render_thread(ui.load_thread(conn, cfg, thread_id), standalone=True)
+        else:
+            namespaces = {e.get("checkpoint_ns") or "" for e in envelopes}
+            states = checkpoint_states(ws, thread_id, namespaces) if ws is not None else None
+            page = render_timeline(data, prices=table, states=states)
         target = output or f"{encode_thread_id(thread_id)}.html"
         if target == "-":
             sys.stdout.write(page)
@@ -1664,6 +1693,14 @@ def timeline(
             f"{_n(info['items'], 'item')} in {_n(len(info['lanes']), 'lane')} (from the {source})",
             soft_wrap=True,
         )
+
+
+def _readable_workspace(s: _Settings) -> Workspace | None:
+    """The workspace when it exists (a local one that is not there is left out)."""
+    ws = s.ws()
+    if ws.is_local and not Path(ws.root).is_dir():
+        return None
+    return ws
 
 
 def _thread_envelopes(s: _Settings, thread_id: str) -> tuple[list[dict[str, Any]], str]:
@@ -2243,6 +2280,48 @@ def diff_cmd(
             out.print(escape(line), soft_wrap=True)
     if not result.same:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+# -- lgx ui ------------------------------------------------------------------------------
+@app.command("ui")
+def ui_command(
+    ctx: typer.Context,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on (another than 127.0.0.1 exposes the record to the network).",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any).")] = 8765,
+    prices: _PricesOption = None,
+) -> None:
+    """Browse the record in a local, read-only web app (threads, thread view, compare).
+
+    Serves http://127.0.0.1:8765/ until Ctrl-C. Its database sessions are read-only; it
+    answers GET only and needs nothing from the network (its assets ship in the package).
+    """
+    from langgraph_external import ui
+    from langgraph_external.prices import load_prices
+
+    with _command(ctx) as s:
+        table = load_prices(prices)
+        with _connect(s) as conn:  # fails early and clearly when the ledger is unreachable
+            inspection.thread_in_ledger(conn, "", s.schema)
+        cfg = ui.UiConfig(
+            dsn=s.resolve_dsn(create=False),
+            schema=s.schema,
+            workspace=_readable_workspace(s),
+            prices=table,
+        )
+
+        def ready(url: str) -> None:
+            err.print(f"lgx ui: serving {escape(url)} (read-only; Ctrl-C stops)", soft_wrap=True)
+
+        try:
+            ui.serve(cfg, host=host, port=port, ready=ready)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {_one_line(exc)}") from exc
 
 
 # -- heads -------------------------------------------------------------------------------

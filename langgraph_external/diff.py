@@ -294,7 +294,11 @@ def diff_values(a: Any, b: Any) -> StateDiff:
     )
     for ch in sorted(k for k in a if k in b):
         va, vb = a[ch], b[ch]
-        if _message_list(va) or _message_list(vb):
+        # messages on both sides (or none on one): message by message; a list on one
+        # side and a placeholder on the other ({"$large": ...}): as two values
+        if (_message_list(va) or _message_list(vb)) and all(
+            v in (None, []) or _message_list(v) for v in (va, vb)
+        ):
             md = diff_messages(va or [], vb or [])
             if not md.same:
                 out.changed.append(ChannelChange(ch, messages=md))

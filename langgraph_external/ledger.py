@@ -316,6 +316,15 @@ MIGRATIONS: list[str] = [
     end
     $$;
     """,
+    # v8: what the reviewer's searches need (`lgx ui`: threads with an error, threads of a
+    # session) — partial indexes, so only those rows pay for them
+    """
+    create index if not exists events_errors_idx on {schema}.events (thread_id)
+        where status = 'error' or kind in ('error', 'tool_error');
+    create index if not exists events_session_idx
+        on {schema}.events ((payload -> 'metadata' ->> 'langfuse_session_id'))
+        where kind = 'checkpoint';
+    """,
 ]
 
 POSITION_MOVED = "LX001"

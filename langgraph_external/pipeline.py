@@ -90,9 +90,16 @@ class SealingBackend(Protocol):
     def wake(self) -> None:
         """Captures were committed."""
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
         """Wait until the captures of ``threads`` before ``horizon`` are sealed (and, where
-        projections run, projected)."""
+        projections run, projected; ``exports``: exported, where exports run)."""
 
     def health(self) -> dict[str, Any]:
         """Sealing and projection health."""
@@ -454,6 +461,9 @@ class Pipeline:
         Returns ``False`` if that did not finish within ``timeout`` (ledger, sealer or
         workspace down); nothing is dropped, it stays buffered and is retried.
         """
+        return self._flush(timeout, exports=True)
+
+    def _flush(self, timeout: float | None, *, exports: bool) -> bool:
         self._run_flush_hooks()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
@@ -476,7 +486,7 @@ class Pipeline:
                 self._unflushed |= threads
             return False
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ok = self.sealing.flush(threads, horizon, left)
+        ok = self.sealing.flush(threads, horizon, left, exports=exports)
         if not ok:
             with self._cv:
                 self._unflushed |= threads
@@ -590,7 +600,9 @@ class Pipeline:
             return
         atexit.unregister(self._atexit)
         deadline = time.monotonic() + timeout
-        ok = self.flush(timeout)
+        # exports get their own chance when the sealer closes (and do not wait again
+        # after a flush of the app's that found their receiver down)
+        ok = self._flush(timeout, exports=False)
         self._closed = True
         with self._cv:
             self._stop = True

@@ -164,9 +164,17 @@ class SealingService:
         horizon = getattr(self.ledger, "horizon", None)
         return horizon() if horizon is not None else ""
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
         """Wait until the captures of ``threads`` committed before ``horizon`` are sealed
-        and the projections settled on them. ``False`` if that did not happen in time."""
+        and the projections settled on them. ``False`` if that did not happen in time.
+        (``exports``: the exporters attached here flush themselves.)"""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._drain(deadline, threads, horizon):
             return False

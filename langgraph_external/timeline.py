@@ -8,14 +8,18 @@ checkpoints as marks. Each item sits in the lane of its node; a subgraph's nodes
 lanes nested under the node that called it (``summarize › double``); events of no node
 (runs, checkpoints of the root graph) sit in a ``(graph)`` lane.
 
-:func:`render_timeline` puts the items into the page template shipped with the package
-(``assets/timeline.html``: inline CSS and JavaScript, no network access when viewed). It
-draws on a canvas (only what is in view, so a thread of thousands of events stays
-responsive), zooms with the wheel, pans by dragging, switches between a time axis and a
-sequence axis, and shows an item's recorded events when it is clicked (or named in the
-URL: ``run.html#seq=12``). The data is embedded as JSON inside
-``<script type="application/json">`` with ``<``, ``>``, ``&`` and the JavaScript line
-separators escaped, so no recorded text can end the script element.
+:func:`render_timeline` writes the page: the thread's view as ``lgx ui`` shows it
+(:mod:`langgraph_external.thread_view` rendered by the same templates), as one file with
+its stylesheet and script inlined and no network access when viewed — for attaching to a
+ticket. A run tree with a labelled timing bar per node run, model call, tool call, memory
+read, policy violation (labelled with its rule), interrupt, resume and checkpoint; the
+time or sequence axis; a Details pane that shows the conversation, and for a clicked row
+its readable content (the prompt and answer of a model call, a tool's arguments and
+result, the state a checkpoint changed), with the recorded events (as stored, redacted)
+a click away. An item is selected from the URL too (``run.html#seq=12``). The events are
+embedded as JSON inside ``<script type="application/json">`` with ``<``, ``>``, ``&``
+and the JavaScript line separators escaped, so no recorded text can end the script
+element; the page's Content-Security-Policy runs only its own script (by hash).
 
 Example:
     >>> envs = [
@@ -35,13 +39,13 @@ Example:
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from importlib import resources
 from typing import Any
+
+from langgraph_external.prices import PriceTable
+from langgraph_external.thread_view import build_thread_view
 
 __all__ = ["build_timeline", "render_timeline", "timeline_html"]
 
@@ -249,31 +253,39 @@ def _item(
     }
 
 
-def _script_json(data: Any) -> str:
-    """JSON that is safe inside a ``<script>`` element (nothing can close it)."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    return (
-        text.replace("&", "\\u0026")
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
+def render_timeline(
+    timeline: Mapping[str, Any],
+    *,
+    title: str | None = None,
+    prices: PriceTable | None = None,
+    states: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    verification: Mapping[str, Any] | None = None,
+) -> str:
+    """The self-contained HTML page of a :func:`build_timeline` result.
 
+    Args:
+        timeline: what :func:`build_timeline` returned (its embedded envelopes are drawn).
+        title: the page title (default ``lgx — THREAD``).
+        prices: the price table for costs (default: every price unknown).
+        states: readable checkpoint states (:func:`~langgraph_external.thread_view.
+            checkpoint_states`), so each checkpoint shows the change it made.
+        verification: the thread's verification, as ``lgx ui`` shows it.
+    """
+    from langgraph_external.ui import render_thread
 
-def render_timeline(timeline: Mapping[str, Any], *, title: str | None = None) -> str:
-    """The self-contained HTML page of a :func:`build_timeline` result."""
-    template = (
-        resources.files("langgraph_external").joinpath("assets/timeline.html").read_text("utf-8")
-    )
-    heading = title or f"lgx timeline — {timeline.get('thread_id')}"
-    values = {"TITLE": html.escape(heading), "DATA": _script_json(timeline)}
-    # one pass: text put in is never scanned for markers again
-    return re.sub(r"\{\{(TITLE|DATA)\}\}", lambda m: values[m.group(1)], template)
+    thread_id = str(timeline.get("thread_id"))
+    envelopes = timeline.get("envelopes") or []
+    view = build_thread_view(thread_id, envelopes, prices=prices, states=states)
+    data = {"view": view, "envelopes": envelopes, "verification": verification}
+    return render_thread(data, standalone=True, title=title)
 
 
 def timeline_html(
-    thread_id: str, envelopes: Iterable[Mapping[str, Any]], *, title: str | None = None
+    thread_id: str,
+    envelopes: Iterable[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    prices: PriceTable | None = None,
 ) -> str:
     """:func:`render_timeline` of :func:`build_timeline`: the page of one thread."""
-    return render_timeline(build_timeline(thread_id, envelopes), title=title)
+    return render_timeline(build_timeline(thread_id, envelopes), title=title, prices=prices)

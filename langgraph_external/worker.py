@@ -26,6 +26,8 @@ import os
 import pickle
 import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 _START_TIMEOUT = 60.0
+_ZYGOTE_IDLE = 30.0  # seconds a zygote with no helper to serve waits before it exits
 
 
 def notify_channel(schema: str) -> str:
@@ -92,9 +95,10 @@ class WorkerConfig:
 
 
 class Running:
-    """A started sealing service with what it owns (ledger, exporters, listener)."""
+    """A started sealing service with what it owns (ledger, exporters, and with ``listen``
+    a thread that wakes it on ``NOTIFY``)."""
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, *, listen: bool = False) -> None:
         from langgraph_external import ledger as ledger_sql
         from langgraph_external.keys import load_key
         from langgraph_external.pipeline import default_spool_dir
@@ -141,10 +145,12 @@ class Running:
             exporter.attach(self.service)
             self.exporters.append(exporter)
         self._stop = threading.Event()
-        self._listener = threading.Thread(
-            target=self._listen, name="langgraph-external-listen", daemon=True
-        )
-        self._listener.start()
+        self._listener: threading.Thread | None = None
+        if listen:
+            self._listener = threading.Thread(
+                target=self._listen, name="langgraph-external-listen", daemon=True
+            )
+            self._listener.start()
 
     def _listen(self) -> None:
         """Wake the sealer on ``NOTIFY`` (apps announce captures); reconnect on errors."""
@@ -160,10 +166,16 @@ class Running:
                 logger.debug("LISTEN connection lost (%s); polling until it is back", exc)
                 self._stop.wait(self.config.retry_interval)
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        exports: bool = True,
+    ) -> bool:
         start = time.monotonic()
         ok = self.service.flush(threads, horizon, timeout)
-        for exporter in self.exporters:
+        for exporter in self.exporters if exports else ():
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             ok = exporter.flush(left) and ok
         return ok
@@ -181,7 +193,8 @@ class Running:
         for exporter in self.exporters:
             exporter.close()
         self.ledger.close()
-        self._listener.join(timeout=max(0.0, timeout - (time.monotonic() - start)))
+        if self._listener is not None:
+            self._listener.join(timeout=max(0.0, timeout - (time.monotonic() - start)))
         return ok
 
 
@@ -190,7 +203,7 @@ def run_worker(config: WorkerConfig, *, once: bool = False) -> int:
 
     ``once``: seal and project what is there, then return. Returns an exit code.
     """
-    running = Running(config)
+    running = Running(config, listen=not once)
     stop = threading.Event()
     if once:
         ok = running.flush([], running.service.horizon(), None)
@@ -225,6 +238,8 @@ class HelperProcess:
         self._lock = threading.Lock()
         self._waiting: dict[int, _Answer] = {}
         self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._eof = False
         self._conn: Connection | None = None
         self._wake_w: int | None = None
         self._ids = iter(range(1, 1 << 62))
@@ -244,22 +259,28 @@ class HelperProcess:
         parent, child = _pipe()
         wake_r, wake_w = os.pipe()
         fcntl.fcntl(wake_w, fcntl.F_SETFL, fcntl.fcntl(wake_w, fcntl.F_GETFL) | os.O_NONBLOCK)
-        env = dict(os.environ)
-        env.setdefault("MEM0_TELEMETRY", "False")
-        self._proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "langgraph_external.worker",
-                "--managed",
-                str(child.fileno()),
-                str(wake_r),
-            ],
-            pass_fds=(child.fileno(), wake_r),
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # a Ctrl-C of the app's terminal is the app's to handle
-        )
+        self._proc = None
+        self._pid = None
+        self._eof = False
+        zygote = _Zygote.get()
+        if zygote is not None:
+            self._pid = zygote.fork([child.fileno(), wake_r])
+        if self._pid is None:  # no zygote here: a fresh interpreter (about a second)
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "langgraph_external.worker",
+                    "--managed",
+                    str(child.fileno()),
+                    str(wake_r),
+                ],
+                pass_fds=(child.fileno(), wake_r),
+                stdin=subprocess.DEVNULL,
+                env=_child_env(),
+                start_new_session=True,  # a Ctrl-C of the app's terminal is the app's
+            )
+            self._pid = self._proc.pid
         child.close()
         os.close(wake_r)
         self._conn = parent
@@ -272,16 +293,21 @@ class HelperProcess:
     @property
     def pid(self) -> int | None:
         """The helper's process id (``None`` before it started)."""
-        return self._proc.pid if self._proc is not None else None
+        return self._pid
 
     def _alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        if self._eof or self._pid is None:
+            return False
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return _pid_alive(self._pid)
 
     def _revive(self) -> None:
         if self._alive():
             return
-        code = self._proc.returncode if self._proc is not None else None
-        logger.error("langgraph-external: the sealing helper exited (%s); starting it again", code)
+        logger.error(
+            "langgraph-external: the sealing helper %s exited; starting it again", self._pid
+        )
         self._close_pipes()
         self.restarts += 1
         self._start()
@@ -338,6 +364,8 @@ class HelperProcess:
             try:
                 rid, value = conn.recv()
             except (EOFError, OSError):
+                if conn is self._conn:
+                    self._eof = True  # the helper exited (or is exiting)
                 return
             if rid == 0:  # a log record of the helper: the app's logging decides
                 record = logging.makeLogRecord(value)
@@ -350,12 +378,19 @@ class HelperProcess:
                 waiter.value = value
                 waiter.done.set()
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
         """Ask the helper to seal (and mirror, export) the app's captures so far."""
         try:
             return bool(
                 self._ask(
-                    ("flush", sorted(threads), horizon, timeout),
+                    ("flush", sorted(threads), horizon, timeout, exports),
                     None if timeout is None else timeout + _START_TIMEOUT,
                 )
             )
@@ -381,14 +416,157 @@ class HelperProcess:
                 ok = bool(self._ask(("close", timeout), timeout + 10.0))
             except (ConnectionError, TimeoutError) as exc:
                 logger.warning("langgraph-external: the sealing helper did not close: %s", exc)
-        self._close_pipes()
         if self._proc is not None:
+            self._close_pipes()
             try:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        elif self._pid is not None:
+            # a zygote's child: gone when its end of the pipe closes (the zygote reaps it)
+            deadline = time.monotonic() + 10
+            while not self._eof and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self._close_pipes()
+            if not self._eof:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pid, signal.SIGKILL)
         return ok
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("MEM0_TELEMETRY", "False")
+    return env
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Zygote:
+    """A process that has imported what sealing needs and forks helpers on request.
+
+    A fresh interpreter takes about a second to import the sealer, the workspace mirror
+    and their dependencies; a fork of a process that already did takes milliseconds, and
+    forking is safe because this process runs one thread only. One per app process,
+    started with its first helper; it exits when the app does (its socket closes).
+    """
+
+    _lock = threading.Lock()
+    _current: _Zygote | None = None
+
+    def __init__(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "langgraph_external.worker", "--zygote", str(child.fileno())],
+            pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL,
+            env=_child_env(),
+            start_new_session=True,
+        )
+        child.close()
+        self.sock = parent
+        self._lock = threading.Lock()
+        self.ready = False
+
+    def _is_ready(self) -> bool:
+        """Whether the zygote finished importing (it says so with one byte)."""
+        if not self.ready:
+            ready, _, _ = select.select([self.sock], [], [], 0)
+            if ready and self.sock.recv(1) == b"r":
+                self.ready = True
+        return self.ready
+
+    @classmethod
+    def get(cls) -> _Zygote | None:
+        """The running zygote (started now if needed); ``None`` where there is none."""
+        if not hasattr(os, "fork") or os.environ.get("LGX_NO_ZYGOTE"):
+            return None
+        with cls._lock:
+            z = cls._current
+            if z is None or z.proc.poll() is not None:
+                try:
+                    z = cls._current = _Zygote()
+                except OSError as exc:
+                    logger.debug("no sealing zygote: %s", exc)
+                    return None
+            # still importing: this helper starts on its own, later ones from the zygote
+            return z if z._is_ready() else None
+
+    def fork(self, fds: list[int]) -> int | None:
+        """A new helper process on ``fds`` (its pipe and wake-up pipe); its pid."""
+        try:
+            with self._lock:
+                socket.send_fds(self.sock, [b"f"], fds)
+                data = b""
+                while len(data) < 8:
+                    chunk = self.sock.recv(8 - len(data))
+                    if not chunk:
+                        return None
+                    data += chunk
+            return int(struct.unpack("!q", data)[0])
+        except OSError as exc:
+            logger.debug("the sealing zygote did not fork: %s", exc)
+            return None
+
+
+def _zygote(sock_fd: int) -> int:
+    """The zygote's loop: fork a helper per request, reap them; exit with the app."""
+    sock = socket.socket(fileno=sock_fd)
+    sock.sendall(b"r")  # imported: ready to fork
+    children: set[int] = set()
+    idle_since = time.monotonic()
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while (done := os.waitpid(-1, os.WNOHANG)[0]) != 0:
+                children.discard(done)
+        if children:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > _ZYGOTE_IDLE:
+            return 0  # no helper for a while: the app's next one starts a zygote again
+        ready, _, _ = select.select([sock], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 4)
+        except OSError:
+            return 0
+        if not msg:
+            return 0  # the app is gone
+        pid = os.fork()
+        if pid == 0:  # the helper
+            code = 1
+            try:
+                sock.close()
+                os.setsid()
+                code = _managed(fds[0], fds[1])
+            finally:
+                os._exit(code)
+        children.add(pid)
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(struct.pack("!q", pid))
+
+
+def _preload() -> None:
+    """Import what a helper needs, once, in the zygote (forked helpers inherit it)."""
+    import langgraph_external.service
+    import langgraph_external.sinks.postgres
+    import langgraph_external.sinks.workspace
+    from langgraph_external import keys, pipeline  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import langgraph_external.exporters.otlp  # noqa: F401
+    with contextlib.suppress(ImportError):
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: F401
 
 
 class _Answer:
@@ -437,7 +615,14 @@ class NotifyingBackend:
                 logger.debug("NOTIFY failed: %s", exc)
             self._stop.wait(self.interval)
 
-    def flush(self, threads: Collection[str], horizon: str, timeout: float | None) -> bool:
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         self.wake()
         while True:
@@ -532,11 +717,12 @@ class _ToParent(logging.Handler):
                 "name": record.name,
                 "levelno": record.levelno,
                 "levelname": record.levelname,
-                "msg": record.getMessage() + " [sealing helper]",
+                "msg": record.getMessage(),
                 "args": None,
                 "exc_text": self.format(record).partition("\n")[2] if record.exc_info else None,
                 "created": record.created,
                 "process": record.process,
+                "processName": "langgraph-external sealing helper",
                 "threadName": record.threadName,
             }
             with self.send_lock:
@@ -547,18 +733,25 @@ class _ToParent(logging.Handler):
 
 def _forward_logs(conn: Connection, lock: threading.Lock) -> None:
     handler = _ToParent(conn, lock)
-    for name in ("langgraph_external", "psycopg", "psycopg.pool"):
-        lg = logging.getLogger(name)
-        lg.addHandler(handler)
-        lg.propagate = False
-        if lg.level == logging.NOTSET or lg.level > logging.INFO:
-            lg.setLevel(logging.INFO)
+    ours = logging.getLogger("langgraph_external")
+    ours.addHandler(handler)
+    ours.propagate = False
+    if ours.level == logging.NOTSET or ours.level > logging.INFO:
+        ours.setLevel(logging.INFO)
+    # the database driver's own retries are ours to report (as "sealing deferred"): they
+    # stay out of the app's log, as they would in a sealer thread that logs nothing else
+    for name in ("psycopg", "psycopg.pool"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _main(argv: Sequence[str]) -> int:
     if len(argv) == 3 and argv[0] == "--managed":
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when it stops
         return _managed(int(argv[1]), int(argv[2]))
+    if len(argv) == 2 and argv[0] == "--zygote":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _preload()
+        return _zygote(int(argv[1]))
     raise SystemExit("usage: lgx worker (this module is started by External)")
 
 

@@ -9,14 +9,14 @@ PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# headless Chromium for the timeline page's tests (Debian's package; those tests skip, saying
-# why, only when it cannot be installed here)
+# headless Chromium for the tests of lgx ui and the timeline page (Debian's package; those
+# tests skip, saying why, only when it cannot be installed here)
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   SUDO=""
   if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
       --no-install-recommends chromium >/dev/null; } >/dev/null 2>&1 \
-    || echo "note: could not install chromium; the timeline browser tests will be skipped" >&2
+    || echo "note: could not install chromium; the browser tests (lgx ui, timeline) will be skipped" >&2
 fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # [phoenix]: a real Arize Phoenix server for the OTLP export's integration tests

@@ -29,6 +29,7 @@ COMMANDS = [
     ["sql", "select 1"],
     ["restore", "T"],
     ["timeline", "T"],
+    ["ui"],
     ["export", "T"],
     ["export", "thread", "T"],
     ["export", "langfuse"],

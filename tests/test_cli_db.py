@@ -156,6 +156,7 @@ def test_status_and_url_without_a_server(runner: CliRunner, ws: Path) -> None:
         "stale_removed": [],
         "keep_running": False,
         "stale": None,
+        "sealing": None,  # no server: nothing to say about captures
     }
     text = lgx(runner, ws, "db", "status")
     assert text.exit_code == 1 and "not running" in text.stdout

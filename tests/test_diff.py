@@ -248,3 +248,13 @@ def test_runs_that_differ_only_in_the_system_prompt_differ_in_what_the_model_was
             'result "sunny in Oslo" -> "sunny in Paris"'
         ) in other.lines()
         assert "  - model call agent@5 only in a" in other.lines()
+
+
+def test_a_message_list_against_a_placeholder_is_two_values_not_a_crash() -> None:
+    from langgraph_external.diff import diff_values
+
+    msgs = [{"role": "user", "content": "a"}]
+    d = diff_values({"messages": msgs}, {"messages": {"$large": 123456}})
+    (change,) = d.changed
+    assert change.channel == "messages" and change.a == msgs and change.b == {"$large": 123456}
+    assert diff_values({"messages": msgs}, {"messages": []}).changed[0].messages is not None

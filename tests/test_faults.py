@@ -132,6 +132,49 @@ def test_a_frozen_database_is_reported_and_loses_nothing(
     _assert_trusted(dsn, ws)
 
 
+@pytest.mark.parametrize("where", ["saver", "flusher"])
+def test_a_frozen_database_fails_health_wherever_the_app_waits(
+    where: str, own_server: Any, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A frozen server stops answering rather than failing: ``health()`` (asked from
+    another thread, answering at once) says ``failing: ["ledger"]`` once a call has waited
+    past the bound — the app blocked in the saver, or only its flusher waiting."""
+    from langgraph_external.events import Event
+    from langgraph_external.pipeline import STALL_AFTER
+
+    dsn = own_server.get_uri()
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        assert ext.pipeline is not None
+        app = react_agent(ext.checkpointer)
+        app.invoke(_ask(0), ext.config("before"))
+        assert ext.flush()
+        procs = _server_processes(own_server)
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)
+        blocked = threading.Thread(
+            target=lambda: app.invoke(_ask(1), ext.config("during")), daemon=True
+        )
+        try:
+            if where == "saver":
+                blocked.start()  # the app's invoke waits inside the saver
+            else:  # nothing of the app waits: only its flusher, capturing events
+                ext.pipeline.emit(Event.new("node_end", "during", payload={"i": 1}))
+            time.sleep(STALL_AFTER + 1.5)
+            asked = time.monotonic()
+            health = ext.health()
+            assert time.monotonic() - asked < 2.0  # health itself never waits on the database
+            assert health["failing"] == ["ledger"], health
+            assert health["ledger_wait_seconds"] > STALL_AFTER
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGCONT)
+        if where == "saver":
+            blocked.join(60)
+        assert ext.flush(60)
+        assert ext.health()["failing"] == []  # green again once it answers
+    _assert_trusted(dsn, tmp_path / "ws")
+
+
 def test_a_stopped_database_fails_the_checkpoint_too_and_resumes_cleanly(
     own_server: Any, tmp_path: Path, spool_dir: Path
 ) -> None:

@@ -19,7 +19,7 @@ def test_the_readme_says_how_to_run_one_test_file_after_the_demo() -> None:
     # it works right after the demo: the demo's venv is the one test.sh installs the test
     # extras into, before it runs pytest with the arguments it was given
     assert ".venv" in demo and "[ ! -x .venv/bin/python ]" in script
-    install = script.index("pip install -q -e '.[test]'")
+    install = script.index("pip install -q -e '.[test,")  # the test extras (and Phoenix)
     run = script.index('-m pytest -q --basetemp="$PWD/.pytest_tmp" "$@"')
     assert install < run
     # and the faster form for later runs is there too

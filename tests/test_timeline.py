@@ -198,8 +198,15 @@ def test_cli_timeline_exit_codes(recorded: Recorded, tmp_path: Path) -> None:
 
 
 # -- in the browser -----------------------------------------------------------------------
+ROWS_JS = """[...document.querySelectorAll('#tree .row')].map(r => ({
+    kind: r.dataset.kind, depth: Number(r.dataset.depth),
+    label: r.querySelector('.lbl .text').textContent,
+    tag: (r.querySelector('.tag') || {}).textContent || '',
+    visible: r.getBoundingClientRect().height > 0}))"""
+
+
 @needs_chromium
-def test_the_page_opens_without_console_errors_one_lane_per_node_and_clicks_show_payloads(
+def test_the_page_labels_every_row_shows_the_conversation_and_clicks_show_readable_details(
     recorded: Recorded, tmp_path: Path
 ) -> None:
     for thread in ("react", "fan", "review", "guard"):
@@ -209,64 +216,114 @@ def test_the_page_opens_without_console_errors_one_lane_per_node_and_clicks_show
         with browser.browser() as page:
             page.goto(path.as_uri())
             assert page.errors == [], (thread, page.errors)
-            assert page.eval("document.body.dataset.rendered") == str(
-                len(build_timeline(thread, envs)["items"])
-            )
-            lanes = page.eval(
-                "[...document.querySelectorAll('#labels .lane')].map(e => e.dataset.lane)"
-            )
-            assert sorted(lanes) == sorted({"(graph)"} | node_lanes(envs)), thread
-            assert len(lanes) == len(set(lanes))
-            assert int(page.eval("document.getElementById('canvas').dataset.drawn")) > 0
+            rows = page.eval(ROWS_JS)
+            assert page.eval("document.body.dataset.rendered") == str(len(rows))
+            # every node run is a row that names its node and step, nested in its subgraph
+            runs = [e for e in envs if e["kind"] == "node_start"]
+            nodes = [r for r in rows if r["kind"] == "node"]
+            assert sorted(r["label"] for r in nodes) == sorted(
+                f"{e['node']} · step {e['step']}" for e in runs
+            ), thread
+            assert all(r["visible"] and r["label"] for r in rows), thread
+            # the details pane shows the conversation, not JSON envelopes
+            assert page.eval("document.getElementById('pane-conversation').hidden") is False
+            assert page.eval("document.querySelectorAll('#details pre.payload').length") == 0
+            if thread == "fan":
+                depth = {r["label"].split(" · ")[0]: r["depth"] for r in nodes}
+                assert depth["double"] == depth["summarize"] + 1
+            if thread == "guard":
+                violations = [r for r in rows if r["kind"] == "violation"]
+                assert len(violations) == 2
+                for v in violations:  # labelled with the rule, on the row and next to its mark
+                    assert v["label"].startswith("policy violation: illegal_transition")
+                    assert v["tag"] == "⚠ illegal_transition"
+            if thread == "review":
+                kinds = {r["kind"] for r in rows}
+                assert {"memory", "interrupt", "resume", "checkpoint"} <= kinds
             if thread != "react":
                 continue
-            # click the first tool call: its start and end events appear, redacted as recorded
+            chat = page.eval(
+                "[...document.querySelectorAll('#conversation .msg')].map(m => m.dataset.role)"
+            )
+            assert chat == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+            # the page uses its width: run tree and details side by side, edge to edge
+            used = page.eval(
+                """(() => { const a = document.getElementById('tree-panel').getBoundingClientRect();
+                   const b = document.getElementById('details').getBoundingClientRect();
+                   return (b.right - a.left) / window.innerWidth; })()"""
+            )
+            assert used > 0.95
+            # click the first tool call: its arguments and result, readable; the recorded
+            # events one click further, exactly as stored
             x, y = page.eval(
-                """(() => { const tl = window.lgxTimeline;
-                   const it = tl.data.items.find(i => i.kind === 'tool');
-                   const b = tl.box(it); const r = document.getElementById('canvas')
-                   .getBoundingClientRect();
-                   return [r.left + b.x + b.w / 2, r.top + b.y + b.h / 2]; })()"""
+                """(() => { const r = document.querySelector('#tree .row.k-tool .lbl')
+                   .getBoundingClientRect(); return [r.left + 20, r.top + r.height / 2]; })()"""
             )
             page.click(x, y)
             shown = page.eval(
-                "[...document.querySelectorAll('#detail pre.payload')].map(p => p.textContent)"
+                "[...document.querySelectorAll('#details section:not([hidden]) pre')]"
+                ".map(p => p.textContent)"
+            )
+            assert json.loads(shown[0]) == {"city": "Oslo"} and shown[1] == "sunny in Oslo"
+            page.eval(
+                "document.querySelector('#details section:not([hidden]) details.raw').open = true"
+            )
+            page.pump(0.2)
+            raw = page.eval(
+                "[...document.querySelectorAll('#details section:not([hidden]) pre.payload')]"
+                ".map(p => p.textContent)"
             )
             tool_events = [e for e in envs if e["kind"] in ("tool_start", "tool_end")][:2]
-            assert [json.loads(s) for s in shown] == tool_events
+            assert [json.loads(r) for r in raw] == tool_events
             assert page.errors == []
             # the hostile user message stays text: no script ran, no element was made
             assert page.eval("document.querySelectorAll('script').length") == 2
+            assert "</script><script>alert(1)</script>" in page.eval(
+                "document.querySelector('#conversation .msg.user .body').textContent"
+            )
 
 
 @needs_chromium
 def test_a_thread_of_5000_events_renders_in_the_browser(recorded: Recorded, tmp_path: Path) -> None:
     """The real shape of a ReAct run, repeated until the thread has over 5 000 events."""
-    one = envelopes(recorded, "react")
-    envs: list[dict[str, Any]] = []
-    start = datetime.fromisoformat(one[0]["ts"])
-    while len(envs) < 5000:
-        shift = timedelta(seconds=len(envs) // len(one))
-        for e in one:
-            envs.append(
-                {
-                    **e,
-                    "seq": len(envs) + 1,
-                    "ts": (datetime.fromisoformat(e["ts"]) - start + start + shift).isoformat(),
-                    "task_id": f"{e['task_id']}-{len(envs) // len(one)}" if e["task_id"] else None,
-                }
-            )
+    envs = repeated(envelopes(recorded, "react"), 5000)
     tl = build_timeline("big", envs)
     path = tmp_path / "big.html"
     path.write_text(render_timeline(tl), encoding="utf-8")
     with browser.browser() as page:
         page.goto(path.as_uri() + "#seq=4000")
         assert page.errors == []
-        assert page.eval("document.body.dataset.rendered") == str(len(tl["items"]))
-        assert page.eval("document.querySelectorAll('#labels .lane').length") == 3
-        assert page.eval("document.querySelector('#detail pre.payload').dataset.seq") in {
-            str(s) for i in tl["items"] if i["s0"] <= 4000 <= i["s1"] for s in (i["s0"], i["s1"])
-        }
-        page.eval("window.lgxTimeline.setMode('seq')")
-        assert int(page.eval("document.getElementById('canvas').dataset.drawn")) == len(tl["items"])
+        rows = int(page.eval("document.body.dataset.rendered"))
+        assert rows == page.eval("document.querySelectorAll('#tree .row').length") > 2000
+        selected = page.eval("({...document.querySelector('#tree .row.sel').dataset})")
+        assert "4000" in (selected["s0"], selected["s1"])
+        assert page.eval("document.getElementById('pane-conversation').hidden") is True
+        page.eval("window.lgx.setAxis('seq')")
+        assert page.eval("document.getElementById('tree-panel').classList.contains('axis-seq')")
         assert page.errors == []
+
+
+def repeated(one: list[dict[str, Any]], at_least: int) -> list[dict[str, Any]]:
+    """``one`` thread's events again and again (fresh run, task and message ids)."""
+    envs: list[dict[str, Any]] = []
+    start = datetime.fromisoformat(one[0]["ts"])
+    while len(envs) < at_least:
+        n = len(envs) // len(one)
+        shift = timedelta(seconds=n)
+
+        def fresh(v: Any, n: int = n) -> Any:
+            return f"{v}-{n}" if v else v
+
+        for e in one:
+            envs.append(
+                {
+                    **e,
+                    "seq": len(envs) + 1,
+                    "ts": (datetime.fromisoformat(e["ts"]) - start + start + shift).isoformat(),
+                    "task_id": fresh(e["task_id"]),
+                    "run_id": fresh(e["run_id"]),
+                    "parent_run_id": fresh(e["parent_run_id"]),
+                    "root_run_id": fresh(e["root_run_id"]),
+                }
+            )
+    return envs

@@ -1,0 +1,299 @@
+"""The web app of ``lgx ui``: Starlette routes over the pages, served by uvicorn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from langgraph_external import ledger
+from langgraph_external.ui import _queries
+from langgraph_external.ui._pages import (
+    NotFound,
+    UiConfig,
+    compare_page,
+    load_thread,
+    read_only_options,
+    render_row,
+    render_thread,
+    thread_page,
+    threads_page,
+    verification,
+)
+from langgraph_external.ui._render import render
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+class ThreadCache:
+    """The last few threads the app loaded, keyed by their position in the ledger (a thread
+    that moved on is loaded again)."""
+
+    def __init__(self, size: int = 4) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.size = size
+        self.items: OrderedDict[tuple[str, Any], dict[str, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str) -> dict[str, Any]:
+        """The :func:`load_thread` result (without the whole events) of ``thread_id``.
+
+        Raises:
+            NotFound: the ledger has no events of ``thread_id``.
+        """
+        key = (thread_id, _queries.thread_row(conn, cfg.schema, thread_id).get("last_seq"))
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        data = load_thread(conn, cfg, thread_id, whole=False, verify=False)
+        with self.lock:
+            self.items[key] = data
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return data
+
+
+def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
+    """The Starlette application (GET and HEAD only, read-only database sessions).
+
+    Args:
+        cfg: where to read from.
+        allowed_hosts: host names requests may be addressed to (besides 127.0.0.1,
+            localhost and ::1).
+    """
+    from psycopg_pool import ConnectionPool
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    cache = ThreadCache()
+    summaries = _queries.Summaries()
+    verified: dict[tuple[str, Any], dict[str, Any]] = {}  # per thread position
+    pool: ConnectionPool[Any] = ConnectionPool(
+        cfg.dsn,
+        min_size=1,
+        max_size=4,
+        open=False,
+        kwargs={"autocommit": True, "options": read_only_options()},
+    )
+
+    def headers(resp: Response) -> Response:
+        resp.headers.update(SECURITY_HEADERS)
+        return resp
+
+    def html(text: str, status: int = 200) -> Response:
+        return headers(HTMLResponse(text, status_code=status))
+
+    def not_found(message: str) -> Response:
+        return html(
+            render(
+                "compare.html",
+                title="lgx — not found",
+                where="",
+                a="",
+                b="",
+                acp="",
+                bcp="",
+                c=None,
+                error=message,
+                currency=cfg.prices.currency,
+                root="",
+            ),
+            404,
+        )
+
+    def threads(request: Request) -> Response:
+        p = request.query_params
+        try:
+            page = max(1, int(p.get("page", "1")))
+        except ValueError:
+            page = 1
+        with pool.connection() as conn:
+            text = threads_page(
+                conn,
+                cfg,
+                p.get("q", ""),
+                sort=p.get("sort", "time"),
+                order=p.get("order", "desc"),
+                page=page,
+                summaries=summaries,
+            )
+        return html(text)
+
+    def thread(request: Request) -> Response:
+        tid = request.query_params.get("id", "")
+        try:
+            with pool.connection() as conn:
+                data = cache.get(conn, cfg, tid)
+            if "html" not in data:  # rendered once per thread position too
+                data["html"] = render_thread(data)
+            return html(data["html"])
+        except NotFound as exc:
+            return not_found(str(exc))
+
+    def row(request: Request) -> Response:
+        tid = request.query_params.get("id", "")
+        try:
+            wanted = int(request.query_params.get("row", ""))
+            with pool.connection() as conn:
+                text = render_row(cache.get(conn, cfg, tid), wanted)
+        except (NotFound, ValueError):
+            text = None
+        return html(text) if text is not None else not_found("no such row")
+
+    def timeline(request: Request) -> Response:
+        from langgraph_external.workspace import encode_thread_id
+
+        tid = request.query_params.get("id", "")
+        try:
+            with pool.connection() as conn:
+                text = thread_page(conn, cfg, tid, standalone=True)
+        except NotFound as exc:
+            return not_found(str(exc))
+        resp = html(text)
+        resp.headers["content-disposition"] = f'attachment; filename="{encode_thread_id(tid)}.html"'
+        return resp
+
+    def events(request: Request) -> Response:
+        tid = request.query_params.get("id", "")
+        wanted = request.query_params.get("seq")
+        try:
+            seqs = [int(x) for x in wanted.split(",") if x] if wanted else None
+        except ValueError:
+            return headers(JSONResponse({"error": "seq is a list of numbers"}, 400))
+        with pool.connection() as conn:
+            if seqs is None:
+                envs = ledger.fetch_events(conn, tid, cfg.schema)
+            else:
+                envs = _queries.events_at(conn, cfg.schema, tid, seqs[:1000])
+        if not envs:
+            return headers(JSONResponse({"error": f"thread {tid!r} has no such events"}, 404))
+        return headers(JSONResponse(envs))
+
+    def verify(request: Request) -> Response:
+        tid = request.query_params.get("id", "")
+        with pool.connection() as conn:
+            key = (tid, _queries.thread_row(conn, cfg.schema, tid).get("last_seq"))
+            result = verified.get(key)
+            if result is None:
+                result = verification(conn, cfg, tid)
+                if result is not None and key[1] is not None:
+                    verified[key] = result
+                    while len(verified) > 64:
+                        verified.pop(next(iter(verified)))
+        if result is None:
+            return headers(JSONResponse({"error": f"thread {tid!r} is not recorded"}, 404))
+        return headers(JSONResponse(result))
+
+    def compare(request: Request) -> Response:
+        p = request.query_params
+        with pool.connection() as conn:
+            text = compare_page(
+                conn,
+                cfg,
+                p.get("a", ""),
+                p.get("b", ""),
+                acp=p.get("acp", ""),
+                bcp=p.get("bcp", ""),
+            )
+        return html(text)
+
+    from contextlib import asynccontextmanager
+
+    def warm() -> None:  # every thread's summary, before the first list asks for it
+        try:
+            with pool.connection() as conn:
+                summaries.refresh(conn, cfg.schema)
+        except Exception:  # the first request reports what is wrong
+            pass
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        import threading
+
+        pool.open(wait=True, timeout=30)
+        threading.Thread(target=warm, name="lgx-ui-warm", daemon=True).start()
+        try:
+            yield
+        finally:
+            pool.close()
+
+    get = ["GET", "HEAD"]
+    routes = [
+        Route("/", threads, methods=get),
+        Route("/thread", thread, methods=get),
+        Route("/thread/timeline.html", timeline, methods=get),
+        Route("/thread/events.json", events, methods=get),
+        Route("/thread/verify.json", verify, methods=get),
+        Route("/thread/row", row, methods=get),
+        Route("/compare", compare, methods=get),
+        Mount("/static", StaticFiles(packages=[("langgraph_external.ui", "static")])),
+    ]
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1", *allowed_hosts]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
+        lifespan=lifespan,
+    )
+
+
+def serve(
+    cfg: UiConfig,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    log_level: str = "warning",
+    ready: Any = None,
+) -> None:
+    """Serve the app with uvicorn until interrupted (Ctrl-C).
+
+    ``ready``: called with the bound URL once the server listens (port 0 picks a free
+    port).
+    """
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    # bound to every interface on purpose: any Host header; else only this host's names
+    extra = ["*"] if host in ("0.0.0.0", "::") else [host]
+    app = create_app(cfg, allowed_hosts=extra)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
+    if ready is not None:
+
+        def announce() -> None:  # once uvicorn says it has started
+            while not server.started and not server.should_exit:
+                time.sleep(0.02)
+            if server.started:
+                ready(url)
+
+        threading.Thread(target=announce, name="lgx-ui-ready", daemon=True).start()
+    server.run(sockets=[sock])

@@ -1,0 +1,212 @@
+"""The compare page's data: two threads or two checkpoints side by side.
+
+Paths and states are compared by :mod:`langgraph_external.diff`; model calls and tool calls
+are paired in the order they were made, and the first prompt that differs is shown as a
+unified diff of its messages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+
+from langgraph_external.thread_view import build_thread_view
+from langgraph_external.ui import _queries
+from langgraph_external.ui._pages import NotFound, UiConfig
+
+
+def _checkpoint_seq(envs: Sequence[Mapping[str, Any]], wanted: str) -> tuple[int, str]:
+    found = [
+        e
+        for e in envs
+        if e["kind"] == "checkpoint"
+        and not (e.get("checkpoint_ns") or "")
+        and str(e.get("checkpoint_id") or "").startswith(wanted)
+    ]
+    ids = {str(e["checkpoint_id"]) for e in found}
+    if not found:
+        raise NotFound(f"checkpoint {wanted!r} is not a root checkpoint of the thread")
+    if len(ids) > 1:
+        raise NotFound(f"checkpoint prefix {wanted!r} matches {len(ids)} checkpoints")
+    return int(found[-1]["seq"]), ids.pop()
+
+
+def _message_text(m: Mapping[str, Any]) -> list[str]:
+    role = str(m.get("role"))
+    content = m.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    lines = [
+        f"[{role}{' ' + str(m['name']) if m.get('name') else ''}] " + line
+        for line in (text or "").splitlines() or [""]
+    ]
+    for call in m.get("tool_calls") or ():
+        lines.append(
+            f"[{role}] → {call.get('name')}("
+            + json.dumps(call.get("args"), ensure_ascii=False, sort_keys=True)
+            + ")"
+        )
+    return lines
+
+
+def _prompt_lines(call: Mapping[str, Any] | None) -> list[str]:
+    if call is None:
+        return []
+    return [line for m in call.get("full_messages") or () for line in _message_text(m)]
+
+
+def _side(
+    conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str, cp: str | None
+) -> dict[str, Any]:
+    envs = _queries.view_events(conn, cfg.schema, thread_id)
+    if not envs:
+        raise NotFound(f"thread {thread_id!r} has no events in the ledger")
+    cut, cid = (None, None)
+    if cp:
+        cut, cid = _checkpoint_seq(envs, cp)
+        envs = [e for e in envs if int(e["seq"]) <= cut]
+    view = build_thread_view(thread_id, envs, prices=cfg.prices)
+    # every call's whole prompt (the view keeps only what is new since the previous call)
+    by_seq = {int(e["seq"]): e for e in envs}
+    for call in view["llm_calls"]:
+        env = by_seq.get(int(call.get("seq") or 0)) or {}
+        payload = env.get("payload") or {}
+        msgs = payload.get("messages")
+        if msgs is None:
+            msgs = [{"role": "user", "content": t} for t in payload.get("prompts") or ()]
+        call["full_messages"] = msgs
+    tools = [r for r in view["rows"] if r["kind"] == "tool"]
+    from langgraph_external.diff import load_path
+
+    path = [e for s, e in load_path(conn, thread_id, cfg.schema) if cut is None or s <= cut]
+    return {
+        "thread_id": thread_id,
+        "checkpoint_id": cid,
+        "view": view,
+        "tools": tools,
+        "path": path,
+        "label": thread_id + (f" @ {cid}" if cid else ""),
+    }
+
+
+def _pairs(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]]:
+    n = max(len(a), len(b))
+    return [(a[i] if i < len(a) else None, b[i] if i < len(b) else None) for i in range(n)]
+
+
+def compare_data(
+    conn: psycopg.Connection[Any],
+    cfg: UiConfig,
+    a: str,
+    b: str,
+    *,
+    acp: str | None = None,
+    bcp: str | None = None,
+) -> dict[str, Any]:
+    """Two threads (or checkpoints) side by side: path, prompts, answers, tools, state.
+
+    Paths and states are compared by :mod:`langgraph_external.diff`; model calls and tool
+    calls are paired in the order they were made.
+
+    Raises:
+        NotFound: a thread or checkpoint is not recorded.
+    """
+    from langgraph_external import diff
+
+    sa, sb = _side(conn, cfg, a, acp), _side(conn, cfg, b, bcp)
+    path = diff.diff_paths(sa["path"], sb["path"])
+    state: Any = None
+    state_note = ""
+    if cfg.workspace is not None:
+        try:
+            la = diff.load_side(conn, cfg.workspace, diff.Side(a, sa["checkpoint_id"]), cfg.schema)
+            lb = diff.load_side(conn, cfg.workspace, diff.Side(b, sb["checkpoint_id"]), cfg.schema)
+            state = diff.diff_values(la.values, lb.values)
+        except diff.NotFoundError as exc:
+            state_note = str(exc)
+    else:
+        state_note = "The readable states are in the workspace: start `lgx ui --workspace DIR`."
+    llm = []
+    first_prompt_diff: list[str] | None = None
+    for ca, cb in _pairs(sa["view"]["llm_calls"], sb["view"]["llm_calls"]):
+        pa, pb = _prompt_lines(ca), _prompt_lines(cb)
+        ans_a = [x for m in (ca or {}).get("answer") or () for x in _message_text(m)]
+        ans_b = [x for m in (cb or {}).get("answer") or () for x in _message_text(m)]
+        same_prompt = pa == pb and ca is not None and cb is not None
+        if not same_prompt and first_prompt_diff is None:
+            first_prompt_diff = list(
+                difflib.unified_diff(pa, pb, sa["label"], sb["label"], lineterm="", n=2)
+            )
+        llm.append(
+            {
+                "a": ca,
+                "b": cb,
+                "same_prompt": same_prompt,
+                "same_answer": ans_a == ans_b and ca is not None and cb is not None,
+                "answer_a": ans_a,
+                "answer_b": ans_b,
+            }
+        )
+    tools = []
+    for ta, tb in _pairs(sa["tools"], sb["tools"]):
+        da, db = (ta or {}).get("detail") or {}, (tb or {}).get("detail") or {}
+        tools.append(
+            {
+                "a": ta,
+                "b": tb,
+                "same": ta is not None
+                and tb is not None
+                and (da.get("tool"), da.get("args"), da.get("result"))
+                == (db.get("tool"), db.get("args"), db.get("result")),
+            }
+        )
+    return {
+        "a": sa,
+        "b": sb,
+        "path": path,
+        "path_pairs": _shown(_path_rows(path), lambda r: r["op"] == "equal"),
+        "llm_shown": _shown(llm, lambda x: x["same_prompt"] and x["same_answer"]),
+        "tools_shown": _shown(tools, lambda x: x["same"]),
+        "state": state,
+        "state_note": state_note,
+        "llm": llm,
+        "first_prompt_diff": first_prompt_diff,
+        "tools": tools,
+        "same": path.same
+        and (state is None or state.same)
+        and all(x["same_prompt"] and x["same_answer"] for x in llm)
+        and all(x["same"] for x in tools),
+    }
+
+
+COMPARE_ROWS = 100
+"""Pairs shown per section of the compare page (every difference is counted)."""
+
+
+def _shown(pairs: list[dict[str, Any]], same: Any) -> dict[str, Any]:
+    """The first :data:`COMPARE_ROWS` pairs (and the first that differs, if later), with
+    the count of those left out and of how many of them differ."""
+    shown = pairs[:COMPARE_ROWS]
+    first = next((i for i, p in enumerate(pairs) if not same(p)), None)
+    if first is not None and first >= COMPARE_ROWS:
+        shown = [*shown, {**pairs[first], "index": first}]
+    for i, p in enumerate(pairs[:COMPARE_ROWS]):
+        p["index"] = i
+    late = 1 if first is not None and first >= COMPARE_ROWS else 0
+    rest = pairs[COMPARE_ROWS:]
+    return {
+        "pairs": shown,
+        "more": len(rest) - late,
+        "more_differ": sum(1 for p in rest if not same(p)) - late,
+    }
+
+
+def _path_rows(p: Any) -> list[dict[str, Any]]:
+    rows = []
+    for op in p.ops:
+        for x, y in _pairs(op["a"], op["b"]):
+            rows.append({"op": op["op"], "a": x, "b": y})
+    return rows

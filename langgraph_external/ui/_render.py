@@ -1,0 +1,184 @@
+"""Server-side rendering of ``lgx ui``'s pages and ``lgx timeline``'s file (Jinja2).
+
+Templates autoescape everything; data for the page's script is embedded as JSON inside
+``<script type="application/json">`` with ``<``, ``>`` and ``&`` escaped, so no recorded
+text can end the element or become markup. A standalone page (``lgx timeline``) inlines
+the stylesheet and the script and allows only that script, by its hash, in its
+Content-Security-Policy.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from langgraph_external.thread_view import KIND_NAMES, _call_args, _messages_of, format_cost
+
+MAX_EVENT_BYTES = 64 * 1024
+"""Largest event (as JSON) embedded whole in a page; a larger one is cut and says so."""
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside a ``<script>`` element (nothing can close it).
+
+    Example:
+        >>> script_json({"a": "</script>&"})
+        '{"a":"\\\\u003c/script\\\\u003e\\\\u0026"}'
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def embedded(env: Mapping[str, Any], limit: int = MAX_EVENT_BYTES) -> dict[str, Any]:
+    """An envelope as embedded in a page (cut to ``limit`` bytes of JSON)."""
+    text = json.dumps(env, ensure_ascii=False, default=str)
+    if len(text.encode()) <= limit:
+        return dict(env)
+    cut = {k: v for k, v in env.items() if k not in ("payload", "raw")}
+    cut["payload"] = {
+        "$truncated": f"{len(text.encode())} bytes; `lgx events THREAD --json` prints it whole",
+        "preview": text[: limit // 2],
+    }
+    return cut
+
+
+def fmt_ms(value: Any) -> str:
+    """A duration in milliseconds as people read it.
+
+    Example:
+        >>> fmt_ms(0.4), fmt_ms(12.34), fmt_ms(1500), fmt_ms(95_000), fmt_ms(None)
+        ('0.40 ms', '12.3 ms', '1.50 s', '1.6 min', '–')
+    """
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "–"
+    v = float(value)
+    if v >= 3_600_000:
+        return f"{v / 3_600_000:.1f} h"
+    if v >= 60_000:
+        return f"{v / 60_000:.1f} min"
+    if v >= 1000:
+        return f"{v / 1000:.2f} s"
+    return f"{v:.1f} ms" if v >= 10 else f"{v:.2f} ms"
+
+
+def _when(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    return str(value.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def _without_messages(value: Any) -> Any:
+    """A node update or run input/output without its messages (shown as chat); ``None``
+    when nothing else is left."""
+    if not isinstance(value, Mapping):
+        return value
+    if "goto" in value and isinstance(value.get("update"), Mapping):  # a Command
+        inner = _without_messages(value["update"])
+        rest = {k: v for k, v in value.items() if k != "update" and v is not None}
+        if inner is not None:
+            rest["update"] = inner
+        return rest or None
+    rest = {k: v for k, v in value.items() if k != "messages"}
+    return rest or None
+
+
+def _pretty(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The Jinja2 environment of the package's templates (autoescaping on)."""
+    env = Environment(
+        loader=PackageLoader("langgraph_external.ui", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ms"] = fmt_ms
+    env.filters["cost"] = lambda v, currency="USD": format_cost(v, currency)
+    env.filters["when"] = _when
+    env.filters["pretty"] = _pretty
+    env.filters["args"] = lambda a: _call_args(a, 200)
+    env.filters["messages"] = _messages_of
+    env.filters["without_messages"] = _without_messages
+    env.globals["kind_names"] = KIND_NAMES
+    return env
+
+
+def asset(name: str) -> str:
+    """The text of a file of ``langgraph_external/ui/static``."""
+    return resources.files("langgraph_external.ui").joinpath("static", name).read_text("utf-8")
+
+
+def _ticks(end: float, fmt: Any, n: int = 5) -> list[tuple[float, str]]:
+    return [(100.0 * i / (n - 1), fmt(end * i / (n - 1))) for i in range(n)]
+
+
+def thread_context(
+    view: Mapping[str, Any],
+    envelopes: Sequence[Mapping[str, Any]] | None,
+    *,
+    verification: Mapping[str, Any] | None = None,
+    memory_texts: Mapping[str, str] | None = None,
+    memory_queries: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Template values of a thread page."""
+    for r in view["rows"]:  # what each row's line needs, formatted once
+        r["took"] = fmt_ms(r["t1"] - r["t0"]) if r["t1"] > r["t0"] else ""
+        r["mark"] = " mark" if r["t1"] == r["t0"] and r["s1"] == r["s0"] else ""
+        r["seq_list"] = ",".join(map(str, r["seqs"]))
+        (tl, tw), (sl, sw) = r["x_time"], r["x_seq"]
+        r["bar"] = f"--tl:{tl:.3f}%;--tw:{tw:.3f}%;--sl:{sl:.3f}%;--sw:{sw:.3f}%"
+    seqs = [r["s0"] for r in view["rows"]] + [r["s1"] for r in view["rows"]]
+    first, last = (min(seqs), max(seqs)) if seqs else (0, 1)
+    span = max(last - first, 1)
+    return {
+        "view": view,
+        "verification": verification,
+        "memory_texts": memory_texts or {},
+        "memory_queries": memory_queries or {},
+        "ticks_time": _ticks(float(view["end_ms"]), fmt_ms),
+        "ticks_seq": [(p, f"seq {round(first + span * p / 100)}") for p, _ in _ticks(1.0, str)],
+        "events_json": None
+        if envelopes is None
+        else Markup(
+            script_json(
+                {"thread_id": view["thread_id"], "envelopes": [embedded(e) for e in envelopes]}
+            )
+        ),
+    }
+
+
+def render(template: str, *, standalone: bool = False, root: str = "", **values: Any) -> str:
+    """Render one page; ``standalone`` inlines the stylesheet and the script."""
+    ctx: dict[str, Any] = {"standalone": standalone, "root": root, "static": f"{root}/static"}
+    if standalone:
+        js = asset("lgx.js")
+        digest = base64.b64encode(hashlib.sha256(js.encode()).digest()).decode()
+        ctx.update(css=Markup(asset("lgx.css")), js=Markup(js), script_hash=f"sha256-{digest}")
+    ctx.update(values)
+    return environment().get_template(template).render(ctx)
