@@ -29,7 +29,6 @@ import contextvars
 import inspect
 import os
 import threading
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -55,7 +54,6 @@ from langgraph_external.errors import (
     ConfigurationError,
     InvalidCheckpointIdError,
     InvalidFilterError,
-    InvalidThreadIdError,
     SerializationError,
 )
 from langgraph_external.events import Event, EventKind
@@ -69,6 +67,7 @@ from langgraph_external.records import (
     WritesMaterial,
     node_of_task_path,
 )
+from langgraph_external.thread_ids import check_thread_id
 from langgraph_external.workspace import Workspace, sha256_hex
 
 __all__ = ["ExternalCheckpointer", "untapped_serde"]
@@ -760,23 +759,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise InvalidFilterError(f"filter {problem}")
 
     def _thread_id(self, value: Any) -> str:
-        if not isinstance(value, (str, int, uuid.UUID)) or isinstance(value, bool):
-            raise InvalidThreadIdError(
-                f"thread id must be a str (or an int or UUID), got {type(value).__name__}"
-            )
-        tid = str(value)
-        if tid == "":
-            raise InvalidThreadIdError("thread id must not be empty")
-        if self.reject_nul and "\x00" in tid:
-            raise InvalidThreadIdError(
-                f"thread id {tid!r} contains NUL, which PostgreSQL text cannot store"
-            )
-        try:
-            if not tid.isascii():  # called on every get/put: skip the copy for plain ids
-                tid.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidThreadIdError(f"thread id {tid!r} is not valid Unicode text") from exc
-        return tid
+        return check_thread_id(value, reject_nul=self.reject_nul)
 
     def _local_event(
         self,

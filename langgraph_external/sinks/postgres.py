@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
+from langgraph_external._pools import check_idle
 from langgraph_external.capture import Capture, unpack_inline, unpack_riders
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
@@ -132,6 +133,7 @@ class PostgresLedger:
                             "options": _CONNECT_OPTIONS,
                         },
                         timeout=self.connect_timeout,
+                        check=check_idle,  # died in a database restart: replaced
                         name="langgraph-external-ledger",
                         open=True,
                     )
