@@ -285,8 +285,8 @@ MIGRATIONS: list[str] = [
         task_id text,
         task_path text,
         node text,
-        changed text[],
-        idx integer[],
+        changed jsonb,
+        idx jsonb,
         riders bytea,
         inline bytea,
         recovered boolean not null default false,
@@ -485,7 +485,7 @@ on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
 INSERT_CAPTURE = """
 insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
-values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::int[], %s, %s)
+values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)
 """
 """One capture (:class:`~langgraph_external.capture.Capture`): the one statement the
 record adds to a saver's transaction."""

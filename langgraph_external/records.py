@@ -292,7 +292,7 @@ class RecordBuilder:
         writers: list[dict[str, Any]] = [
             {"node": node, "via": "pull"}
             for node in sorted(seen_now)
-            if dict(seen_now[node]) != dict(before.get(node) or {})
+            if seen_now[node] != (before.get(node) or {})
             and not node.startswith("__input")
             and node not in _compat.SEEN_NOT_A_NODE
         ]

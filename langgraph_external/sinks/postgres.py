@@ -282,6 +282,14 @@ class PostgresLedger:
         """Async twin of :meth:`capture_in`."""
         await cur.execute(self._sql["capture"], capture.row())
 
+    def capture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """:meth:`capture_in` of a capture's prepared row (:meth:`Capture.row`)."""
+        cur.execute(self._sql["capture"], row)
+
+    async def acapture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """Async twin of :meth:`capture_row_in`."""
+        await cur.execute(self._sql["capture"], row)
+
     def capture(self, captures: Sequence[Capture]) -> None:
         """Store captures in one transaction of the ledger's own connection.
 
