@@ -501,6 +501,10 @@ select thread_id from (
 ) c where pg_try_advisory_xact_lock(%s, hashtext(thread_id))
 """
 
+ASYNC_COMMIT = "set local synchronous_commit = off"
+"""For transactions whose loss in a server crash loses nothing (they are derived from what
+committed synchronously, and made again): sealing, projection cursors."""
+
 LOCK_THREADS = "select pg_try_advisory_xact_lock(%s, hashtext(t)) from unnest(%s::text[]) t"
 
 WAIT_THREAD = "select pg_advisory_xact_lock(%s, hashtext(%s))"

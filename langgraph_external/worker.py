@@ -561,6 +561,16 @@ def _zygote(sock_fd: int) -> int:
         sock.sendall(struct.pack("!q", pid))
 
 
+HELPER_NICENESS = 10
+"""How much lower the helper's CPU priority is than the app's: sealing is never urgent (it
+catches up in the app's idle moments), the app's latency is."""
+
+
+def _yield_to_the_app() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(HELPER_NICENESS)
+
+
 def _preload() -> None:
     """Import what a helper needs, once, in the zygote (forked helpers inherit it)."""
     import langgraph_external.service
@@ -752,9 +762,11 @@ def _forward_logs(conn: Connection, lock: threading.Lock) -> None:
 def _main(argv: Sequence[str]) -> int:
     if len(argv) == 3 and argv[0] == "--managed":
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when it stops
+        _yield_to_the_app()
         return _managed(int(argv[1]), int(argv[2]))
     if len(argv) == 2 and argv[0] == "--zygote":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _yield_to_the_app()  # its helpers inherit it
         _preload()
         return _zygote(int(argv[1]))
     raise SystemExit("usage: lgx worker (this module is started by External)")

@@ -365,6 +365,12 @@ class PostgresLedger:
         """
         try:
             with self._connection() as conn, conn.transaction():
+                # a sealing transaction need not wait for its WAL flush (nor make the app's
+                # commits wait behind it): if the server crashes before the flush, the
+                # transaction is lost whole — events, head move and capture deletion — and
+                # the captures, committed synchronously with the checkpoints, are sealed
+                # again into the same events (ids, times and bytes come from the captures)
+                conn.execute(ledger.ASYNC_COMMIT)
                 tids = [
                     r[0]
                     for r in conn.execute(
