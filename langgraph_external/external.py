@@ -481,6 +481,8 @@ _SETUP_RACES = (
     psycopg.errors.UniqueViolation,  # both recorded the same migration
     psycopg.errors.DuplicateObject,  # both created the same table (its row type)
     psycopg.errors.DuplicateTable,
+    # one's CREATE INDEX CONCURRENTLY waits for the other's transaction, which waits for it
+    psycopg.errors.DeadlockDetected,
 )
 
 
