@@ -126,6 +126,7 @@ class Sealer:
         self.builder = RecordBuilder(digest, seal)
         self.sealed_captures = 0
         self.sealed_events = 0
+        self.full = False  # the last batch hit a limit: more is waiting right now
         self.refused: dict[str, str] = {}  # thread -> the last refusal (quarantined capture)
 
     # -- one batch -----------------------------------------------------------------------
@@ -141,6 +142,7 @@ class Sealer:
                 raise
             logger.warning("langgraph-external: a sealing batch was refused (%s); by thread", exc)
             result = self._seal_each_alone()
+        self.full = len(result.threads) >= self.max_threads or result.captures >= self.max_captures
         if result.captures:
             self.sealed_captures += result.captures
             self.sealed_events += len(result.events)
@@ -362,9 +364,26 @@ class SaverReader:
     def _checkpoints(
         self, conn: Any, cps: Sequence[Capture], builder: RecordBuilder
     ) -> dict[int, CheckpointMaterial | None]:
+        # a parent is read only when neither the builder's caches nor this batch (built
+        # in order, before its children) tell what it proved
+        here = {(c.thread_id, c.checkpoint_ns, c.checkpoint_id) for c in cps}
         rows = conn.execute(
             _compat.SAVER_CHECKPOINT_ROWS_SQL,
-            (_requests([c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id] for c in cps),),
+            (
+                _requests(
+                    [
+                        c.thread_id,
+                        c.checkpoint_ns,
+                        c.checkpoint_id,
+                        None
+                        if c.parent_id is None
+                        or (c.thread_id, c.checkpoint_ns, c.parent_id) in here
+                        or builder.knows(c.thread_id, c.checkpoint_ns, c.parent_id)
+                        else c.parent_id,
+                    ]
+                    for c in cps
+                ),
+            ),
         ).fetchall()
         docs = {int(_col(r, 0)): r for r in rows}
         out: dict[int, CheckpointMaterial | None] = {}

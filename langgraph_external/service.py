@@ -246,11 +246,14 @@ class SealingService:
             try:
                 with self._cv:
                     self._busy_since = time.monotonic()
+                # a batch below the limits took all there was: the next one waits a
+                # linger for more (sealing the few captures that committed meanwhile at
+                # once would cost a transaction and its fixed reads for each of them)
                 while self.sealer.seal_batch():
                     busy = True
                     with self._cv:
                         self._busy_since = time.monotonic()
-                        if self._stop:
+                        if self._stop or not self.sealer.full:
                             break
                 self._look_pending()
                 with self._cv:
