@@ -51,17 +51,18 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from langgraph_external import External, ledger  # noqa: E402
+from langgraph_external import External  # noqa: E402
 from langgraph_external.cli import app  # noqa: E402
-from langgraph_external.events import Event, new_id  # noqa: E402
-from langgraph_external.inspection import (  # noqa: E402
+from langgraph_external.ledger import schema as ledger  # noqa: E402
+from langgraph_external.ledger.postgres import PostgresLedger  # noqa: E402
+from langgraph_external.read.inspection import (  # noqa: E402
     COUNT_THREADS,
     REPLAY_PREFIX,
     SELECT_LAST_EVENTS,
     SELECT_THREADS,
 )
-from langgraph_external.processors import Sequencer  # noqa: E402
-from langgraph_external.sinks.postgres import PostgresLedger  # noqa: E402
+from langgraph_external.record.events import Event, new_id  # noqa: E402
+from langgraph_external.record.processors import Sequencer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.graphs import react_agent  # noqa: E402
@@ -272,8 +273,8 @@ def main() -> None:
             # -- restore (each run into a fresh database, created outside the timing) ------
             from langgraph.checkpoint.postgres import PostgresSaver
 
-            from langgraph_external.restore import _decode_all, _put_all, verify_thread
-            from langgraph_external.workspace import Workspace
+            from langgraph_external.ops.restore import _decode_all, _put_all, verify_thread
+            from langgraph_external.workspace.files import Workspace
 
             restore_runs, bare_runs = [], []
             for _ in range(args.repeat):

@@ -212,9 +212,9 @@ def start_worker(dsn: str, ws: Path, schema: str) -> subprocess.Popen[bytes]:
 
 def mirror_caught_up(dsn: str, schema: str, ws: Path) -> Callable[[], bool]:
     """Whether the worker's workspace mirror holds every sealed event (setup w's drain)."""
-    from langgraph_external.sinks.postgres import PostgresLedger
-    from langgraph_external.sinks.workspace import WorkspaceProjection
-    from langgraph_external.workspace import Workspace
+    from langgraph_external.ledger.postgres import PostgresLedger
+    from langgraph_external.workspace.files import Workspace
+    from langgraph_external.workspace.projection import WorkspaceProjection
 
     store = PostgresLedger(dsn, schema)
     name = WorkspaceProjection(Workspace(ws)).name

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langgraph_external.redaction import Redactor
+from langgraph_external.record.redaction import Redactor
 
 
 def _jwt() -> str:

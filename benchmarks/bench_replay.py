@@ -28,9 +28,9 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_external import External
-from langgraph_external.callbacks import _render_llm_end, exact
-from langgraph_external.events import Event
+from langgraph_external.record.events import Event
 from langgraph_external.replay import replay
+from langgraph_external.sources.callbacks import _render_llm_end, exact
 
 
 @tool

@@ -41,7 +41,7 @@ def _external(dsn: str, files: Path, *, encrypt: bool) -> Any:
 
 
 def _per_value() -> dict[str, float]:
-    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.record.crypto import WorkspaceCipher
 
     c = WorkspaceCipher(WorkspaceCipher.generate_key())
     data = os.urandom(512)

@@ -45,8 +45,8 @@ from langgraph.types import Command
 
 from langgraph_external import External
 from langgraph_external.guards import TransitionPolicy, guard
-from langgraph_external.prices import PriceTable
-from langgraph_external.workspace import Workspace
+from langgraph_external.read.prices import PriceTable
+from langgraph_external.workspace.files import Workspace
 
 S = "langgraph_external"
 POLICY = {

@@ -24,7 +24,7 @@ from typing import Any
 from _common import SAVER_CONN_KWARGS, build_graph, invoke_once, postgres
 from psycopg_pool import ConnectionPool
 
-from langgraph_external._pools import check_idle
+from langgraph_external.ledger.pools import check_idle
 
 CHECKS: dict[str, Any] = {
     "bare": None,

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from langgraph_external import External, verify_chain
-from langgraph_external.inspection import place_events
+from langgraph_external.read.inspection import place_events
 
 
 @tool

@@ -22,23 +22,23 @@ from langgraph_external.errors import (
     SinkError,
     WorkspaceError,
 )
-from langgraph_external.workspace import Workspace, decode_thread_id, encode_thread_id
+from langgraph_external.workspace.files import Workspace, decode_thread_id, encode_thread_id
 
 if TYPE_CHECKING:
-    from langgraph_external.checkpointers import ExternalCheckpointer
-    from langgraph_external.events import Event, EventKind, verify_chain
     from langgraph_external.external import External
-    from langgraph_external.pipeline import Pipeline
+    from langgraph_external.pipeline.pipeline import Pipeline
+    from langgraph_external.record.events import Event, EventKind, verify_chain
+    from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
 # Imported on first use: they pull in LangGraph and langchain-core (over a second), which
 # the command line's reading commands never need.
 _LAZY = {
-    "ExternalCheckpointer": "langgraph_external.checkpointers",
-    "Event": "langgraph_external.events",
-    "EventKind": "langgraph_external.events",
-    "verify_chain": "langgraph_external.events",
+    "ExternalCheckpointer": "langgraph_external.sources.checkpointer",
+    "Event": "langgraph_external.record.events",
+    "EventKind": "langgraph_external.record.events",
+    "verify_chain": "langgraph_external.record.events",
     "External": "langgraph_external.external",
-    "Pipeline": "langgraph_external.pipeline",
+    "Pipeline": "langgraph_external.pipeline.pipeline",
 }
 
 

@@ -1,7 +1,7 @@
 """The one place where the record is assembled: ledger, processors, projections.
 
 Both :class:`~langgraph_external.External` and a standalone
-:class:`~langgraph_external.checkpointers.ExternalCheckpointer` get their pipeline here,
+:class:`~langgraph_external.sources.checkpointer.ExternalCheckpointer` get their pipeline here,
 so every path a user can take has the same processors (redaction on by default) and the
 same projections.
 
@@ -23,19 +23,19 @@ from typing import Any
 import psycopg
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_external import ledger
-from langgraph_external.crypto import WorkspaceCipher
-from langgraph_external.embedded import EmbeddedPostgres
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
-from langgraph_external.keys import load_key
-from langgraph_external.pipeline import Pipeline, default_spool_dir
-from langgraph_external.processors import Redactor
-from langgraph_external.redaction import as_redactor
-from langgraph_external.sinks.base import Projection
-from langgraph_external.sinks.postgres import PostgresLedger
-from langgraph_external.sinks.workspace import WorkspaceProjection
-from langgraph_external.worker import HelperProcess, NotifyingBackend, WorkerConfig
-from langgraph_external.workspace import Workspace
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.contract import Projection
+from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.pipeline.pipeline import Pipeline, default_spool_dir
+from langgraph_external.pipeline.worker import HelperProcess, NotifyingBackend, WorkerConfig
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.keys import load_key
+from langgraph_external.record.processors import Redactor
+from langgraph_external.record.redaction import as_redactor
+from langgraph_external.workspace.files import Workspace
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 logger = logging.getLogger("langgraph_external")
 
@@ -137,7 +137,7 @@ def assemble(
 
     ``dsn=None`` reads ``LGX_DSN`` and otherwise starts an embedded PostgreSQL.
     ``cipher`` (else ``key``, else the deployment key: ``$LGX_KEY`` or the key file,
-    created on first use, see :mod:`langgraph_external.keys`) keys every content
+    created on first use, see :mod:`langgraph_external.record.keys`) keys every content
     address, anchors the chain heads and, with ``encrypt``, seals the exact copies.
 
     ``sealing`` (default ``$LGX_SEALING`` or ``"process"``): ``"process"`` starts a helper

@@ -21,9 +21,6 @@ from langgraph.store.base import BaseStore
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from langgraph_external import _compat, ledger
-from langgraph_external._nolock import NoLock
-from langgraph_external._pools import acheck_idle, check_idle
 from langgraph_external.assembly import (
     Recording,
     assemble,
@@ -31,25 +28,29 @@ from langgraph_external.assembly import (
     resolve_redactor,
     resolve_sealing,
 )
-from langgraph_external.callbacks import (
+from langgraph_external.errors import ConfigurationError
+from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.contract import Projection
+from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.ledger.pools import acheck_idle, check_idle
+from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.keys import load_key
+from langgraph_external.record.processors import Redactor
+from langgraph_external.record.thread_ids import check_thread_id
+from langgraph_external.sources.callbacks import (
     POLICY_HASH_KEY,
     TAGS_KEY,
     USER_ID_KEY,
     AuditCallbackHandler,
 )
-from langgraph_external.checkpointers import ExternalCheckpointer, untapped_serde
-from langgraph_external.crypto import WorkspaceCipher
-from langgraph_external.embedded import EmbeddedPostgres
-from langgraph_external.errors import ConfigurationError
-from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
-from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
-from langgraph_external.keys import load_key
-from langgraph_external.pipeline import Pipeline
-from langgraph_external.processors import Redactor
-from langgraph_external.sinks.base import Projection
-from langgraph_external.stores import AuditedStore
-from langgraph_external.thread_ids import check_thread_id
-from langgraph_external.workspace import Workspace
+from langgraph_external.sources.checkpointer import ExternalCheckpointer, untapped_serde
+from langgraph_external.sources.stores import AuditedStore
+from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.upstream.saver_lock import NoLock
+from langgraph_external.workspace.files import Workspace
 
 _SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 
@@ -66,7 +67,7 @@ class External:
         redaction: ``"standard"`` (default: keys, tokens, JWTs, card numbers, values of
             sensitive keys), ``"strict"`` (also emails, phone numbers, IP addresses, long
             digit runs) or ``"off"``; applied before anything is recorded. See
-            :mod:`langgraph_external.redaction`.
+            :mod:`langgraph_external.record.redaction`.
         redactor: your own ``(value) -> (value, count)`` callable instead of a level.
         offload_threshold: payloads larger than this many bytes become artifacts.
         spool_dir: local directory for batches a sink could not take yet.
@@ -81,7 +82,7 @@ class External:
             else the key file ``$LGX_KEY_FILE`` or ``~/.config/langgraph-external/key``,
             created (mode 0600) on first use. It keys every content address (HMAC), anchors
             each thread's chain head, and encrypts the exact checkpoint copies. See
-            :mod:`langgraph_external.keys` and ``docs/security.md``.
+            :mod:`langgraph_external.record.keys` and ``docs/security.md``.
         encrypt: encrypt the exact checkpoint copies (ledger and workspace) with the key,
             AES-256-GCM (default). ``False`` keeps them in clear: they are your app's
             state, unredacted.
@@ -397,7 +398,7 @@ class External:
         """A ``RunnableConfig`` for ``thread_id`` with the audit callback handler attached.
 
         The handler records node transitions, tool calls, model calls, retriever hits,
-        interrupts and resumes (see :mod:`langgraph_external.callbacks`). Pass the
+        interrupts and resumes (see :mod:`langgraph_external.sources.callbacks`). Pass the
         ``policy`` of a guarded graph to record its content hash with every event.
         ``user_id`` and ``tags`` are recorded with the run (``run_start``) and become the
         Langfuse trace's user and tags; they travel as the config metadata keys
@@ -407,7 +408,7 @@ class External:
 
         Raises:
             InvalidThreadIdError: ``thread_id`` cannot be recorded (see
-                :func:`~langgraph_external.thread_ids.check_thread_id`).
+                :func:`~langgraph_external.record.thread_ids.check_thread_id`).
 
         Example:
             >>> External.__new__(External).config("t-1")["configurable"]

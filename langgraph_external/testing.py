@@ -3,9 +3,9 @@
 In the spirit of ``structlog.testing.capture_logs``:
 
 Example:
-    >>> from langgraph_external.pipeline import Pipeline
-    >>> from langgraph_external.sinks.memory import InMemoryLedger
-    >>> from langgraph_external.events import Event
+    >>> from langgraph_external.pipeline.pipeline import Pipeline
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> from langgraph_external.record.events import Event
     >>> pipeline = Pipeline(InMemoryLedger())
     >>> with capture_events(pipeline) as events:
     ...     pipeline.emit(Event.new("tool_end", "t", name="search"))
@@ -19,8 +19,8 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from langgraph_external.events import Event
-from langgraph_external.pipeline import Pipeline
+from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.record.events import Event
 
 __all__ = ["capture_events", "node_path", "of_kind"]
 

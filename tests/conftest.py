@@ -47,7 +47,7 @@ def _stop_embedded_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     so it runs after every other session fixture's teardown).
     """
     yield
-    from langgraph_external.embedded import stop_server
+    from langgraph_external.ledger.embedded import stop_server
 
     for datadir in embedded_servers_under(tmp_path_factory.getbasetemp()):
         stop_server(datadir, force=True)

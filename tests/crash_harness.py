@@ -212,7 +212,7 @@ def run_trials(
     "process"``) while the app runs or right after the app died (mid-drain), or the
     ``lgx worker`` beside the app (``sealing="worker"``).
     """
-    from langgraph_external.repair import repair
+    from langgraph_external.ops.repair import repair
 
     rng = random.Random(seed)
     ws, spool = root / "ws", root / "spool"
@@ -378,7 +378,8 @@ def _unsealed(dsn: str) -> int:
 
 
 def _check(dsn: str, ws_root: Path, findings: Findings, *, restore: bool) -> None:
-    from langgraph_external import Workspace, ledger, verify_chain
+    from langgraph_external import Workspace, verify_chain
+    from langgraph_external.ledger import schema as ledger
 
     cps, writes = _missing(dsn)
     findings.checkpoints_without_event = cps
@@ -450,7 +451,7 @@ def _restores(dsn: str, ws: Any, tids: list[str]) -> list[str]:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    from langgraph_external.restore import CheckpointLog, load_checkpoint
+    from langgraph_external.ops.restore import CheckpointLog, load_checkpoint
 
     problems = []
     logs: dict[tuple[str, str], CheckpointLog] = {}

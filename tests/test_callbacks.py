@@ -17,8 +17,12 @@ from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_external import Event, External, Pipeline, verify_chain
-from langgraph_external.callbacks import OUTPUT_TAIL, AuditCallbackHandler, prompt_context_hash
-from langgraph_external.sinks.memory import InMemoryLedger
+from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.sources.callbacks import (
+    OUTPUT_TAIL,
+    AuditCallbackHandler,
+    prompt_context_hash,
+)
 from langgraph_external.testing import capture_events, node_path, of_kind
 
 

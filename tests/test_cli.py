@@ -18,9 +18,10 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typer.testing import CliRunner, Result
 
-from langgraph_external import External, Workspace, ledger
+from langgraph_external import External, Workspace
 from langgraph_external.cli import app
-from langgraph_external.inspection import place_events
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.read.inspection import place_events
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1"
 ODD_ID = "team/β 7 [bold]"  # needs encoding on disk and escaping in rich markup
@@ -600,7 +601,7 @@ def test_restore_of_an_altered_workspace_is_refused_and_writes_nothing(
 def test_restore_of_an_encrypted_workspace_needs_its_key(
     runner: CliRunner, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.record.crypto import WorkspaceCipher
 
     key = WorkspaceCipher.generate_key()
     rec = Recorded(dsn, tmp_path / "ws")

@@ -21,14 +21,14 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from langgraph_external.cli import app
-from langgraph_external.embedded import (
+from langgraph_external.external import External
+from langgraph_external.ledger.embedded import (
     HANDLES_FILE,
     EmbeddedPostgres,
     prune_stale_handles,
     server_status,
     stop_server,
 )
-from langgraph_external.external import External
 
 HOLDER = textwrap.dedent(
     """

@@ -14,9 +14,10 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typer.testing import CliRunner, Result
 
-from langgraph_external import External, Workspace, ledger
+from langgraph_external import External, Workspace
 from langgraph_external.cli import app
-from langgraph_external.embedded import server_status, stop_server
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.embedded import server_status, stop_server
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1"
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.exporters import LangfuseExport
-from langgraph_external.inspection import REPLAY_PREFIX
+from langgraph_external.read.inspection import REPLAY_PREFIX
 from langgraph_external.replay import replay
 from tests.otlp_receiver import OtlpReceiver
 

@@ -16,7 +16,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.types import Send
 
-from langgraph_external import _compat
+from langgraph_external.upstream import langgraph as _compat
 
 
 def test_the_versions_checked_against_are_installed_or_noted() -> None:
@@ -166,7 +166,7 @@ def test_bulk_rows_are_the_rows_the_saver_writes(dsn: str, second_dsn: str) -> N
     """
     from langgraph.types import Command
 
-    from langgraph_external.checkpointers import _postgres_ops as pg
+    from langgraph_external.upstream import saver_ops as pg
     from tests.graphs import fanout_with_interrupt
 
     with _Capturing.from_conn_string(dsn) as saver:

@@ -13,8 +13,8 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_external import ConfigurationError, External
-from langgraph_external.crypto import DecryptionError, WorkspaceCipher
-from langgraph_external.restore import RestoreError, iter_checkpoint_ids, load_checkpoint
+from langgraph_external.ops.restore import RestoreError, iter_checkpoint_ids, load_checkpoint
+from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 
 SECRET_STATE = "patient-record-4711-otter"
 

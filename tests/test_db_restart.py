@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
-from langgraph_external._pools import check_idle
+from langgraph_external.ledger.pools import check_idle
 from tests.graphs import cpu_burner, react_agent
 from tests.test_faults import _assert_trusted, own_server  # noqa: F401  (a fixture)
 

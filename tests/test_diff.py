@@ -10,7 +10,8 @@ from langchain_core.messages import HumanMessage
 from replay_apps import helpful_react_app, paris_react_app, react_app, terse_react_app
 
 from langgraph_external import External
-from langgraph_external.diff import (
+from langgraph_external.errors import ConfigurationError
+from langgraph_external.read.diff import (
     ModelCall,
     PathEntry,
     ToolCall,
@@ -24,8 +25,7 @@ from langgraph_external.diff import (
     parse_side,
     unified_prompt_diff,
 )
-from langgraph_external.errors import ConfigurationError
-from langgraph_external.inspection import NotFoundError
+from langgraph_external.read.inspection import NotFoundError
 
 
 def test_messages_are_compared_without_ids_and_tool_calls_by_name_and_args() -> None:
@@ -251,7 +251,7 @@ def test_runs_that_differ_only_in_the_system_prompt_differ_in_what_the_model_was
 
 
 def test_a_message_list_against_a_placeholder_is_two_values_not_a_crash() -> None:
-    from langgraph_external.diff import diff_values
+    from langgraph_external.read.diff import diff_values
 
     msgs = [{"role": "user", "content": "a"}]
     d = diff_values({"messages": msgs}, {"messages": {"$large": 123456}})

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from langgraph_external import External
 from langgraph_external.cli import app
-from langgraph_external.inspection import place_events, step_context
+from langgraph_external.read.inspection import place_events, step_context
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ def test_a_long_thread_and_a_fork_from_far_back_are_named_right(
     from one of its first checkpoints (its parent is read back from the saver)."""
     from langgraph.checkpoint.base import CheckpointTuple
 
-    from langgraph_external import checkpointers
+    from langgraph_external.sources import checkpointer as checkpointers
 
     turns = checkpointers._PER_THREAD + 8  # well past what the caches keep per thread
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:

@@ -25,7 +25,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
-from langgraph_external.repair import repair
+from langgraph_external.ops.repair import repair
 from tests.crash_harness import ROOT, Findings, _check
 from tests.graphs import fanout_with_subgraph, react_agent
 
@@ -139,8 +139,8 @@ def test_a_frozen_database_fails_health_wherever_the_app_waits(
     """A frozen server stops answering rather than failing: ``health()`` (asked from
     another thread, answering at once) says ``failing: ["ledger"]`` once a call has waited
     past the bound — the app blocked in the saver, or only its flusher waiting."""
-    from langgraph_external.events import Event
-    from langgraph_external.pipeline import STALL_AFTER
+    from langgraph_external.pipeline.pipeline import STALL_AFTER
+    from langgraph_external.record.events import Event
 
     dsn = own_server.get_uri()
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:

@@ -50,13 +50,13 @@ from langgraph_external import (
     Pipeline,
     Workspace,
     encode_thread_id,
-    ledger,
     verify_chain,
 )
 from langgraph_external.assembly import assemble
-from langgraph_external.render import to_readable
-from langgraph_external.restore import CheckpointLog
-from langgraph_external.workspace import encode_ns
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops.restore import CheckpointLog
+from langgraph_external.record.render import to_readable
+from langgraph_external.workspace.files import encode_ns
 
 # -- normalising what a user sees ---------------------------------------------------------
 

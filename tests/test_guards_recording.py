@@ -81,8 +81,8 @@ def test_a_run_with_the_audit_handler_records_violations_without_pipeline(
 def test_pipeline_argument_records_runs_without_the_audit_handler() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from langgraph_external.pipeline import Pipeline
-    from langgraph_external.sinks.memory import InMemoryLedger
+    from langgraph_external.ledger.memory import InMemoryLedger
+    from langgraph_external.pipeline.pipeline import Pipeline
     from langgraph_external.testing import capture_events
     from tests.guard_agents import POLICY, QUESTION, react_agent
 

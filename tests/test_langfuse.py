@@ -33,7 +33,7 @@ from langgraph_external.exporters import (
     trace_id_for_run,
 )
 from langgraph_external.exporters._langfuse_map import ThreadMapper
-from langgraph_external.sinks.postgres import PostgresLedger
+from langgraph_external.ledger.postgres import PostgresLedger
 from tests.graphs import cpu_burner, react_agent
 from tests.langfuse_app import USAGE, build_app
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -200,7 +200,7 @@ _ENDS = ("run_end", "node_end", "tool_end", "llm_end")
 def ledger_events(dsn: str, thread_id: str) -> list[dict[str, Any]]:
     import psycopg
 
-    from langgraph_external import ledger
+    from langgraph_external.ledger import schema as ledger
 
     with psycopg.connect(dsn, options="-c timezone=UTC") as conn:
         return ledger.fetch_events(conn, thread_id)
@@ -532,7 +532,7 @@ def test_lgx_export_langfuse_usage_errors(
         monkeypatch.delenv(var, raising=False)
     import psycopg
 
-    from langgraph_external import ledger
+    from langgraph_external.ledger import schema as ledger
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         ledger.setup(conn)

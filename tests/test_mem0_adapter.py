@@ -21,7 +21,7 @@ from langgraph_external.memory_adapters import (
     Mem0Adapter,
     MemoryNotFoundError,
 )
-from langgraph_external.memory_adapters._mem0_store import PostgresHistory, text_hash
+from langgraph_external.memory_adapters.mem0.store import PostgresHistory, text_hash
 from langgraph_external.memory_adapters.testing import (
     HashingEmbeddings,
     ScriptedChatModel,

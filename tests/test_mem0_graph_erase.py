@@ -13,7 +13,7 @@ from psycopg import sql
 
 from langgraph_external import External
 from langgraph_external.memory_adapters import ErasureVerificationError, Mem0Adapter
-from langgraph_external.memory_adapters._mem0_store import text_hash
+from langgraph_external.memory_adapters.mem0.store import text_hash
 from langgraph_external.memory_adapters.testing import (
     HashingEmbeddings,
     ScriptedChatModel,

@@ -15,7 +15,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_external import External, verify_chain
-from langgraph_external.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
+from langgraph_external.ops.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
 from tests.graphs import fanout_with_subgraph
 
 

@@ -24,11 +24,11 @@ from typer.testing import CliRunner
 
 from langgraph_external import ConfigurationError, External
 from langgraph_external.cli import app as cli_app
-from langgraph_external.events import Event
 from langgraph_external.exporters import LangfuseExport, OtlpExport, OtlpExporter
 from langgraph_external.exporters._langfuse_map import MapperOptions, ThreadMapper, chain_start
 from langgraph_external.exporters._otlp import encode
-from langgraph_external.sinks.postgres import PostgresLedger
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.record.events import Event
 from tests.graphs import cpu_burner, react_agent
 from tests.otlp_apps import SECRET
 from tests.otlp_receiver import OtlpReceiver
@@ -525,7 +525,7 @@ def test_close_still_delivers_when_the_receiver_came_back_after_a_timed_out_flus
 def test_lgx_export_otlp_usage_errors(dsn: str) -> None:
     import psycopg
 
-    from langgraph_external import ledger
+    from langgraph_external.ledger import schema as ledger
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         ledger.setup(conn)
@@ -542,7 +542,7 @@ def test_an_exporter_builds_from_the_dict_another_process_would_get(dsn: str) ->
     """``lgx worker`` builds its exporter from plain data: nothing of the app process."""
     import psycopg
 
-    from langgraph_external import ledger
+    from langgraph_external.ledger import schema as ledger
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         ledger.setup(conn)

@@ -26,7 +26,7 @@ from langgraph_external import External
 from langgraph_external.cli import app as cli_app
 from langgraph_external.exporters import OtlpExport
 from langgraph_external.exporters._langfuse_map import MapperOptions, ThreadMapper
-from langgraph_external.sinks.postgres import PostgresLedger
+from langgraph_external.ledger.postgres import PostgresLedger
 from tests import browser
 from tests.graphs import react_agent
 from tests.guard_agents import QUESTION

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from langgraph_external import Event, Pipeline, Workspace, verify_chain
-from langgraph_external.capture import Capture
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
-from langgraph_external.sinks.memory import InMemoryLedger
-from langgraph_external.sinks.postgres import LockedPass
-from langgraph_external.sinks.workspace import WorkspaceProjection
-from langgraph_external.workspace import sha256_hex
+from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.ledger.postgres import LockedPass
+from langgraph_external.pipeline.capture import Capture
+from langgraph_external.workspace.files import sha256_hex
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 
 class FlakyLedger(InMemoryLedger):

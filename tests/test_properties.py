@@ -35,8 +35,8 @@ from langgraph_external import (
     encode_thread_id,
 )
 from langgraph_external.guards import PolicyError, TransitionPolicy
-from langgraph_external.sinks.memory import InMemoryLedger
-from langgraph_external.sinks.workspace import WorkspaceProjection
+from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 FAST = settings(
     max_examples=60,
@@ -325,7 +325,7 @@ def test_hostile_workspace_files_are_refused_with_a_typed_error(
 ) -> None:
     """Restore of a workspace holding anything: a count, or a RestoreError, nothing else."""
     from langgraph_external.errors import RestoreError
-    from langgraph_external.restore import restore_thread
+    from langgraph_external.ops.restore import restore_thread
 
     ws = Workspace(f"memory://lgx-prop-{os.urandom(6).hex()}")
     ws.write_atomic(ws.checkpoint_log_path("t", ""), b"\n".join(log))

@@ -42,8 +42,8 @@ from langgraph_external.errors import (
     InvalidFilterError,
     SerializationError,
 )
-from langgraph_external.events import safe_text
-from langgraph_external.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
+from langgraph_external.ops.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
+from langgraph_external.record.events import safe_text
 from tests.test_properties import _is_unicode
 
 SHARED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]

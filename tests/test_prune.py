@@ -14,9 +14,11 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from typer.testing import CliRunner, Result
 
-from langgraph_external import External, Workspace, ledger, prune
+from langgraph_external import External, Workspace
 from langgraph_external.cli import app
-from langgraph_external.restore import CheckpointLog
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops import prune
+from langgraph_external.ops.restore import CheckpointLog
 
 
 def concat(state: list[int], writes: list[list[int]]) -> list[int]:

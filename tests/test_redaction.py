@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 
 from langgraph_external import Event, Pipeline, Workspace
-from langgraph_external.redaction import (
+from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.record.redaction import (
     DEFAULT_SENSITIVE_KEYS,
     Redactor,
     as_redactor,
     luhn_valid,
     redact_text,
 )
-from langgraph_external.sinks.memory import InMemoryLedger
-from langgraph_external.sinks.workspace import WorkspaceProjection
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 RNG = random.Random(20240501)
 ALNUM = string.ascii_letters + string.digits

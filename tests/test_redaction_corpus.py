@@ -43,7 +43,7 @@ from typer.testing import CliRunner
 
 from langgraph_external import External
 from langgraph_external.cli import app as lgx_app
-from langgraph_external.redaction import Redactor, redact_text
+from langgraph_external.record.redaction import Redactor, redact_text
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_NUM = string.ascii_uppercase + string.digits

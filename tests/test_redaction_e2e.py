@@ -16,7 +16,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_external import External
-from langgraph_external.crypto import WorkspaceCipher
+from langgraph_external.record.crypto import WorkspaceCipher
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3
 GITHUB_TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8"

@@ -155,7 +155,7 @@ def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
     """A large channel value is the saver's row, named (not copied) by the ledger's event;
     a workspace rebuilt from the ledger reads it from there, byte for byte."""
     from langgraph_external import Workspace
-    from langgraph_external.restore import iter_checkpoint_ids, load_checkpoint
+    from langgraph_external.ops.restore import iter_checkpoint_ids, load_checkpoint
 
     builder = _growing_doc(("grow", "again"), 4000)
     ws = tmp_path / "ws"
@@ -202,7 +202,7 @@ def test_a_thread_larger_than_one_read_is_mirrored_in_bounded_reads(
     reading the thread back holds at most ``max_bytes`` (plus one event) at a time, the
     reads together return every event once and in order, and a workspace rebuilt that way
     is the original, byte for byte."""
-    from langgraph_external.sinks.postgres import READ_BUDGET
+    from langgraph_external.ledger.postgres import READ_BUDGET
 
     builder = _growing_doc(("grow",), 2000)
     graph_ws = tmp_path / "ws"

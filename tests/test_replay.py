@@ -27,10 +27,10 @@ from replay_apps import (
 )
 
 from langgraph_external import External
-from langgraph_external.diff import diff_values
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.inspection import NotFoundError
-from langgraph_external.render import to_readable
+from langgraph_external.read.diff import diff_values
+from langgraph_external.read.inspection import NotFoundError
+from langgraph_external.record.render import to_readable
 from langgraph_external.replay import areplay, replay
 from langgraph_external.replay._intercept import installed
 

@@ -20,9 +20,9 @@ from langgraph.graph import END, START, StateGraph
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from langgraph_external import External, Workspace
-from langgraph_external.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.errors import ExternalError, RestoreError
-from langgraph_external.restore import load_checkpoint, restore_thread
+from langgraph_external.ops.restore import load_checkpoint, restore_thread
+from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 
 BIG = "x" * 40_000  # serialized above the 16 KiB inline limit: a blob file
 
@@ -293,8 +293,8 @@ def test_a_copied_thread_that_went_on_restores(
 def test_restore_recorded_when_only_the_saver_lost_the_thread(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    from langgraph_external.events import verify_chain
-    from langgraph_external.restore import restore_recorded
+    from langgraph_external.ops.restore import restore_recorded
+    from langgraph_external.record.events import verify_chain
 
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
         app = _graph(ext.checkpointer)
@@ -322,8 +322,8 @@ def test_restore_recorded_when_only_the_saver_lost_the_thread(
 def test_restore_recorded_refuses_a_ledger_that_holds_another_record(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    from langgraph_external.events import Event
-    from langgraph_external.restore import restore_recorded
+    from langgraph_external.ops.restore import restore_recorded
+    from langgraph_external.record.events import Event
 
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": "", "n": 0}, ext.config("r"))

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.roles import apply_grants, grant_script
+from langgraph_external.ops.roles import apply_grants, grant_script
 from tests.graphs import REACT_PATH, react_agent
 
 

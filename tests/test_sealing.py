@@ -19,11 +19,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
-from langgraph_external.capture import Capture
-from langgraph_external.events import Event
-from langgraph_external.keys import load_key
-from langgraph_external.seal import Sealer
-from langgraph_external.sinks.postgres import PostgresLedger
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.pipeline.capture import Capture
+from langgraph_external.pipeline.seal import Sealer
+from langgraph_external.record.events import Event
+from langgraph_external.record.keys import load_key
 from tests.graphs import cpu_burner, fanout_with_subgraph, react_agent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,7 +145,7 @@ def test_the_record_is_the_same_whoever_seals_it(
 
 def test_two_sealers_never_seal_one_thread_twice(dsn: str, tmp_path: Path) -> None:
     """Four sealers race over the same captures while both cores are busy, five times."""
-    from langgraph_external import ledger as ledger_sql
+    from langgraph_external.ledger import schema as ledger_sql
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         ledger_sql.setup(conn)
@@ -189,8 +189,9 @@ def test_two_sealers_never_seal_one_thread_twice(dsn: str, tmp_path: Path) -> No
 
 
 def test_a_batch_that_dies_before_its_commit_is_sealed_by_the_next_sealer(dsn: str) -> None:
-    from langgraph_external import ledger as ledger_sql
     from langgraph_external.sinks import postgres
+
+    from langgraph_external.ledger import schema as ledger_sql
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         ledger_sql.setup(conn)

@@ -26,11 +26,11 @@ from typer.testing import CliRunner, Result
 
 from langgraph_external import External, Workspace
 from langgraph_external.cli import app
-from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, RestoreError
-from langgraph_external.events import canonical_json, compute_hash
-from langgraph_external.keys import load_key
-from langgraph_external.restore import restore_thread
+from langgraph_external.ops.restore import restore_thread
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.events import canonical_json, compute_hash
+from langgraph_external.record.keys import load_key
 from tests.graphs import react_agent
 
 BIG = "y" * 40_000  # above the 16 KiB inline limit: a blob file

@@ -15,13 +15,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from langgraph_external import Event, Workspace, ledger, verify_chain
+from langgraph_external import Event, Workspace, verify_chain
 from langgraph_external.errors import PositionMovedError
-from langgraph_external.processors import Sequencer, normalize
-from langgraph_external.sinks.base import Ledger, Projection
-from langgraph_external.sinks.memory import InMemoryLedger
-from langgraph_external.sinks.postgres import PostgresLedger
-from langgraph_external.sinks.workspace import WorkspaceProjection
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.contract import Ledger, Projection
+from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.record.processors import Sequencer, normalize
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 
 def _sequenced(n: int, tid: str = "t", start: Any = None, **payload: Any) -> list[Event]:
@@ -32,7 +33,7 @@ def _sequenced(n: int, tid: str = "t", start: Any = None, **payload: Any) -> lis
 
 
 class LedgerContract:
-    """Behaviour every :class:`~langgraph_external.sinks.base.Ledger` shows."""
+    """Behaviour every :class:`~langgraph_external.ledger.contract.Ledger` shows."""
 
     @pytest.fixture
     def store(self) -> Iterator[Ledger]:
@@ -104,7 +105,7 @@ class TestPostgresLedger(LedgerContract):
 
 
 class ProjectionContract:
-    """Behaviour every :class:`~langgraph_external.sinks.base.Projection` shows."""
+    """Behaviour every :class:`~langgraph_external.ledger.contract.Projection` shows."""
 
     def make(self, tmp_path: Path) -> Projection:
         raise NotImplementedError

@@ -17,7 +17,7 @@ from langgraph.store.memory import InMemoryStore
 from typing_extensions import TypedDict
 
 from langgraph_external import External, InvalidThreadIdError
-from langgraph_external.thread_ids import check_thread_id
+from langgraph_external.record.thread_ids import check_thread_id
 from tests.graphs import react_agent
 
 SURROGATE = "\ud800"  # a lone surrogate: valid in a Python str, not encodable as UTF-8

@@ -12,8 +12,9 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from langgraph_external import External, ledger, verify_chain
-from langgraph_external.restore import iter_checkpoint_ids
+from langgraph_external import External, verify_chain
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops.restore import iter_checkpoint_ids
 
 
 class S(TypedDict):

@@ -17,11 +17,12 @@ import pytest
 from langchain_core.messages import HumanMessage
 from typer.testing import CliRunner, Result
 
-from langgraph_external import External, ledger
+from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.errors import ArchiveError, ImportConflictError
-from langgraph_external.transfer import import_thread, read_archive
-from langgraph_external.workspace import Workspace
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops.transfer import import_thread, read_archive
+from langgraph_external.workspace.files import Workspace
 from tests.conftest import _with_db
 from tests.graphs import fanout_with_subgraph, react_agent
 
@@ -274,7 +275,7 @@ def test_export_refuses_a_lagging_workspace_and_unknown_threads(
 def test_an_encrypted_workspace_moves_with_its_key_only(
     dsn: str, other_dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    from langgraph_external.crypto import WorkspaceCipher
+    from langgraph_external.record.crypto import WorkspaceCipher
 
     key = WorkspaceCipher.generate_key()
     source = Place(dsn, tmp_path / "enc-a")

@@ -29,7 +29,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
-from langgraph_external.prices import PricesError, PriceTable, load_prices
+from langgraph_external.read.prices import PricesError, PriceTable, load_prices
 from langgraph_external.ui import _queries, read_only_options
 from tests import browser
 from tests.conftest import _fresh_database
@@ -450,7 +450,7 @@ def test_lgx_ui_needs_a_valid_price_table(recorded: Ledger, tmp_path: Path) -> N
 
 
 def test_a_thread_recorded_without_prices_says_unknown_price() -> None:
-    from langgraph_external.thread_view import build_thread_view
+    from langgraph_external.read.thread_view import build_thread_view
 
     t = "2026-01-31T12:00:00+00:00"
     envs = [

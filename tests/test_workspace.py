@@ -19,8 +19,8 @@ from langgraph_external import (
     decode_thread_id,
     encode_thread_id,
 )
-from langgraph_external.sinks.memory import InMemoryLedger
-from langgraph_external.sinks.workspace import WorkspaceProjection
+from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 HOSTILE = [
     "../x",

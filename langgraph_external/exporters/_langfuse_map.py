@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from langgraph_external.events import Event
-from langgraph_external.workspace import encode_thread_id
+from langgraph_external.record.events import Event
+from langgraph_external.workspace.files import encode_thread_id
 
 TRACE_NAME = "langfuse.trace.name"
 TRACE_TAGS = "langfuse.trace.tags"

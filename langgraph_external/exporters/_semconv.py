@@ -33,7 +33,7 @@ from openinference.semconv.trace import (
     ToolCallAttributes,
 )
 
-from langgraph_external import _compat
+from langgraph_external.upstream import langgraph as _compat
 
 GA = _compat.genai_attributes()
 """OpenTelemetry's GenAI attribute names (``gen_ai_attributes``)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from langgraph_external import ledger as ledger_sql
 from langgraph_external.exporters.otlp import (
     ExportReport,
     ExportStalled,
@@ -30,7 +29,8 @@ from langgraph_external.exporters.otlp import (
     OtlpExporter,
     trace_context_for_run,
 )
-from langgraph_external.sinks.postgres import PostgresLedger
+from langgraph_external.ledger import schema as ledger_sql
+from langgraph_external.ledger.postgres import PostgresLedger
 
 PROJECTION = "langfuse"
 """The Langfuse export's cursor name in ``projection_cursors``."""

@@ -52,9 +52,7 @@ from urllib.parse import unquote
 
 import psycopg
 
-from langgraph_external import ledger as ledger_sql
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
-from langgraph_external.events import Event
 from langgraph_external.exporters import _sql
 from langgraph_external.exporters._langfuse_map import (
     END_KINDS,
@@ -66,8 +64,10 @@ from langgraph_external.exporters._langfuse_map import (
     span_id_for_run,
     trace_id_for_run,
 )
-from langgraph_external.inspection import REPLAY_PREFIX, is_replay_copy
-from langgraph_external.sinks.postgres import PostgresLedger, unpack_detail
+from langgraph_external.ledger import schema as ledger_sql
+from langgraph_external.ledger.postgres import PostgresLedger, unpack_detail
+from langgraph_external.read.inspection import REPLAY_PREFIX, is_replay_copy
+from langgraph_external.record.events import Event
 
 logger = logging.getLogger("langgraph_external")
 

@@ -11,12 +11,6 @@ from typing import Any, Literal, TypeVar
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import START, StateGraph
 
-from langgraph_external._compat import (
-    BranchSpec,
-    coerce_to_runnable,
-    is_tool_node,
-    messages_key_of,
-)
 from langgraph_external.guards._check import CheckReport, Topology, check
 from langgraph_external.guards._errors import PolicyError
 from langgraph_external.guards._policy import TransitionPolicy
@@ -30,7 +24,13 @@ from langgraph_external.guards._runtime import (
     static_edges,
 )
 from langgraph_external.guards._tools import DEFAULT_REFUSAL
-from langgraph_external.pipeline import Pipeline
+from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.upstream.langgraph import (
+    BranchSpec,
+    coerce_to_runnable,
+    is_tool_node,
+    messages_key_of,
+)
 
 B = TypeVar("B", bound=StateGraph)
 PolicyLike = TransitionPolicy | str | os.PathLike[str]

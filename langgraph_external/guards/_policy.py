@@ -34,8 +34,8 @@ from pydantic import (
     model_validator,
 )
 
-from langgraph_external.events import canonical_json
 from langgraph_external.guards._errors import PolicyError, PolicyLimitError
+from langgraph_external.record.events import canonical_json
 
 if TYPE_CHECKING:
     from langgraph_external.guards._check import CheckReport

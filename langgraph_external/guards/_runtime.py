@@ -29,14 +29,6 @@ from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START
 from langgraph.types import Command, Send, interrupt
 
-from langgraph_external._compat import (
-    ParentCommand,
-    RunnableCallable,
-    is_resuming,
-    run_key,
-)
-from langgraph_external.callbacks import AuditCallbackHandler
-from langgraph_external.events import Event, EventKind
 from langgraph_external.guards._errors import TransitionViolation
 from langgraph_external.guards._policy import TransitionPolicy
 from langgraph_external.guards._tools import (
@@ -48,9 +40,17 @@ from langgraph_external.guards._tools import (
     updates_only,
 )
 from langgraph_external.guards._visits import aearlier_visits, earlier_visits
-from langgraph_external.pipeline import Pipeline
-from langgraph_external.render import to_readable
-from langgraph_external.thread_ids import check_thread_id
+from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.record.events import Event, EventKind
+from langgraph_external.record.render import to_readable
+from langgraph_external.record.thread_ids import check_thread_id
+from langgraph_external.sources.callbacks import AuditCallbackHandler
+from langgraph_external.upstream.langgraph import (
+    ParentCommand,
+    RunnableCallable,
+    is_resuming,
+    run_key,
+)
 
 logger = logging.getLogger("langgraph_external.guards")
 

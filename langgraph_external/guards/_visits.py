@@ -21,8 +21,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_external import _compat
-from langgraph_external._compat import checkpointer_of
+from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.upstream.langgraph import checkpointer_of
 
 logger = logging.getLogger("langgraph_external.guards")
 

@@ -9,7 +9,7 @@ Example:
     True
 """
 
-from langgraph_external.memory_adapters.mem0 import (
+from langgraph_external.memory_adapters.mem0.adapter import (
     EmbeddingDimensionError,
     ErasureReceipt,
     ErasureVerificationError,

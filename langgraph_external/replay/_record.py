@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph_external.events import canonical_json
+from langgraph_external.record.events import canonical_json
 
 Context = tuple[tuple[str, ...], int | None, tuple[str, ...]]
 """(node names of the namespace down to the node, step, task path)."""

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
-from langgraph_external import ledger
-from langgraph_external.diff import (
+from langgraph_external.errors import ConfigurationError
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.read.diff import (
     PathDiff,
     StateDiff,
     diff_paths,
@@ -23,14 +24,13 @@ from langgraph_external.diff import (
     render_state,
     unified_prompt_diff,
 )
-from langgraph_external.errors import ConfigurationError
-from langgraph_external.events import canonical_json, new_id
-from langgraph_external.inspection import (
+from langgraph_external.read.inspection import (
     REPLAY_PREFIX,
     AmbiguousCheckpointError,
     NotFoundError,
 )
-from langgraph_external.render import to_readable
+from langgraph_external.record.events import canonical_json, new_id
+from langgraph_external.record.render import to_readable
 from langgraph_external.replay._intercept import (
     Divergence,
     ReplayDivergenceError,
@@ -69,7 +69,8 @@ class ReplayReport:
         notes: remarks (the replay stopped early, the copy could not be deleted).
         kept: the replay's thread was kept (``keep``, or ``into`` named it); otherwise
             it was deleted after the comparison, like ``delete_thread`` deletes a thread
-            (only its tombstone stays, under :data:`~langgraph_external.inspection.REPLAY_PREFIX`).
+            (only its tombstone stays, under
+            :data:`~langgraph_external.read.inspection.REPLAY_PREFIX`).
     """
 
     source_thread_id: str

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from langgraph_external import ledger
+from langgraph_external.ledger import schema as ledger
 from langgraph_external.ui import _queries
 from langgraph_external.ui._pages import (
     NotFound,
@@ -162,7 +162,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
         return html(text) if text is not None else not_found("no such row")
 
     def timeline(request: Request) -> Response:
-        from langgraph_external.workspace import encode_thread_id
+        from langgraph_external.workspace.files import encode_thread_id
 
         tid = request.query_params.get("id", "")
         try:

@@ -1,6 +1,6 @@
 """The compare page's data: two threads or two checkpoints side by side.
 
-Paths and states are compared by :mod:`langgraph_external.diff`; model calls and tool calls
+Paths and states are compared by :mod:`langgraph_external.read.diff`; model calls and tool calls
 are paired in the order they were made, and the first prompt that differs is shown as a
 unified diff of its messages.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from langgraph_external.thread_view import build_thread_view
+from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.ui import _queries
 from langgraph_external.ui._pages import NotFound, UiConfig
 
@@ -79,7 +79,7 @@ def _side(
             msgs = [{"role": "user", "content": t} for t in payload.get("prompts") or ()]
         call["full_messages"] = msgs
     tools = [r for r in view["rows"] if r["kind"] == "tool"]
-    from langgraph_external.diff import load_path
+    from langgraph_external.read.diff import load_path
 
     path = [e for s, e in load_path(conn, thread_id, cfg.schema) if cut is None or s <= cut]
     return {
@@ -108,13 +108,13 @@ def compare_data(
 ) -> dict[str, Any]:
     """Two threads (or checkpoints) side by side: path, prompts, answers, tools, state.
 
-    Paths and states are compared by :mod:`langgraph_external.diff`; model calls and tool
+    Paths and states are compared by :mod:`langgraph_external.read.diff`; model calls and tool
     calls are paired in the order they were made.
 
     Raises:
         NotFound: a thread or checkpoint is not recorded.
     """
-    from langgraph_external import diff
+    from langgraph_external.read import diff
 
     sa, sb = _side(conn, cfg, a, acp), _side(conn, cfg, b, bcp)
     path = diff.diff_paths(sa["path"], sb["path"])

@@ -15,9 +15,9 @@ from urllib.parse import urlencode
 
 import psycopg
 
-from langgraph_external import ledger
-from langgraph_external.prices import PriceTable
-from langgraph_external.thread_view import build_thread_view, checkpoint_states
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.read.prices import PriceTable
+from langgraph_external.read.thread_view import build_thread_view, checkpoint_states
 from langgraph_external.ui import _queries
 from langgraph_external.ui._render import render, thread_context
 
@@ -54,7 +54,7 @@ def verification(
     conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str
 ) -> dict[str, Any] | None:
     """The checks of ``lgx verify THREAD``, reused (not re-implemented) from verify.py."""
-    from langgraph_external.verify import ThreadNotFoundError, verify_thread
+    from langgraph_external.ops.verify import ThreadNotFoundError, verify_thread
 
     if cfg.workspace is None:
         return {

@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 
-from langgraph_external import ledger
-from langgraph_external.prices import PriceTable
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.read.prices import PriceTable
 
 SEARCH_KEYS = ("thread", "user", "session", "tag", "status", "node", "tool", "error", "violation")
 """What a search term may name (``user:alice``); a bare word is part of a thread id."""

@@ -22,7 +22,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from langgraph_external.thread_view import KIND_NAMES, _call_args, _messages_of, format_cost
+from langgraph_external.read.thread_view import KIND_NAMES, _call_args, _messages_of, format_cost
 
 MAX_EVENT_BYTES = 64 * 1024
 """Largest event (as JSON) embedded whole in a page; a larger one is cut and says so."""

@@ -1,0 +1,1 @@
+"""Operations on a whole record: verify, repair, restore, transfer, prune, database roles."""

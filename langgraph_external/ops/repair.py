@@ -1,0 +1,190 @@
+"""Repair: bring the ledger and the workspace back to what the saver committed.
+
+After a crash, an outage or a hand edit, :func:`repair`:
+
+1. replays the write-ahead logs dead processes left (events of non-Postgres savers, and
+   events that outlived a close while the ledger was down) — skipping events the ledger
+   already holds;
+2. reconciles the ledger with the official Postgres saver's tables in the same database:
+   a checkpoint or a task's writes the saver holds without its event (written by a plain
+   saver, or writes whose event was still buffered when the process died) is recorded
+   now, from the exact bytes the saver stored, marked ``"recovered": true``;
+3. lets the workspace projection try quarantined threads again and brings every thread
+   up to the ledger (``rebuild=[...]`` first deletes those threads' files and rebuilds
+   them from the ledger).
+
+It is idempotent: a second run finds nothing to do.
+
+Example:
+    >>> report = repair(dsn="postgresql:///app", workspace="./agent_workspace")  # doctest: +SKIP
+    >>> report.writes_recovered, report.threads_projected                      # doctest: +SKIP
+    (0, 12)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_external.assembly import assemble
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.workspace.files import Workspace
+
+# what the official saver holds that nothing captured or recorded (a plain saver wrote it,
+# or a write's capture was lost with its process before v7): captured now, in order, and
+# sealed like any capture (``"recovered": true`` in the event)
+CAPTURE_MISSING_CHECKPOINTS = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, recovered)
+select gen_random_uuid(), c.thread_id, 'checkpoint', c.checkpoint_ns, c.checkpoint_id,
+    c.parent_checkpoint_id, true
+from public.checkpoints c
+where not exists (
+    select 1 from {schema}.checkpoints l
+    where l.thread_id = c.thread_id and l.checkpoint_ns = c.checkpoint_ns
+      and l.checkpoint_id = c.checkpoint_id)
+  and not exists (
+    select 1 from {schema}.captures k
+    where k.thread_id = c.thread_id and k.kind = 'checkpoint'
+      and k.checkpoint_ns = c.checkpoint_ns and k.checkpoint_id = c.checkpoint_id)
+order by c.thread_id, c.checkpoint_ns, c.checkpoint_id
+"""
+
+CAPTURE_MISSING_WRITES = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    task_id, task_path, idx, recovered)
+select gen_random_uuid(), w.thread_id, 'writes', w.checkpoint_ns, w.checkpoint_id, w.task_id,
+    min(w.task_path), jsonb_agg(w.idx order by w.idx), true
+from public.checkpoint_writes w
+where not exists (
+    select 1 from {schema}.events e
+    where e.thread_id = w.thread_id and e.kind = 'writes'
+      and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
+      and e.task_id = w.task_id)
+  and not exists (
+    select 1 from {schema}.captures k
+    where k.thread_id = w.thread_id and k.kind = 'writes' and k.checkpoint_ns = w.checkpoint_ns
+      and k.checkpoint_id = w.checkpoint_id and k.task_id = w.task_id)
+group by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
+order by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
+"""
+
+SAVER_TABLES = "select to_regclass('public.checkpoints'), to_regclass('public.checkpoint_writes')"
+
+
+@dataclass
+class RepairReport:
+    """What :func:`repair` did."""
+
+    wal_events_replayed: int = 0
+    captures_sealed: int = 0
+    checkpoints_recovered: int = 0
+    writes_recovered: int = 0
+    threads_projected: int = 0
+    quarantine_cleared: int = 0
+    threads_rebuilt: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether everything could be brought up to date."""
+        return not self.problems
+
+
+def repair(
+    *,
+    dsn: str,
+    workspace: str | os.PathLike[str] | Workspace,
+    schema: str = ledger.DEFAULT_SCHEMA,
+    spool_dir: str | os.PathLike[str] | None = None,
+    cipher: WorkspaceCipher | None = None,
+    rebuild: Sequence[str] = (),
+    timeout: float = 600.0,
+) -> RepairReport:
+    """Drain, reconcile with the saver's tables, and bring the workspace up to the ledger.
+
+    Raises:
+        LedgerUnavailableError: the database cannot be reached.
+    """
+    report = RepairReport()
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    if rebuild:
+        from langgraph_external.workspace.projection import WorkspaceProjection
+
+        name = WorkspaceProjection(ws).name
+        with ledger.connect(dsn, autocommit=True) as conn:
+            for tid in rebuild:
+                ws.remove_thread(tid)
+                conn.execute(ledger.q(ledger.UPSERT_CURSOR, schema), (name, tid, 0, None))
+                report.threads_rebuilt.append(tid)
+    rec = assemble(
+        workspace=ws, dsn=dsn, schema=schema, spool_dir=spool_dir, cipher=cipher, sealing="thread"
+    )
+    try:
+        pipeline = rec.pipeline
+        report.wal_events_replayed = pipeline.health()["buffered"]
+        store: Any = pipeline.ledger
+        assert rec.mirror is not None  # sealing="thread": the mirror runs here
+        report.quarantine_cleared = len(store.quarantined(rec.mirror.name))
+        store.clear_quarantine(rec.mirror.name)
+        # what dead processes captured is sealed first: it is what the saver holds
+        if not pipeline.flush(timeout):
+            report.problems.append("could not record everything within the timeout")
+        report.captures_sealed = _seal_all(pipeline, timeout)
+        with ledger.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(SAVER_TABLES).fetchone()
+            if row is not None and row[0] is not None:
+                cur = conn.execute(ledger.q(CAPTURE_MISSING_CHECKPOINTS, schema))
+                report.checkpoints_recovered = cur.rowcount
+                cur = conn.execute(ledger.q(CAPTURE_MISSING_WRITES, schema))
+                report.writes_recovered = cur.rowcount
+        report.captures_sealed += _seal_all(pipeline, timeout)
+        if not pipeline.flush(timeout):
+            report.problems.append("could not record everything within the timeout")
+        caught_up, behind = pipeline.catch_up(timeout)
+        report.threads_projected = caught_up
+        report.problems.extend(f"workspace: {p}" for p in behind)
+        left = store.pending()["captures"]
+        if left:
+            report.problems.append(
+                f"{left} captures are still waiting for a sealer (a transaction older than"
+                " them is still running)"
+            )
+    finally:
+        rec.close()
+    return report
+
+
+def _seal_all(pipeline: Any, timeout: float) -> int:
+    """Seal every sealable capture (any process's) with the pipeline's local sealer."""
+    service = pipeline.service
+    assert service is not None
+    before = service.sealer.sealed_captures
+    service.flush([], service.horizon(), timeout)
+    deadline = time.monotonic() + timeout
+    while service.sealer.seal_batch() and time.monotonic() < deadline:
+        pass
+    return int(service.sealer.sealed_captures - before)
+
+
+def _node_of(saver: Any, tid: str, ns: str, cid: str, task_path: str) -> str | None:
+    parts = [p.strip() for p in task_path.split(",")] if task_path else []
+    if len(parts) < 2:
+        return None
+    if parts[0] == _compat.TASK_PATH_PULL:
+        return parts[1]
+    if parts[0] == _compat.TASK_PATH_PUSH:
+        tup = saver.get_tuple(
+            {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
+        )
+        targets = _compat.send_targets(tup.checkpoint["channel_values"]) if tup else []
+        try:
+            return targets[int(parts[1])]
+        except (ValueError, IndexError):
+            return None
+    return None

@@ -1,0 +1,508 @@
+"""Verify the record: hash chains, ledger ↔ workspace, and saver ↔ ledger agreement.
+
+``lgx verify`` calls :func:`verify_thread` per thread; a problem in one thread never stops
+the others. Each problem names the first ``seq`` (or file line) where it starts.
+
+With the deployment key (``cipher``) it also checks what an unkeyed chain cannot prove:
+the thread's head carries its keyed tag (so an edit re-hashed through both copies, or a
+truncation of both, is found), every exact copy opens and matches its keyed address and
+its hash-chained event, ``state.json`` carries its keyed tag, and every artifact matches
+its address. Without the key it checks the derived tables (``checkpoints``) against the
+events either way.
+
+Example:
+    >>> VerifyResult("t").ok
+    True
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from langgraph_external.errors import ExternalError, RestoreError
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.postgres import checkpoint_row, head_tag
+from langgraph_external.read import inspection
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.events import Event, canonical_json, verify_chain
+from langgraph_external.workspace.files import Workspace, sha256_hex
+from langgraph_external.workspace.projection import state_tag
+
+
+class ThreadNotFoundError(ExternalError, LookupError):
+    """The thread is in neither the ledger nor the workspace."""
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+@dataclass
+class VerifyResult:
+    """Outcome of verifying one thread."""
+
+    thread_id: str
+    ledger_events: int = 0
+    workspace_events: int = 0
+    problems: list[str] = field(default_factory=list)
+    pending: int = 0  # captures committed with the saver's rows, not sealed yet
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_thread(
+    conn: psycopg.Connection[Any],
+    ws: Workspace,
+    thread_id: str,
+    schema: str,
+    *,
+    cipher: WorkspaceCipher | None = None,
+) -> VerifyResult:
+    """Check one thread: the ledger's chain, the workspace's chain, and that they agree.
+
+    Each problem names the first ``seq`` (or ``events.jsonl`` line) where it starts.
+    ``cipher`` (the deployment key) adds the keyed checks (see the module docs).
+
+    Raises:
+        ThreadNotFoundError: the thread is in neither the ledger nor the workspace.
+    """
+    res = VerifyResult(thread_id)
+    res.pending = pending_captures(conn, thread_id, schema)
+    row = conn.execute(
+        ledger.q(inspection.SELECT_THREAD_POSITION, schema),
+        (thread_id,),
+    ).fetchone()
+    lg = ledger.fetch_events(conn, thread_id, schema)
+    path = f"{ws.thread_dir(thread_id)}/events.jsonl"
+    wk, bad_line = read_jsonl(ws, path)
+    res.ledger_events, res.workspace_events = len(lg), len(wk)
+    if row is None and not lg and not wk and bad_line is None:
+        in_saver = saver_problems(conn, thread_id, schema)
+        if not in_saver and res.pending:
+            return res  # captured, nothing sealed yet: pending, not a failure
+        if not in_saver:
+            raise ThreadNotFoundError(
+                f"thread {thread_id!r} not found in the ledger or the workspace"
+            )
+        res.problems.extend(in_saver)
+        return res
+
+    if row is None and not lg:
+        res.problems.append(
+            f"ledger: the thread is not in the ledger, but the workspace holds {len(wk)} "
+            "events (still spooled, or another --dsn/--schema?)"
+        )
+    elif row is None:
+        res.problems.append("ledger: events without a row in the threads table")
+    elif not lg:
+        res.problems.append("ledger: the threads row has no events")
+    if lg:
+        p = _chain_problem(lg)
+        if p:
+            res.problems.append(f"ledger: {p}")
+        if row is not None and (row[0] != lg[-1]["seq"] or row[1] != lg[-1]["hash"]):
+            res.problems.append(
+                f"ledger: threads row says last seq {row[0]}, "
+                f"but the last event is seq {lg[-1]['seq']} (or its hash differs)"
+            )
+    if bad_line is not None:
+        res.problems.append(f"workspace {path}: {bad_line}")
+    elif not wk:
+        res.problems.append(f"workspace: no events at {path} (wrong --workspace?)")
+    else:
+        p = _chain_problem(wk)
+        if p:
+            res.problems.append(f"workspace events.jsonl: {p}")
+    if lg and wk and bad_line is None:
+        p = _agreement_problem(lg, wk)
+        if p:
+            res.problems.append(p)
+    if cipher is not None and row is not None and lg:
+        p = _head_problem(conn, thread_id, schema, cipher)
+        if p:
+            res.problems.append(p)
+    if lg:
+        res.problems.extend(derived_problems(conn, thread_id, schema, lg))
+    if wk and bad_line is None:
+        res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher))
+    res.problems.extend(saver_problems(conn, thread_id, schema))
+    return res
+
+
+SELECT_HEAD_TAG = "select last_seq, last_hash, head_mac from {schema}.threads where thread_id = %s"
+
+
+def _head_problem(
+    conn: psycopg.Connection[Any], thread_id: str, schema: str, cipher: WorkspaceCipher
+) -> str | None:
+    """The threads row's head must carry the keyed tag only a key holder can compute."""
+    row = conn.execute(ledger.q(SELECT_HEAD_TAG, schema), (thread_id,)).fetchone()
+    if row is None:
+        return None
+    seq, hash_, tag = row
+    if tag is None:
+        return (
+            f"ledger: the head (seq {seq}) carries no keyed tag: its chain is not anchored "
+            "(recorded without a key, by an older version, or the tag was removed)"
+        )
+    if not hmac.compare_digest(str(tag), head_tag(cipher, thread_id, seq, hash_) or ""):
+        return (
+            f"ledger: the head (seq {seq}) does not carry its keyed tag: the record was "
+            "edited and re-hashed, truncated, or written with another key"
+        )
+    return None
+
+
+SELECT_CHECKPOINT_ROWS = """
+select checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id, nodes,
+    channels, size_bytes, workspace_path, event_seq
+from {schema}.checkpoints where thread_id = %s
+"""
+
+_DERIVED = (
+    "parent_checkpoint_id",
+    "step",
+    "source",
+    "run_id",
+    "nodes",
+    "channels",
+    "size_bytes",
+    "workspace_path",
+    "event_seq",
+)
+
+
+def derived_problems(
+    conn: psycopg.Connection[Any],
+    thread_id: str,
+    schema: str,
+    lg: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """The ledger's checkpoint index (``checkpoints``) must be what its events say.
+
+    Every checkpoint event (not pruned or deleted since) has its row, with the same
+    parent, step, source, run, nodes, channels, size, path and event ``seq``; no row
+    claims an event the thread does not hold. (Rows copied by ``copy_thread`` name no
+    event of this thread and are left alone.)
+    """
+    expected: dict[tuple[str, str], dict[str, Any]] = {}
+    for env in lg:
+        kind = env["kind"]
+        if kind == "checkpoint" and env.get("checkpoint_id"):
+            row = checkpoint_row(Event.from_envelope(env))
+            expected[(env["checkpoint_ns"] or "", env["checkpoint_id"])] = dict(
+                zip(_INDEX_COLUMNS, row, strict=True)
+            )
+        elif kind in ("thread_pruned", "runs_deleted"):
+            for ns, ids in ((env.get("payload") or {}).get("removed") or {}).items():
+                for cid in ids or ():
+                    expected.pop((ns, cid), None)
+    rows = conn.execute(ledger.q(SELECT_CHECKPOINT_ROWS, schema), (thread_id,)).fetchall()
+    names = ("checkpoint_ns", "checkpoint_id", *_DERIVED)
+    held = {(r[0], r[1]): dict(zip(names, r, strict=True)) for r in rows}
+    out = []
+    for key, want in expected.items():
+        got = held.get(key)
+        if got is None:
+            out.append(
+                f"ledger checkpoints: checkpoint {key[1]} (seq {want['event_seq']}) "
+                "has no row in the checkpoint index"
+            )
+            continue
+        for col in _DERIVED:
+            a, b = got[col], want[col]
+            if col in ("nodes", "channels"):
+                a, b = sorted(a or []), sorted(b or [])
+            if a != b:
+                out.append(
+                    f"ledger checkpoints: checkpoint {key[1]} (seq {want['event_seq']}): "
+                    f"{col} is {a!r} but its event says {b!r} (the index was edited)"
+                )
+                break
+    for key, got in held.items():
+        if key not in expected and got["event_seq"] is not None:
+            out.append(
+                f"ledger checkpoints: checkpoint {key[1]} claims event seq "
+                f"{got['event_seq']}, which is not a checkpoint event of the thread"
+            )
+    return out[:20]
+
+
+_INDEX_COLUMNS = ledger.CHECKPOINT_INDEX_COLUMNS
+
+
+def workspace_problems(
+    ws: Workspace,
+    thread_id: str,
+    wk: Sequence[Mapping[str, Any]],
+    lg: Sequence[Mapping[str, Any]],
+    cipher: WorkspaceCipher | None,
+) -> list[str]:
+    """Exact copies, checkpoint logs, artifacts and ``state.json`` against the record."""
+    from langgraph_external.ops.restore import verify_thread as verify_copies
+
+    out = []
+    try:
+        verify_copies(ws, thread_id, cipher=cipher)
+    except RestoreError as exc:  # DecryptionError too: an edited ciphertext or wrong key
+        out.append(f"workspace exact copies: {_one_line(exc)}")
+    out.extend(_artifact_problems(ws, thread_id, wk))
+    p = _state_problem(ws, thread_id, lg or wk, cipher)
+    if p:
+        out.append(p)
+    return out
+
+
+def _artifact_problems(ws: Workspace, thread_id: str, wk: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every artifact an event names exists and matches its address (sha256 of content)."""
+    names: dict[str, int] = {}
+    for env in wk:
+        payload = env.get("payload")
+        ref = payload.get("$artifact") if isinstance(payload, Mapping) else None
+        for name in (env.get("artifact"), ref):
+            if isinstance(name, str):
+                names.setdefault(name, env["seq"])
+    out = []
+    for name, seq in sorted(names.items(), key=lambda x: x[1]):
+        path = ws.artifact_path(thread_id, name)
+        try:
+            data = ws.read_bytes(path)
+        except FileNotFoundError:
+            out.append(f"workspace {path}: missing (named by seq {seq})")
+            continue
+        if sha256_hex(data) != name:
+            out.append(
+                f"workspace {path}: the artifact of seq {seq} does not match its address "
+                "(it was edited)"
+            )
+    return out
+
+
+def _state_problem(
+    ws: Workspace,
+    thread_id: str,
+    events: Sequence[Mapping[str, Any]],
+    cipher: WorkspaceCipher | None,
+) -> str | None:
+    """``state.json`` shows the latest root checkpoint, under its keyed tag."""
+    latest = next(
+        (
+            e
+            for e in reversed(events)
+            if e["kind"] == "checkpoint" and not (e.get("checkpoint_ns") or "")
+        ),
+        None,
+    )
+    path = f"{ws.thread_dir(thread_id)}/state.json"
+    if latest is None or not ws.exists(path):
+        return None if latest is None else f"workspace {path}: missing"
+    try:
+        doc = json.loads(ws.read_bytes(path))
+    except ValueError as exc:
+        return f"workspace {path}: not JSON ({_one_line(exc)})"
+    if not isinstance(doc, dict):
+        return f"workspace {path}: not a JSON object"
+    if doc.get("checkpoint_id") != latest.get("checkpoint_id"):
+        return (
+            f"workspace {path}: shows checkpoint {doc.get('checkpoint_id')}, but the latest "
+            f"is {latest.get('checkpoint_id')} (seq {latest.get('seq')})"
+        )
+    if cipher is None:
+        return None
+    tag = doc.get("tag")
+    if not isinstance(tag, str) or not hmac.compare_digest(tag, state_tag(cipher, doc)):
+        return f"workspace {path}: its content does not match its keyed tag (it was edited)"
+    return None
+
+
+SAVER_AGREEMENT = """
+select
+  (select count(*) from public.checkpoints c where c.thread_id = %(t)s and not exists (
+     select 1 from {schema}.checkpoints l where l.thread_id = c.thread_id
+       and l.checkpoint_ns = c.checkpoint_ns and l.checkpoint_id = c.checkpoint_id)
+     and not exists (
+     select 1 from {schema}.captures k where k.thread_id = c.thread_id
+       and k.kind = 'checkpoint' and k.checkpoint_ns = c.checkpoint_ns
+       and k.checkpoint_id = c.checkpoint_id)),
+  (select count(*) from (select distinct checkpoint_ns, checkpoint_id, task_id
+     from public.checkpoint_writes where thread_id = %(t)s) w where not exists (
+     select 1 from {schema}.events e where e.thread_id = %(t)s and e.kind = 'writes'
+       and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
+       and e.task_id = w.task_id)
+     and not exists (
+     select 1 from {schema}.captures k where k.thread_id = %(t)s and k.kind = 'writes'
+       and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
+       and k.task_id = w.task_id)),
+  (select count(*) from {schema}.checkpoints l where l.thread_id = %(t)s and not exists (
+     select 1 from public.checkpoints c where c.thread_id = l.thread_id
+       and c.checkpoint_ns = l.checkpoint_ns and c.checkpoint_id = l.checkpoint_id))
+"""
+
+PENDING_OF_THREAD = "select count(*) from {schema}.captures where thread_id = %s"
+"""Captures of a thread a sealer has not turned into events yet (``lgx verify``: pending,
+not a failure: they commit with the saver's rows and are sealed moments later)."""
+
+
+def pending_captures(conn: psycopg.Connection[Any], thread_id: str, schema: str) -> int:
+    """How many captures of ``thread_id`` wait for a sealer."""
+    row = conn.execute(ledger.q(PENDING_OF_THREAD, schema), (thread_id,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def saver_thread_ids(conn: psycopg.Connection[Any]) -> set[str]:
+    """Threads the official saver holds in this database (none for other savers)."""
+    row = conn.execute("select to_regclass('public.checkpoints')").fetchone()
+    if row is None or row[0] is None:
+        return set()
+    return {r[0] for r in conn.execute("select distinct thread_id from public.checkpoints")}
+
+
+def saver_problems(conn: psycopg.Connection[Any], thread_id: str, schema: str) -> list[str]:
+    """Disagreements between the official saver's tables (same database) and the ledger."""
+    row = conn.execute("select to_regclass('public.checkpoint_writes')").fetchone()
+    if row is None or row[0] is None:
+        return []  # another saver: nothing to compare here
+    counts = conn.execute(ledger.q(SAVER_AGREEMENT, schema), {"t": thread_id}).fetchone()
+    assert counts is not None
+    cps, writes, extra = (int(x) for x in counts)
+    out = []
+    if cps:
+        out.append(f"saver: {_n(cps, 'committed checkpoint')} without a checkpoint event")
+    if writes:
+        out.append(f"saver: {_n(writes, 'committed task write')} without a writes event")
+    if extra:
+        out.append(f"ledger: {_n(extra, 'checkpoint')} the saver does not hold")
+    if out:
+        out[-1] += " (`lgx repair` records what the saver holds)"
+    return out
+
+
+def read_jsonl(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Envelopes of ``events.jsonl`` and the first unreadable line, if any."""
+    envelopes: list[dict[str, Any]] = []
+    if not ws.exists(path):
+        return envelopes, None
+    with ws.fs.open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                env = json.loads(line)
+            except ValueError as exc:
+                return envelopes, f"line {lineno} is not valid JSON ({_one_line(exc)})"
+            if not isinstance(env, dict):
+                return envelopes, f"line {lineno} is not a JSON object"
+            envelopes.append(env)
+    return envelopes, None
+
+
+def _chain_problem(envelopes: Sequence[Mapping[str, Any]]) -> str | None:
+    first = envelopes[0]
+    try:
+        verify_chain(list(envelopes))
+    except ValueError as exc:
+        return str(exc)
+    except (KeyError, TypeError) as exc:
+        return f"malformed envelope ({type(exc).__name__}: {exc})"
+    # verify_chain checks links; the head must be the thread's start (or a deletion,
+    # after which the ledger keeps numbering but drops older events).
+    if first.get("kind") != "thread_deleted" and (first["seq"] != 1 or first["prev"] is not None):
+        return f"events before seq {first['seq']} are missing"
+    return None
+
+
+def _agreement_problem(
+    lg: Sequence[Mapping[str, Any]], wk: Sequence[Mapping[str, Any]]
+) -> str | None:
+    for a, b in zip(lg, wk, strict=False):
+        if a["seq"] != b["seq"]:
+            return f"seq {a['seq']} in the ledger faces seq {b['seq']} in the workspace"
+        if a["hash"] != b["hash"]:
+            return (
+                f"seq {a['seq']}: the ledger and the workspace hold different events "
+                f"(hash {str(a['hash'])[:12]}… vs {str(b['hash'])[:12]}…)"
+            )
+    if len(lg) > len(wk):
+        return (
+            f"seq {lg[len(wk)]['seq']} and later ({_n(len(lg) - len(wk), 'event')}) are in the "
+            "ledger but missing from the workspace"
+        )
+    if len(wk) > len(lg):
+        return (
+            f"seq {wk[len(lg)]['seq']} and later ({_n(len(wk) - len(lg), 'event')}) are in the "
+            "workspace but missing from the ledger (still spooled?)"
+        )
+    return None
+
+
+# -- signed snapshots of every head ---------------------------------------------------------
+SELECT_HEADS = "select thread_id, last_seq, last_hash, deleted_at from {schema}.threads"
+SELECT_EVENT_HASH = "select hash from {schema}.events where thread_id = %s and seq = %s"
+
+
+def snapshot_heads(
+    conn: psycopg.Connection[Any], schema: str, cipher: WorkspaceCipher
+) -> dict[str, Any]:
+    """A keyed snapshot of every thread's head, to keep outside the database.
+
+    Checked later by :func:`heads_problems`: a thread that is gone, or whose record no
+    longer holds the head it had (rolled back to an older backup, rewritten), is found,
+    which a per-thread tag alone cannot show. Take one periodically (``lgx heads FILE``).
+    """
+    from datetime import datetime, timezone
+
+    rows = conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall()
+    body = {
+        "v": 1,
+        "schema": schema,
+        "taken": datetime.now(timezone.utc).isoformat(),
+        "key_id": cipher.key_id,
+        "heads": {r[0]: [int(r[1]), r[2]] for r in rows if r[3] is None and int(r[1]) > 0},
+    }
+    return {**body, "tag": cipher.tag("heads", canonical_json(body))}
+
+
+def heads_problems(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    snapshot: Mapping[str, Any],
+    cipher: WorkspaceCipher,
+) -> list[str]:
+    """What changed since ``snapshot`` other than appending (see :func:`snapshot_heads`)."""
+    body = {k: v for k, v in snapshot.items() if k != "tag"}
+    tag = snapshot.get("tag")
+    if not isinstance(tag, str) or not hmac.compare_digest(
+        tag, cipher.tag("heads", canonical_json(body))
+    ):
+        return ["heads snapshot: its keyed tag does not match (edited, or another key)"]
+    heads = snapshot.get("heads")
+    if not isinstance(heads, Mapping):
+        return ["heads snapshot: no heads"]
+    deleted = {
+        r[0] for r in conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall() if r[3] is not None
+    }
+    out = []
+    for tid, (seq, hash_) in sorted(heads.items()):
+        row = conn.execute(ledger.q(SELECT_EVENT_HASH, schema), (tid, seq)).fetchone()
+        if row is not None and row[0] == hash_:
+            continue
+        if tid in deleted:
+            continue  # erased since, by a recorded tombstone
+        what = "is gone" if row is None else "holds another event there"
+        out.append(
+            f"thread {tid!r}: the snapshot of {snapshot.get('taken')} saw seq {seq}; the "
+            f"ledger {what} (rolled back, rewritten or deleted)"
+        )
+    return out

@@ -1,0 +1,179 @@
+"""Captures: what commits with the checkpoint, from which its record is sealed later.
+
+A :class:`Capture` is one row of the ledger's ``captures`` table (the v7 migration). On
+the official Postgres saver the checkpointer adds it to the saver's own transaction —
+one statement, nothing computed: a reference to the saver's rows (thread, namespace,
+checkpoint and parent, or a task's writes) and the thread's callback events that precede
+it (:attr:`Capture.riders`, already redacted and snapshotted on the caller's thread).
+Events that ride no saver transaction are captured by the pipeline's flusher (kind
+``"events"``). The sealer (:mod:`langgraph_external.pipeline.seal`) turns captures into
+sequenced, hash-chained events in commit order and deletes them as it stores those.
+
+Example:
+    >>> from langgraph_external.record.events import Event
+    >>> c = Capture("events", "t1", riders=[Event.new("error", "t1", payload={"x": 1})])
+    >>> [(e.kind, e.payload) for e in unpack_riders(pack_riders(c.riders), "t1")]
+    [('error', {'x': 1})]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import ormsgpack
+
+from langgraph_external.record.events import SCHEMA_VERSION, Event, new_id
+
+__all__ = ["KINDS", "Capture", "pack_riders", "unpack_inline", "unpack_riders"]
+
+KINDS = ("checkpoint", "writes", "events")
+"""What a capture stands for: a stored checkpoint, a task's stored writes, or only the
+events it carries."""
+
+
+@dataclass(slots=True)
+class Capture:
+    """One captured row (see the module docstring).
+
+    ``event_id`` is the id its main event (the checkpoint's or the writes') will have,
+    or the id that names an ``"events"`` capture; ``id`` and ``captured_at`` are the
+    ledger's (assigned when the row is stored). ``inline``: the serializer's bytes of the
+    changed channel values the official saver keeps inline in its checkpoint row (a float,
+    a string...): that JSON row cannot give them back exactly (``-0.0``, ``1.7e308``).
+    """
+
+    kind: str
+    thread_id: str
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    parent_id: str | None = None
+    task_id: str | None = None
+    task_path: str | None = None
+    node: str | None = None
+    changed: list[str] | None = None
+    idx: list[int] | None = None
+    riders: Sequence[Event] = ()
+    inline: dict[str, tuple[str, bytes]] | None = None
+    event_id: str = field(default_factory=new_id)
+    id: int | None = None
+    captured_at: datetime | None = None
+    recovered: bool = False  # made by ``lgx repair`` for saver rows nothing captured
+
+    def row(self) -> tuple[Any, ...]:
+        """The insert's parameters (:data:`langgraph_external.ledger.schema.INSERT_CAPTURE`)."""
+        return (
+            self.event_id,
+            self.thread_id,
+            self.kind,
+            self.checkpoint_ns,
+            self.checkpoint_id,
+            self.parent_id,
+            self.task_id,
+            self.task_path,
+            self.node,
+            # JSON text, not arrays: psycopg adapts a text parameter at a third of the cost
+            json.dumps(self.changed) if self.changed is not None else None,
+            json.dumps(self.idx) if self.idx is not None else None,
+            pack_riders(self.riders) if self.riders else None,
+            ormsgpack.packb(self.inline) if self.inline else None,
+        )
+
+
+_BIG_INT = 1  # msgpack extension code of an integer beyond 64 bits (JSON allows them)
+
+
+def _big_int(value: Any) -> Any:
+    if isinstance(value, int):
+        return ormsgpack.Ext(_BIG_INT, str(value).encode())
+    raise TypeError(f"cannot pack {type(value).__name__}")
+
+
+def _ext(code: int, data: bytes) -> Any:
+    if code == _BIG_INT:
+        return int(data)
+    raise ValueError(f"unknown msgpack extension {code}")
+
+
+def pack_riders(events: Sequence[Event]) -> bytes:
+    """Processed, unsequenced events as compact bytes (msgpack), exactly restorable.
+
+    Example:
+        >>> e = Event.new("node_end", "t", payload={"n": 10**30})
+        >>> unpack_riders(pack_riders([e]), "t")[0].payload
+        {'n': 1000000000000000000000000000000}
+    """
+    return ormsgpack.packb(
+        [_row(e) for e in events], default=_big_int, option=ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    )
+
+
+def _row(e: Event) -> list[Any]:
+    return [
+        e.v,
+        e.ts,
+        e.event_id,
+        e.kind,
+        e.name,
+        e.status,
+        e.checkpoint_ns,
+        e.checkpoint_id,
+        e.run_id,
+        e.parent_run_id,
+        e.root_run_id,
+        e.node,
+        e.step,
+        e.task_id,
+        e.duration_ms,
+        e.payload,
+        e.raw,
+        e.artifact,
+        e.redactions,
+        e.detail,
+        dict(e.attachments) if e.attachments else None,
+    ]
+
+
+def unpack_inline(data: bytes | None) -> dict[str, tuple[str, bytes]] | None:
+    """Inverse of the packing of :attr:`Capture.inline`."""
+    if not data:
+        return None
+    return {ch: (str(v[0]), bytes(v[1])) for ch, v in ormsgpack.unpackb(bytes(data)).items()}
+
+
+def unpack_riders(data: bytes | None, thread_id: str) -> list[Event]:
+    """Inverse of :func:`pack_riders` (``thread_id``: the capture's thread)."""
+    if not data:
+        return []
+    out = []
+    for r in ormsgpack.unpackb(bytes(data), ext_hook=_ext):
+        out.append(
+            Event(
+                v=int(r[0] or SCHEMA_VERSION),
+                ts=datetime.fromisoformat(r[1]),
+                event_id=r[2],
+                kind=r[3],
+                name=r[4],
+                status=r[5],
+                thread_id=thread_id,
+                checkpoint_ns=r[6] or "",
+                checkpoint_id=r[7],
+                run_id=r[8],
+                parent_run_id=r[9],
+                root_run_id=r[10],
+                node=r[11],
+                step=r[12],
+                task_id=r[13],
+                duration_ms=r[14],
+                payload=r[15] or {},
+                raw=r[16],
+                artifact=r[17],
+                redactions=int(r[18] or 0),
+                detail=r[19],
+                attachments=r[20] or {},
+            )
+        )
+    return out

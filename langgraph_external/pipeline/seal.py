@@ -1,0 +1,547 @@
+"""The sealer: captured rows become sequenced, hash-chained, keyed events after commit.
+
+What commits with a checkpoint is only a capture (:mod:`langgraph_external.pipeline.capture`).
+A :class:`Sealer` takes captures in commit order per thread — only rows below every
+running transaction, so none can still appear before them — reads what they reference
+from the saver's own rows, builds the events (:class:`~langgraph_external.sources.checkpointer.
+_records.RecordBuilder`), numbers and chains them from the thread's head, tags the head
+with the deployment key, and stores a whole batch of threads in one transaction, deleting
+the captures in it. Per-thread advisory locks keep two sealers (threads of one app, helper
+processes, ``lgx worker`` processes) from sealing one thread at once; the head's
+compare-and-set stays as a second guard. A crash mid-batch rolls the batch back: its
+captures are sealed again by the next pass (idempotent, restartable).
+
+Example:
+    >>> from langgraph_external.pipeline.capture import Capture
+    >>> from langgraph_external.record.events import Event
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> ledger = InMemoryLedger()
+    >>> ledger.capture([Capture("events", "t", riders=[Event.new("error", "t")])])
+    >>> Sealer(ledger).seal_batch(), [(e.kind, e.seq) for e in ledger.events]
+    (1, [('error', 1)])
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
+from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.checkpoints import CheckpointMaterial, RecordBuilder, WritesMaterial
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.events import Event
+from langgraph_external.record.processors import Processor, Sequencer
+from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.workspace.files import sha256_hex
+
+logger = logging.getLogger("langgraph_external")
+
+__all__ = ["SaverReader", "SealResult", "Sealer", "is_poison"]
+
+_TASKS = _compat.TASKS
+_DEFER_AT_MOST = 5.0  # seconds a Send task's writes wait for the checkpoint naming its node
+
+
+class _Defer(Exception):
+    """A capture cannot be sealed yet (what it needs is not committed): its thread waits."""
+
+
+@dataclass
+class SealResult:
+    """What one :meth:`Sealer.seal_batch` stored."""
+
+    captures: int = 0
+    events: list[Event] = field(default_factory=list)
+    threads: list[str] = field(default_factory=list)
+
+
+def is_poison(exc: BaseException) -> bool:
+    """Whether the ledger refused the *values* (retrying cannot help), not the service.
+
+    Values that cannot be encoded, or that PostgreSQL rejects as data (class 22) or as
+    violating a constraint (class 23), are poison; anything else is retried.
+    """
+    if isinstance(exc, (LedgerUnavailableError, PositionMovedError, ConnectionError, TimeoutError)):
+        return False
+    if isinstance(exc, (UnicodeError, ValueError, TypeError)):
+        return True
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(("22", "23"))
+
+
+class Sealer:
+    """Seals captures into the ledger, one batch of threads per transaction.
+
+    Args:
+        ledger: the ledger holding the captures (:meth:`sealing` and the saver's rows).
+        cipher: the deployment key: keyed addresses of exact bytes, chain-head tags, and
+            (with ``encrypt``) the sealing of exact copies.
+        encrypt: encrypt the exact copies with ``cipher``.
+        serde: the saver's serializer (inline values, ``Send`` packets).
+        processors: what runs on the events built here (checkpoint metadata is redacted
+            like any payload); the pipeline's list without the sequencer.
+        on_sealed: called with every stored batch (projections, listeners).
+        quarantine_dir: where a capture the ledger refuses is kept for a person.
+    """
+
+    def __init__(
+        self,
+        ledger: Any,
+        *,
+        cipher: WorkspaceCipher | None = None,
+        encrypt: bool = True,
+        serde: SerializerProtocol | None = None,
+        processors: Sequence[Processor] = (),
+        on_sealed: Callable[[SealResult], None] | None = None,
+        quarantine_dir: str | os.PathLike[str] | None = None,
+        max_threads: int = 64,
+        max_captures: int = 1000,
+    ) -> None:
+        self.ledger = ledger
+        self.cipher = cipher
+        self.processors = list(processors)
+        self.on_sealed = on_sealed
+        self.quarantine_dir = Path(quarantine_dir) if quarantine_dir else None
+        self.max_threads = max_threads
+        self.max_captures = max_captures
+        digest = cipher.address if cipher is not None else sha256_hex
+        seal = cipher.seal if cipher is not None and encrypt else None
+        self.reader = SaverReader(serde or JsonPlusSerializer())
+        self.builder = RecordBuilder(digest, seal)
+        self.sealed_captures = 0
+        self.sealed_events = 0
+        self.full = False  # the last batch hit a limit: more is waiting right now
+        self.refused: dict[str, str] = {}  # thread -> the last refusal (quarantined capture)
+
+    # -- one batch -----------------------------------------------------------------------
+    def seal_batch(self) -> int:
+        """Seal one batch of sealable captures; returns how many captures it sealed.
+
+        Raises what the ledger raises when it is unavailable (the batch rolled back).
+        """
+        try:
+            result = self._seal(isolate=None)
+        except Exception as exc:
+            if not is_poison(exc):
+                raise
+            logger.warning("langgraph-external: a sealing batch was refused (%s); by thread", exc)
+            result = self._seal_each_alone()
+        self.full = len(result.threads) >= self.max_threads or result.captures >= self.max_captures
+        if result.captures:
+            self.sealed_captures += result.captures
+            self.sealed_events += len(result.events)
+            if self.on_sealed is not None:
+                self.on_sealed(result)
+        return result.captures
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Seal until nothing is sealable (``False`` if ``timeout`` passed first)."""
+        deadline = time.monotonic() + timeout
+        while self.seal_batch():
+            if time.monotonic() > deadline:
+                return False
+        return True
+
+    def _seal(self, isolate: str | None) -> SealResult:
+        with self.ledger.sealing(self.max_threads, self.max_captures) as tx:
+            if tx is None:
+                return SealResult()
+            captures = [c for c in tx.captures if isolate is None or c.thread_id == isolate]
+            events, ids = self._build(tx, captures)
+            if not events:
+                return SealResult()
+            sealed = Sequencer(lambda _ids: dict(tx.heads)).seal(events)
+            tx.store(sealed, ids)
+        return SealResult(sum(len(v) for v in ids.values()), sealed, list(ids))
+
+    def _seal_each_alone(self) -> SealResult:
+        """After a refused batch: each thread in a transaction of its own; a capture the
+        ledger still refuses is replaced by an ``error`` event naming why (and kept in the
+        quarantine directory), so the thread's record goes on."""
+        total = SealResult()
+        with self.ledger.sealing(self.max_threads, self.max_captures) as tx:
+            threads = [] if tx is None else list(dict.fromkeys(c.thread_id for c in tx.captures))
+        for tid in threads:
+            try:
+                got = self._seal(isolate=tid)
+            except Exception as exc:
+                if not is_poison(exc):
+                    raise
+                got = self._seal_refused(tid, exc)
+            total.captures += got.captures
+            total.events.extend(got.events)
+            total.threads.extend(got.threads)
+        return total
+
+    def _seal_refused(self, tid: str, exc: BaseException) -> SealResult:
+        with self.ledger.sealing(self.max_threads, self.max_captures) as tx:
+            if tx is None:
+                return SealResult()
+            first = next((c for c in tx.captures if c.thread_id == tid), None)
+            if first is None:
+                return SealResult()
+            why = f"{type(exc).__name__}: {exc}"[:2000]
+            path = self._keep(first, why)
+            self.refused[tid] = why
+            logger.error(
+                "langgraph-external: capture %s of thread %r refused by the ledger (%s)%s",
+                first.id,
+                tid,
+                why,
+                f"; kept in {path}" if path else "",
+            )
+            note = Event.new(
+                "error",
+                tid,
+                status="quarantined",
+                name="ledger_refused",
+                payload={
+                    "error": why,
+                    "capture": first.kind,
+                    "events": len(first.riders) + (first.kind != "events"),
+                    "file": str(path) if path else None,
+                },
+            )
+            for proc in self.processors:
+                note = proc(note)
+            sealed = Sequencer(lambda _ids: dict(tx.heads)).seal([note])
+            assert first.id is not None
+            tx.store(sealed, {tid: [first.id]})
+        return SealResult(1, sealed, [tid])
+
+    def _keep(self, capture: Capture, why: str) -> Path | None:
+        """Write the refused capture for a person: a line with the reason and what it
+        referenced, then one line per event it carried (fsync'd)."""
+        if self.quarantine_dir is None:
+            return None
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        path = self.quarantine_dir / f"{time.time_ns():020d}-{os.urandom(4).hex()}.jsonl"
+        head: dict[str, Any] = {
+            "reason": why,
+            "capture": capture.kind,
+            "thread_id": capture.thread_id,
+            "checkpoint_ns": capture.checkpoint_ns,
+            "checkpoint_id": capture.checkpoint_id,
+            "task_id": capture.task_id,
+        }
+        lines = [json.dumps(head, default=str)]
+        for e in capture.riders:
+            env = e.envelope()
+            env["attachments"] = {k: base64.b64encode(v).decode() for k, v in e.attachments.items()}
+            env["detail"] = e.detail
+            lines.append(json.dumps(env, ensure_ascii=False, default=str))
+        with open(path, "wb") as f:
+            f.write(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+            f.flush()
+            os.fsync(f.fileno())
+        return path
+
+    # -- building ------------------------------------------------------------------------
+    def _build(
+        self, tx: Any, captures: Sequence[Capture]
+    ) -> tuple[list[Event], dict[str, list[int]]]:
+        conn = getattr(tx, "conn", None)
+        referencing = [c for c in captures if c.kind != "events"]
+        materials: Mapping[int, Any] = {}
+        if referencing and conn is not None:
+            self.builder.lookup_parent = lambda t, n, c: self.reader.parent(conn, t, n, c)
+            materials = self.reader.materials(conn, referencing, self.builder)
+        events: list[Event] = []
+        ids: dict[str, list[int]] = {}
+        waiting: set[str] = set()
+        for c in captures:
+            if c.thread_id in waiting:
+                continue
+            try:
+                own = self._main_event(c, materials)
+            except _Defer:
+                waiting.add(c.thread_id)
+                continue
+            built = list(c.riders) + own
+            if not built:
+                continue
+            assert c.id is not None
+            events.extend(built)
+            ids.setdefault(c.thread_id, []).append(c.id)
+        # grouped by thread (the ledger stores one group per thread), commit order kept
+        order = {tid: i for i, tid in enumerate(ids)}
+        events.sort(key=lambda e: order[e.thread_id])
+        return events, ids
+
+    def _main_event(self, c: Capture, materials: Mapping[int, Any]) -> list[Event]:
+        if c.kind == "events":
+            return []
+        assert c.id is not None
+        m = materials.get(c.id)
+        if isinstance(m, WritesMaterial) and m.node is None and _is_push(m.task_path):
+            node = self.builder.node_of(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.task_path)
+            if node is None and _age(c) < _DEFER_AT_MOST:
+                raise _Defer  # the checkpoint with its Send packets is not committed yet
+            m.node = node
+        if m is None:
+            event = _missing(c)
+        elif isinstance(m, CheckpointMaterial):
+            event = self.builder.checkpoint_event(m)
+        else:
+            event = self.builder.writes_event(m)
+        for proc in self.processors:
+            event = proc(event)
+        return [event]
+
+
+def _is_push(task_path: str) -> bool:
+    return task_path.startswith(_compat.TASK_PATH_PUSH)
+
+
+def _age(c: Capture) -> float:
+    if c.captured_at is None:
+        return float("inf")
+    return (datetime.now(timezone.utc) - c.captured_at).total_seconds()
+
+
+def _missing(c: Capture) -> Event:
+    """The record of a capture whose saver rows are gone before it was sealed (the thread
+    or checkpoint was deleted or pruned meanwhile): it says so, nothing is made up."""
+    what = "checkpoint" if c.kind == "checkpoint" else "task writes"
+    return Event.new(
+        "error",
+        c.thread_id,
+        event_id=c.event_id,
+        ts=c.captured_at or datetime.now(timezone.utc),
+        status="missing",
+        name=f"{c.kind}_missing",
+        checkpoint_ns=c.checkpoint_ns,
+        checkpoint_id=c.checkpoint_id,
+        task_id=c.task_id,
+        payload={
+            "error": f"the saver no longer holds this {what}; it was captured but not sealed",
+            "capture": c.kind,
+            "parent_checkpoint_id": c.parent_id,
+        },
+    )
+
+
+class SaverReader:
+    """Reads what captures reference from the official Postgres saver's tables.
+
+    ``serde`` encodes values the saver keeps inline (the bytes a serializer gives them,
+    as the checkpointer records them) and decodes ``Send`` packets (which node a push
+    task ran).
+    """
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+
+    def materials(
+        self, conn: Any, captures: Sequence[Capture], builder: RecordBuilder
+    ) -> dict[int, CheckpointMaterial | WritesMaterial | None]:
+        """Material for each capture (by capture id); ``None`` when the rows are gone."""
+        out: dict[int, CheckpointMaterial | WritesMaterial | None] = {}
+        cps = [c for c in captures if c.kind == "checkpoint"]
+        ws = [c for c in captures if c.kind == "writes"]
+        if cps:
+            out.update(self._checkpoints(conn, cps, builder))
+        if ws:
+            out.update(self._writes(conn, ws))
+        return out
+
+    def _checkpoints(
+        self, conn: Any, cps: Sequence[Capture], builder: RecordBuilder
+    ) -> dict[int, CheckpointMaterial | None]:
+        # a parent is read only when neither the builder's caches nor this batch (built
+        # in order, before its children) tell what it proved
+        here = {(c.thread_id, c.checkpoint_ns, c.checkpoint_id) for c in cps}
+        rows = conn.execute(
+            _compat.SAVER_CHECKPOINT_ROWS_SQL,
+            (
+                _requests(
+                    [
+                        c.thread_id,
+                        c.checkpoint_ns,
+                        c.checkpoint_id,
+                        None
+                        if c.parent_id is None
+                        or (c.thread_id, c.checkpoint_ns, c.parent_id) in here
+                        or builder.knows(c.thread_id, c.checkpoint_ns, c.parent_id)
+                        else c.parent_id,
+                    ]
+                    for c in cps
+                ),
+            ),
+        ).fetchall()
+        docs = {int(_col(r, 0)): r for r in rows}
+        out: dict[int, CheckpointMaterial | None] = {}
+        wanted: list[tuple[int, str, str, str, str]] = []  # (request, thread, ns, ch, version)
+        plans: list[tuple[Capture, dict[str, Any], dict[str, Any], Any, bool]] = []
+        for i, c in enumerate(cps, 1):
+            r = docs.get(i)
+            cp = _json(_col(r, 1)) if r is not None else None
+            assert c.id is not None
+            if not cp:
+                out[c.id] = None
+                continue
+            meta = _json(_col(r, 2)) or {}
+            parent = _json(_col(r, 3)) if c.parent_id else None
+            versions = cp.get("channel_versions") or {}
+            full = c.changed is None or builder.needs_full(
+                c.thread_id, c.checkpoint_ns, c.parent_id
+            )
+            need = set(versions) if full else {ch for ch in c.changed or () if ch in versions}
+            if _TASKS in versions:
+                need.add(_TASKS)  # its Send packets name the nodes of the next step's pushes
+            for ch in sorted(need):
+                wanted.append((len(plans), c.thread_id, c.checkpoint_ns, ch, str(versions[ch])))
+            cached = builder.sends_of(c.thread_id, c.checkpoint_ns, c.parent_id)
+            if parent and cached is None and _TASKS in (parent.get("channel_versions") or {}):
+                ver = str(parent["channel_versions"][_TASKS])
+                wanted.append((-1 - len(plans), c.thread_id, c.checkpoint_ns, _TASKS, ver))
+            plans.append((c, cp, meta, parent, full))
+        blobs = self._blobs(conn, wanted)
+        by_plan: dict[int, list[str]] = {}
+        for req, _tid, _ns, ch, _ver in wanted:
+            by_plan.setdefault(req, []).append(ch)
+        for n, (c, cp, meta, parent, _full) in enumerate(plans):
+            assert c.id is not None
+            inline = cp.get("channel_values") or {}
+            values: dict[str, tuple[str, bytes] | None] = {}
+            rows_of: set[str] = set()
+            for ch in by_plan.get(n, ()):
+                req = n
+                hit = blobs.get((req, ch))
+                if hit is not None:
+                    values[ch] = hit
+                    rows_of.add(ch)
+                elif c.inline and ch in c.inline and ch in (c.changed or ()):
+                    values[ch] = c.inline[ch]  # the app's bytes: the JSON row is not exact
+                elif ch in inline and inline[ch] is not _compat.SAVER_INLINE_TRUE:
+                    values[ch] = self.serde.dumps_typed(inline[ch])
+                else:
+                    values[ch] = None
+            parent_sends: list[str | None] | None = None
+            if parent and builder.sends_of(c.thread_id, c.checkpoint_ns, c.parent_id) is None:
+                parent_sends = self._sends(blobs.get((-1 - n, _TASKS)))
+            out[c.id] = CheckpointMaterial(
+                thread_id=c.thread_id,
+                checkpoint_ns=c.checkpoint_ns,
+                checkpoint_id=str(c.checkpoint_id),
+                parent_id=c.parent_id,
+                checkpoint=cp,
+                metadata=meta,
+                changed=None if c.changed is None else list(c.changed),
+                values=values,
+                saver_rows=rows_of,
+                parent_seen=parent.get("versions_seen") or {} if parent else None,
+                parent_sends=parent_sends,
+                sends=self._sends(values.get(_TASKS)),
+                event_id=c.event_id,
+                ts=c.captured_at,
+                recovered=c.recovered,
+            )
+        return out
+
+    def _blobs(
+        self, conn: Any, wanted: Sequence[tuple[int, str, str, str, str]]
+    ) -> dict[tuple[int, str], tuple[str, bytes]]:
+        if not wanted:
+            return {}
+        rows = conn.execute(
+            _compat.SAVER_BLOB_ROWS_SQL, (_requests([w[1], w[2], w[3], w[4]] for w in wanted),)
+        ).fetchall()
+        out: dict[tuple[int, str], tuple[str, bytes]] = {}
+        for r in rows:
+            w = wanted[int(_col(r, 0)) - 1]
+            typ, blob = _col(r, 1), _col(r, 2)
+            if blob is None or typ == "empty":
+                continue
+            out[(w[0], w[3])] = (str(typ), bytes(blob))
+        return out
+
+    def _sends(self, value: tuple[str, bytes] | None) -> list[str | None]:
+        if value is None:
+            return []
+        try:
+            packets = self.serde.loads_typed(value)
+        except Exception as exc:  # a packet this process cannot decode: names unknown
+            logger.warning("langgraph-external: cannot decode Send packets: %s", exc)
+            return []
+        return _compat.send_targets({_TASKS: packets})
+
+    def _writes(self, conn: Any, ws: Sequence[Capture]) -> dict[int, WritesMaterial | None]:
+        rows = conn.execute(
+            _compat.SAVER_WRITE_ROWS_SQL,
+            (_requests([c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.task_id] for c in ws),),
+        ).fetchall()
+        by_req: dict[int, dict[int, tuple[Any, Any, Any, Any]]] = {}
+        for i, idx, ch, typ, blob, path in rows:
+            by_req.setdefault(i, {})[idx] = (ch, typ, blob, path)
+        out: dict[int, WritesMaterial | None] = {}
+        for i, c in enumerate(ws, 1):
+            assert c.id is not None
+            held = by_req.get(i, {})
+            order = c.idx if c.idx is not None else sorted(held)
+            picked = [(idx, held[idx]) for idx in order if idx in held]
+            if not picked:
+                out[c.id] = None
+                continue
+            out[c.id] = WritesMaterial(
+                thread_id=c.thread_id,
+                checkpoint_ns=c.checkpoint_ns,
+                checkpoint_id=c.checkpoint_id,
+                task_id=str(c.task_id),
+                task_path=c.task_path if c.task_path is not None else str(picked[0][1][3] or ""),
+                writes=[
+                    (idx, ch, typ, bytes(blob) if blob is not None else b"")
+                    for idx, (ch, typ, blob, _path) in picked
+                ],
+                node=c.node,
+                event_id=c.event_id,
+                ts=c.captured_at,
+                recovered=c.recovered,
+            )
+        return out
+
+    def parent(
+        self, conn: Any, tid: str, ns: str, cid: str
+    ) -> tuple[Mapping[str, Any], Sequence[str | None]] | None:
+        """``(versions_seen, Send targets)`` of a stored checkpoint (a builder look-up)."""
+        rows = conn.execute(
+            _compat.SAVER_CHECKPOINT_ROWS_SQL, (_requests([[tid, ns, cid, None]]),)
+        ).fetchall()
+        cp = _json(_col(rows[0], 1)) if rows else None
+        if not cp:
+            return None
+        versions = cp.get("channel_versions") or {}
+        sends: list[str | None] = []
+        if _TASKS in versions:
+            got = self._blobs(conn, [(0, tid, ns, _TASKS, str(versions[_TASKS]))])
+            sends = self._sends(got.get((0, _TASKS)))
+        return cp.get("versions_seen") or {}, sends
+
+
+def _col(row: Any, i: int) -> Any:
+    """Column ``i`` of a row (the ledger's connections return tuples)."""
+    return row[i]
+
+
+def _requests(rows: Any) -> str:
+    """Requests for the saver-row queries as one JSON parameter (arrays of text cost
+    psycopg far more to send): ``[[a, b, c, d], ...]``, answered by position."""
+    return json.dumps(list(rows), ensure_ascii=False, separators=(",", ":"))
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        return json.loads(value)
+    return value

@@ -1,0 +1,323 @@
+"""The sealing service: a sealer and the projection runner, side by side in one process.
+
+The same service runs wherever sealing runs: in a background thread of the app
+(``sealing="thread"``), in the helper process the app starts and stops with itself (the
+default), or in ``lgx worker`` processes. It seals captures in batches
+(:class:`~langgraph_external.pipeline.seal.Sealer`) when woken — by the app capturing, by a
+``NOTIFY``, or every ``poll_interval`` — and hands what it sealed to the projections
+(:class:`~langgraph_external.pipeline.projector.Projector`) and to listeners.
+
+Example:
+    >>> from langgraph_external.pipeline.capture import Capture
+    >>> from langgraph_external.record.events import Event
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> ledger = InMemoryLedger()
+    >>> with SealingService(ledger) as service:
+    ...     ledger.capture([Capture("events", "t", riders=[Event.new("error", "t")])])
+    ...     service.flush(["t"], service.horizon(), 5.0)
+    True
+    >>> [(e.kind, e.seq) for e in ledger.events]
+    [('error', 1)]
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_external.errors import LedgerUnavailableError
+from langgraph_external.ledger.contract import Projection
+from langgraph_external.pipeline.projector import Failures, Projector
+from langgraph_external.pipeline.seal import Sealer, SealResult
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.events import Event
+from langgraph_external.record.processors import Processor
+
+logger = logging.getLogger("langgraph_external")
+
+__all__ = ["SealingService"]
+
+Listener = Callable[[Sequence[Event]], None]
+
+
+class SealingService:
+    """Seals captures and feeds projections, in background threads (see module docs).
+
+    Args:
+        ledger: the ledger holding the captures.
+        projections: views fed from the ledger (workspace, exporters).
+        cipher, encrypt, serde, processors: see :class:`~langgraph_external.pipeline.seal.Sealer`.
+        linger: seconds a wake-up waits to gather more captures into one batch.
+        poll_interval: seconds between looks when nothing wakes it (captures of other
+            processes; projections' lagging scans).
+        retry_interval: seconds between attempts while the ledger is unavailable.
+        quarantine_dir: where captures the ledger refuses are kept for a person.
+    """
+
+    def __init__(
+        self,
+        ledger: Any,
+        *,
+        projections: Sequence[Projection] = (),
+        cipher: WorkspaceCipher | None = None,
+        encrypt: bool = True,
+        serde: SerializerProtocol | None = None,
+        processors: Sequence[Processor] = (),
+        linger: float = 0.02,
+        poll_interval: float = 1.0,
+        retry_interval: float = 1.0,
+        quarantine_dir: Any = None,
+        failures: Failures | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.failures = failures if failures is not None else Failures()
+        self.linger = linger
+        self.poll_interval = poll_interval
+        self.retry_interval = retry_interval
+        self.sealer = Sealer(
+            ledger,
+            cipher=cipher,
+            encrypt=encrypt,
+            serde=serde,
+            processors=processors,
+            on_sealed=self._on_sealed,
+            quarantine_dir=quarantine_dir,
+        )
+        self.projector = Projector(
+            ledger,
+            projections,
+            poll_interval=poll_interval,
+            retry_interval=retry_interval,
+            failures=self.failures,
+        )
+        self._listeners: list[Listener] = []
+        self._cv = threading.Condition(threading.Lock())
+        self._wakes = 0  # wake-ups asked for
+        self._drained = 0  # wake-ups served by a drain that ended with nothing sealable
+        self._down_since: float | None = None
+        self._busy_since: float | None = None  # a batch waiting on the database
+        self._pending: tuple[float, dict[str, Any]] | None = None  # (when, ledger.pending())
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> SealingService:
+        """Start the sealer and projector threads."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name="langgraph-external-sealer", daemon=True
+            )
+            self._thread.start()
+        self.projector.start()
+        return self
+
+    def __enter__(self) -> SealingService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Seal what is sealable, let projections settle, stop. ``False``: not all done."""
+        deadline = time.monotonic() + timeout
+        ok = self._drain(deadline)
+        ok = self.projector.settle(max(0.0, deadline - time.monotonic())) and ok
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        self.projector.stop()
+        return ok
+
+    def revive(self) -> None:
+        """Start a background thread again if it died (never expected)."""
+        if self._thread is not None and not self._thread.is_alive() and not self._stop:
+            logger.error("langgraph-external: the sealer thread died; starting it again")
+            self._thread = None
+            self.start()
+        self.projector.revive()
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call ``fn`` with every sealed batch (an exporter's wake-up, testing helpers)."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        """Stop calling ``fn``."""
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    # -- waking and waiting ----------------------------------------------------------------
+    def wake(self) -> None:
+        """Captures were committed: seal soon."""
+        with self._cv:
+            self._wakes += 1
+            self._cv.notify_all()
+
+    def horizon(self) -> str:
+        """A position in commit order every capture committed so far is below."""
+        horizon = getattr(self.ledger, "horizon", None)
+        return horizon() if horizon is not None else ""
+
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
+        """Wait until the captures of ``threads`` committed before ``horizon`` are sealed
+        and the projections settled on them. ``False`` if that did not happen in time.
+        (``exports``: the exporters attached here flush themselves.)"""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._drain(deadline, threads, horizon):
+            return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.projector.settle(left)
+
+    def _drain(
+        self,
+        deadline: float | None,
+        threads: Collection[str] | None = None,
+        horizon: str | None = None,
+    ) -> bool:
+        while True:
+            with self._cv:
+                self._wakes += 1
+                target = self._wakes
+                self._cv.notify_all()
+                while self._drained < target:
+                    if self._thread is None or self._stop:
+                        break  # not running (closing): drain on this thread below
+                    self.revive()
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return False
+                    self._cv.wait(0.05)
+            if self._thread is None or self._stop:
+                try:
+                    while self.sealer.seal_batch():
+                        if deadline is not None and time.monotonic() >= deadline:
+                            return False
+                except Exception as exc:
+                    self.failures.add("sealer", exc)
+                    return False
+            try:
+                left = self._unsealed(threads, horizon)
+            except Exception as exc:  # the ledger is away: try again until the deadline
+                self.failures.add("sealer", exc)
+                left = 1
+            if not left:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)  # older transactions still running: their captures come next
+
+    def _unsealed(self, threads: Collection[str] | None, horizon: str | None) -> int:
+        unsealed = getattr(self.ledger, "unsealed", None)
+        if threads is not None and horizon is not None and unsealed is not None:
+            return int(unsealed(threads, horizon))
+        pending = getattr(self.ledger, "pending", None)
+        if pending is None:
+            return 0
+        info = pending()
+        return int(info["captures"]) - int(info["behind_running_transactions"])
+
+    # -- the loop --------------------------------------------------------------------------
+    def _loop(self) -> None:
+        busy = False  # the last look sealed something: more is likely on its way
+        while True:
+            with self._cv:
+                if self._drained >= self._wakes and not self._stop:
+                    # a busy app's wake-ups are spaced out: look again soon after a batch
+                    self._cv.wait(self.linger * 2 if busy else self.poll_interval)
+                if self._stop:
+                    return
+            if self.linger:
+                time.sleep(self.linger)  # gather a few more captures into the batch
+            with self._cv:
+                target = self._wakes
+            busy = False
+            try:
+                with self._cv:
+                    self._busy_since = time.monotonic()
+                # a batch below the limits took all there was: the next one waits a
+                # linger for more (sealing the few captures that committed meanwhile at
+                # once would cost a transaction and its fixed reads for each of them)
+                while self.sealer.seal_batch():
+                    busy = True
+                    with self._cv:
+                        self._busy_since = time.monotonic()
+                        if self._stop or not self.sealer.full:
+                            break
+                self._look_pending()
+                with self._cv:
+                    self._busy_since = None
+                    self._down_since = None
+                    self._drained = max(self._drained, target)
+                    self._cv.notify_all()
+            except Exception as exc:  # the ledger is away, or a bug: retried, never fatal
+                self.failures.add("sealer", exc)
+                with self._cv:
+                    self._busy_since = None
+                    if isinstance(exc, (LedgerUnavailableError, ConnectionError)):
+                        self._down_since = self._down_since or time.monotonic()
+                logger.warning("langgraph-external: sealing deferred (%s); retrying", exc)
+                with self._cv:
+                    self._cv.wait(self.retry_interval)
+
+    def _look_pending(self) -> None:
+        """Count the captures still waiting (for ``health()``), at most once a second."""
+        pending = getattr(self.ledger, "pending", None)
+        if pending is None or (
+            self._pending is not None and time.monotonic() - self._pending[0] < 1.0
+        ):
+            return
+        self._pending = (time.monotonic(), pending())
+
+    def _on_sealed(self, result: SealResult) -> None:
+        self.projector.hand_over(result.events)
+        for fn in list(self._listeners):
+            try:
+                fn(result.events)
+            except Exception:
+                logger.exception("a listener of sealed events failed")
+
+    # -- health ----------------------------------------------------------------------------
+    def health(self, *, ask_ledger: bool = False) -> dict[str, Any]:
+        """Sealing and projection health; pending captures as of the sealer's last look
+        (``ask_ledger``: count them now, a query that waits for the database)."""
+        now = time.monotonic()
+        out: dict[str, Any] = {
+            "sealed_captures": self.sealer.sealed_captures,
+            "sealed_events": self.sealer.sealed_events,
+            "sealer_wait_seconds": round(now - self._busy_since, 3) if self._busy_since else 0.0,
+            "sealer_down_seconds": round(now - self._down_since, 3) if self._down_since else 0.0,
+            "projection_lag_batches": self.projector.lag(),
+            "quarantined": {
+                **dict(self.projector.quarantined),
+                **{f"ledger:{t}": why for t, why in self.sealer.refused.items()},
+            },
+            "failures": self.failures.as_dicts(),
+        }
+        pending = getattr(self.ledger, "pending", None)
+        if ask_ledger and pending is not None:
+            try:
+                self._pending = (time.monotonic(), pending())
+            except Exception as exc:
+                out["pending_error"] = f"{type(exc).__name__}: {exc}"
+        if self._pending is not None:  # as of the sealer's last look (never blocks here)
+            at, info = self._pending
+            oldest = info.get("oldest")
+            out["unsealed_captures"] = info["captures"]
+            out["unsealed_threads"] = info["threads"]
+            out["unsealed_as_of_seconds"] = round(time.monotonic() - at, 3)
+            out["sealer_lag_seconds"] = (
+                round(time.time() - oldest.timestamp(), 3) if oldest is not None else 0.0
+            )
+        return out

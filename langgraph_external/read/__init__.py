@@ -1,0 +1,1 @@
+"""Reading the record: inspection, diffs, thread views, timelines, prices."""

@@ -1,0 +1,291 @@
+"""A thread's record as one self-contained HTML page: lanes per node over time.
+
+:func:`build_timeline` turns a thread's event envelopes (from the ledger or the
+workspace's ``events.jsonl``, already redacted when they were recorded) into *items*:
+node runs, tool calls and LLM calls as spans (start and end events paired), and memory
+hits, retrievals, interrupts, resumes, policy violations, errors, routes, task writes and
+checkpoints as marks. Each item sits in the lane of its node; a subgraph's nodes get
+lanes nested under the node that called it (``summarize › double``); events of no node
+(runs, checkpoints of the root graph) sit in a ``(graph)`` lane.
+
+:func:`render_timeline` writes the page: the thread's view as ``lgx ui`` shows it
+(:mod:`langgraph_external.read.thread_view` rendered by the same templates), as one file with
+its stylesheet and script inlined and no network access when viewed — for attaching to a
+ticket. A run tree with a labelled timing bar per node run, model call, tool call, memory
+read, policy violation (labelled with its rule), interrupt, resume and checkpoint; the
+time or sequence axis; a Details pane that shows the conversation, and for a clicked row
+its readable content (the prompt and answer of a model call, a tool's arguments and
+result, the state a checkpoint changed), with the recorded events (as stored, redacted)
+a click away. An item is selected from the URL too (``run.html#seq=12``). The events are
+embedded as JSON inside ``<script type="application/json">`` with ``<``, ``>``, ``&``
+and the JavaScript line separators escaped, so no recorded text can end the script
+element; the page's Content-Security-Policy runs only its own script (by hash).
+
+Example:
+    >>> envs = [
+    ...     {"seq": 1, "ts": "2026-01-31T12:00:00+00:00", "kind": "node_start",
+    ...      "node": "agent", "task_id": "t1", "name": "agent", "checkpoint_ns": ""},
+    ...     {"seq": 2, "ts": "2026-01-31T12:00:00.5+00:00", "kind": "node_end",
+    ...      "node": "agent", "task_id": "t1", "name": "agent", "checkpoint_ns": "",
+    ...      "status": "ok"},
+    ... ]
+    >>> tl = build_timeline("thread-1", envs)
+    >>> [lane["label"] for lane in tl["lanes"]], tl["items"][0]["kind"], tl["items"][0]["t1"]
+    (['agent'], 'node', 500.0)
+    >>> page = render_timeline(tl)
+    >>> page.startswith("<!DOCTYPE html>"), page.count("<script")
+    (True, 2)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from langgraph_external.read.prices import PriceTable
+from langgraph_external.read.thread_view import build_thread_view
+
+__all__ = ["build_timeline", "render_timeline", "timeline_html"]
+
+GRAPH_LANE = "(graph)"
+"""Lane of events that belong to no node (runs, the root graph's checkpoints)."""
+
+_SPANS = {
+    "node_start": ("node", "start"),
+    "node_end": ("node", "end"),
+    "tool_start": ("tool", "start"),
+    "tool_end": ("tool", "end"),
+    "tool_error": ("tool", "end"),
+    "llm_start": ("llm", "start"),
+    "llm_end": ("llm", "end"),
+    "run_start": ("run", "start"),
+    "run_end": ("run", "end"),
+}
+_MARKS = {
+    "memory_search": "memory",
+    "memory_get": "memory",
+    "memory_put": "memory",
+    "memory_add": "memory",
+    "memory_update": "memory",
+    "memory_delete": "memory",
+    "memory_erase": "memory",
+    "retrieval": "memory",
+    "interrupt": "interrupt",
+    "resume": "interrupt",
+    "policy_violation": "policy",
+    "error": "error",
+    "checkpoint": "checkpoint",
+    "writes": "writes",
+    "route": "route",
+}
+MAX_EVENT_BYTES = 64 * 1024
+"""Largest event (as JSON) embedded whole; a larger one is cut and says so."""
+
+
+def _parse_ts(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp() * 1000.0
+
+
+def _lane_path(env: Mapping[str, Any]) -> tuple[str, ...]:
+    """The node names from the root graph down to the event's node.
+
+    A subgraph's namespace (``summarize:<task>|double:<task>``) names the nodes that
+    called it. Checkpoints and runs belong to the graph of their namespace, and so does
+    ``__start__`` (the graph's input).
+    """
+    ns = env.get("checkpoint_ns") or ""
+    path = [part.split(":", 1)[0] for part in ns.split("|") if part]
+    node = env.get("node")
+    if (
+        node
+        and node != "__start__"
+        and env.get("kind") not in ("checkpoint", "run_start", "run_end")
+    ):
+        path.append(str(node))
+    return tuple(path)
+
+
+def _embedded(env: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """The envelope as embedded in the page (cut to ``limit`` bytes of JSON)."""
+    text = json.dumps(env, ensure_ascii=False, default=str)
+    if len(text.encode()) <= limit:
+        return dict(env)
+    cut = {k: v for k, v in env.items() if k not in ("payload", "raw")}
+    cut["payload"] = {
+        "$truncated": f"{len(text.encode())} bytes; `lgx events THREAD --json` prints it whole",
+        "preview": text[: limit // 2],
+    }
+    return cut
+
+
+def build_timeline(
+    thread_id: str,
+    envelopes: Iterable[Mapping[str, Any]],
+    *,
+    max_event_bytes: int = MAX_EVENT_BYTES,
+) -> dict[str, Any]:
+    """Lanes and items of a thread's events (envelopes in ``seq`` order).
+
+    Spans pair a start event with its end: node runs by task id, tool calls by task id
+    and tool call id (else name), LLM calls and runs by task or run id and name, first
+    in first out. A start without an end is an item still ``running`` at the last event.
+
+    Returns:
+        ``{"thread_id", "t0", "events", "lanes": [{"id", "label", "depth", "path"}],
+        "items": [{"id", "lane", "kind", "event_kind", "name", "status", "t0", "t1",
+        "s0", "s1", "step", "events": [index, ...]}], "envelopes": [...]}``; times
+        in milliseconds since the first event, ``s0``/``s1`` are sequence numbers.
+    """
+    envs = list(envelopes)
+    base = _parse_ts(envs[0]["ts"]) if envs else 0.0
+    lanes: dict[tuple[str, ...], dict[str, Any]] = {}
+    items: list[dict[str, Any]] = []
+    open_spans: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    embedded: list[dict[str, Any]] = []
+
+    def lane_of(path: tuple[str, ...]) -> int:
+        for depth in range(1, len(path) + 1):  # parents first, so nesting reads top-down
+            sub = path[:depth]
+            if sub not in lanes:
+                lanes[sub] = {
+                    "id": len(lanes),
+                    "label": " › ".join(sub),
+                    "name": sub[-1],
+                    "depth": depth - 1,
+                    "path": list(sub),
+                }
+        if not path and () not in lanes:
+            lanes[()] = {
+                "id": len(lanes),
+                "label": GRAPH_LANE,
+                "name": GRAPH_LANE,
+                "depth": 0,
+                "path": [],
+            }
+        return int(lanes[path]["id"])
+
+    for env in envs:
+        kind = str(env.get("kind"))
+        t = _parse_ts(env["ts"]) - base
+        seq = int(env.get("seq") or 0)
+        index = len(embedded)
+        embedded.append(_embedded(env, max_event_bytes))
+        lane = lane_of(_lane_path(env))
+        payload = env.get("payload") or {}
+        if kind in _SPANS:
+            family, side = _SPANS[kind]
+            ident = payload.get("tool_call_id") if family == "tool" else None
+            key = (
+                family,
+                env.get("checkpoint_ns") or "",
+                env.get("task_id") or (env.get("run_id") if family == "run" else None),
+                ident or env.get("name"),
+            )
+            if side == "start":
+                item = _item(len(items), lane, family, env, t, seq, index)
+                items.append(item)
+                open_spans.setdefault(key, []).append(item)
+                continue
+            waiting = open_spans.get(key)
+            if waiting:
+                item = waiting.pop(0)
+                item["t1"] = max(item["t0"], t)
+                item["s1"] = seq
+                item["status"] = env.get("status") or ("error" if kind == "tool_error" else "ok")
+                item["events"].append(index)
+                continue
+            # an end without its start (recorded from the middle): a span ending here
+            item = _item(len(items), lane, family, env, t, seq, index)
+            duration = env.get("duration_ms")
+            item["t0"] = t - float(duration) if duration else t
+            item["status"] = env.get("status") or "ok"
+            items.append(item)
+            continue
+        item = _item(len(items), lane, _MARKS.get(kind, "other"), env, t, seq, index)
+        item["status"] = env.get("status") or ""
+        items.append(item)
+    end_t = (_parse_ts(envs[-1]["ts"]) - base) if envs else 0.0
+    end_s = int(envs[-1].get("seq") or 0) if envs else 0
+    for waiting in open_spans.values():
+        for item in waiting:
+            item["t1"], item["s1"], item["status"] = end_t, end_s, "running"
+    return {
+        "thread_id": thread_id,
+        "t0": envs[0]["ts"] if envs else None,
+        "events": len(envs),
+        "lanes": sorted(lanes.values(), key=_lane_order(lanes)),
+        "items": items,
+        "envelopes": embedded,
+    }
+
+
+def _lane_order(lanes: Mapping[tuple[str, ...], Mapping[str, Any]]) -> Any:
+    """Sort key: the graph lane first, then lanes in order of appearance, nested under
+    their parent."""
+
+    def key(lane: Mapping[str, Any]) -> tuple[int, ...]:
+        path = tuple(lane["path"])
+        if not path:
+            return (-1,)
+        return tuple(int(lanes[path[: d + 1]]["id"]) for d in range(len(path)))
+
+    return key
+
+
+def _item(
+    n: int, lane: int, kind: str, env: Mapping[str, Any], t: float, seq: int, index: int
+) -> dict[str, Any]:
+    return {
+        "id": n,
+        "lane": lane,
+        "kind": kind,
+        "event_kind": env.get("kind"),
+        "name": env.get("name") or env.get("node") or env.get("kind"),
+        "status": "running",
+        "t0": t,
+        "t1": t,
+        "s0": seq,
+        "s1": seq,
+        "step": env.get("step"),
+        "events": [index],
+    }
+
+
+def render_timeline(
+    timeline: Mapping[str, Any],
+    *,
+    title: str | None = None,
+    prices: PriceTable | None = None,
+    states: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    verification: Mapping[str, Any] | None = None,
+) -> str:
+    """The self-contained HTML page of a :func:`build_timeline` result.
+
+    Args:
+        timeline: what :func:`build_timeline` returned (its embedded envelopes are drawn).
+        title: the page title (default ``lgx — THREAD``).
+        prices: the price table for costs (default: every price unknown).
+        states: readable checkpoint states (:func:`~langgraph_external.read.thread_view.
+            checkpoint_states`), so each checkpoint shows the change it made.
+        verification: the thread's verification, as ``lgx ui`` shows it.
+    """
+    from langgraph_external.ui import render_thread
+
+    thread_id = str(timeline.get("thread_id"))
+    envelopes = timeline.get("envelopes") or []
+    view = build_thread_view(thread_id, envelopes, prices=prices, states=states)
+    data = {"view": view, "envelopes": envelopes, "verification": verification}
+    return render_thread(data, standalone=True, title=title)
+
+
+def timeline_html(
+    thread_id: str,
+    envelopes: Iterable[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    prices: PriceTable | None = None,
+) -> str:
+    """:func:`render_timeline` of :func:`build_timeline`: the page of one thread."""
+    return render_timeline(build_timeline(thread_id, envelopes), title=title, prices=prices)

@@ -1,0 +1,261 @@
+"""Event processors, applied in order before any sink sees an event.
+
+A processor is a plain callable ``(event) -> event``; the chain, assembled once in
+:mod:`langgraph_external.pipeline.pipeline`, is ``materialize → Redact → Offload → normalize`` and
+runs on the caller's thread when a source emits (values are snapshotted there). The
+:class:`Sequencer` numbers and chains events when they commit, so the hash covers
+exactly what is stored.
+
+Example:
+    >>> seq = Sequencer(lambda ids: {})
+    >>> e = seq(normalize(Event.new("error", "t")))
+    >>> e.seq, e.prev is None, len(e.hash)
+    (1, True, 64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
+
+from langgraph_external.record.events import Event, canonical_json, json_safe, safe_text
+from langgraph_external.workspace.files import sha256_hex
+
+Redactor = Callable[[Any], tuple[Any, int]]
+"""Returns ``(redacted_value, number_of_redactions)`` for any JSON-like value."""
+
+PositionLookup = Callable[[Collection[str]], dict[str, tuple[int, str]]]
+
+
+class Processor(Protocol):
+    """One step of the pipeline."""
+
+    def __call__(self, event: Event) -> Event:
+        """Return the transformed event."""
+
+
+def materialize(event: Event) -> Event:
+    """Run a deferred builder (see :attr:`Event.build`), so sources stay cheap."""
+    if event.build is None:
+        return event
+    built = event.build(event)
+    return built if built.build is None else built.replace(build=None)
+
+
+class Redact:
+    """Apply a redactor to the payload and count what it removed.
+
+    Example:
+        >>> r = Redact(lambda v: ({"k": "[REDACTED]"}, 1) if v else (v, 0))
+        >>> r(Event.new("error", "t", payload={"k": "secret"})).redactions
+        1
+    """
+
+    def __init__(self, redactor: Redactor | None) -> None:
+        self.redactor = redactor
+
+    def __call__(self, event: Event) -> Event:
+        if self.redactor is None:
+            return event
+        changes: dict[str, Any] = {}
+        total = 0
+        if event.kind in _STRUCTURAL:
+            # references (channel names, versions, addresses) are not content: only the
+            # free-form checkpoint metadata is; values are redacted in the readable views
+            meta = event.payload.get("metadata")
+            if meta:
+                redacted, count = self.redactor(meta)
+                if count:
+                    changes["payload"] = {**event.payload, "metadata": redacted}
+                    total += count
+        elif event.payload:
+            payload, count = self.redactor(event.payload)
+            if count:
+                changes["payload"], total = payload, total + count
+        if event.raw is not None:
+            # raw tool responses are text more often than not: redact them as text
+            try:
+                text = event.raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None:
+                redacted, count = self.redactor(text)
+                if count:
+                    changes["raw"], total = str(redacted).encode("utf-8"), total + count
+        if not total:
+            return event
+        return event.replace(redactions=event.redactions + total, **changes)
+
+
+_STRUCTURAL = frozenset({"checkpoint", "writes"})
+
+
+class Offload:
+    """Move payloads and raw bytes above ``threshold`` bytes to content-addressed artifacts.
+
+    The event keeps a reference (``{"$artifact": sha256, "size": n}`` for the payload,
+    ``artifact`` for raw bytes); the bytes travel as an attachment to
+    ``artifacts/<sha256>``. Nothing is truncated.
+    """
+
+    def __init__(self, threshold: int = 64 * 1024) -> None:
+        self.threshold = threshold
+
+    def __call__(self, event: Event) -> Event:
+        changes: dict[str, Any] = {}
+        attachments = dict(event.attachments)
+        if event.raw is not None and len(event.raw) > self.threshold:
+            digest = sha256_hex(event.raw)
+            attachments[f"artifacts/{digest}"] = event.raw
+            changes["raw"] = None
+            changes["artifact"] = digest
+        if event.payload and event.kind not in _NEVER_OFFLOAD:
+            text = canonical_json(event.payload)
+            if len(text) > self.threshold:
+                data = json.dumps(event.payload, ensure_ascii=False, default=str).encode()
+                digest = sha256_hex(data)
+                attachments[f"artifacts/{digest}"] = data
+                changes["payload"] = {"$artifact": digest, "size": len(data)}
+        if not changes:
+            return event
+        return event.replace(attachments=attachments, **changes)
+
+
+# Checkpoint and writes payloads are already references to blobs.
+_NEVER_OFFLOAD = frozenset({"checkpoint", "writes"})
+
+
+def normalize(event: Event) -> Event:
+    """Make an event storable exactly as hashed: ``jsonb``-stable payload, safe text.
+
+    NUL characters and lone surrogates would make PostgreSQL (or UTF-8) refuse the row,
+    and with it the checkpoint it commits with: they are escaped visibly instead.
+    """
+    changes: dict[str, Any] = {
+        "payload": _structural_safe(event.payload)
+        if event.kind in _STRUCTURAL
+        else json_safe(event.payload)
+    }
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name)
+        if value is not None and not (value.isascii() and "\x00" not in value):
+            changes[name] = safe_text(value)
+    if not event.kind:
+        changes["kind"] = ""
+    if not event.checkpoint_ns:
+        changes["checkpoint_ns"] = ""
+    step = event.step
+    if step is not None and not -(2**31) <= step < 2**31:
+        changes["step"] = None
+    return event.replace(**changes)
+
+
+_TEXT_FIELDS = (
+    "kind",
+    "name",
+    "status",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "run_id",
+    "parent_run_id",
+    "root_run_id",
+    "node",
+    "task_id",
+)
+
+
+def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`json_safe` for a checkpoint or writes payload, walking only what is free-form.
+
+    Their channel references are built of strings and numbers by the checkpointer; only
+    the metadata (the run's), the names (the graph's) and the keys need checking, so a
+    step costs the same whatever the number of channels.
+    """
+    out = dict(payload)
+    for key in ("metadata", "writers", "nodes"):
+        if key in out:
+            out[key] = json_safe(out[key])
+    channels = out.get("channels")
+    if channels and any(
+        safe_text(ch) != ch or type(ref.get("version")) not in (str, int)
+        for ch, ref in channels.items()
+    ):
+        out["channels"] = json_safe(channels)
+    writes = out.get("writes")
+    if writes and any(
+        safe_text(w.get("channel")) != w.get("channel") or type(w.get("idx")) is not int
+        for w in writes
+    ):
+        out["writes"] = json_safe(writes)
+    if "task_path" in out:
+        out["task_path"] = safe_text(out["task_path"])
+    return out
+
+
+class Sequencer:
+    """Number events per thread (1, 2, 3, ... without gaps) and chain their hashes.
+
+    The sequencer holds each thread's head ``(seq, hash)``. :meth:`seal` numbers events
+    from the head and moves it at once (a reservation), so two commits of one thread in
+    flight chain one after the other; the ledger accepts a commit only if the thread is
+    still where its first event says (see :class:`~langgraph_external.ledger.postgres.
+    PostgresLedger`). After a failed commit the head is forgotten (:meth:`invalidate`) and
+    asked of ``lookup`` again.
+    """
+
+    def __init__(self, lookup: PositionLookup) -> None:
+        self.lookup = lookup
+        self._head: dict[str, tuple[int, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, thread_id: str) -> bool:
+        """Whether the head of ``thread_id`` is held."""
+        return thread_id in self._head
+
+    def assume_new(self, thread_id: str) -> None:
+        """Start ``thread_id`` at 0 unless its head is held (a thread the saver lacks)."""
+        with self._lock:
+            self._head.setdefault(thread_id, (0, None))
+
+    def prime(self, thread_ids: Collection[str]) -> None:
+        """Load the heads of all unknown ``thread_ids`` at once."""
+        unknown = [t for t in set(thread_ids) if t not in self._head]
+        if not unknown:
+            return
+        found = self.lookup(unknown)
+        with self._lock:
+            for t in unknown:
+                self._head.setdefault(t, found.get(t, (0, None)))
+
+    def invalidate(self, thread_id: str) -> None:
+        """Forget the head (the next :meth:`seal` of the thread asks ``lookup`` again)."""
+        with self._lock:
+            self._head.pop(thread_id, None)
+
+    def seal(self, events: Sequence[Event]) -> list[Event]:
+        """Number, chain and hash ``events`` (normalized already), moving the heads."""
+        self.prime({e.thread_id for e in events})
+        out = []
+        with self._lock:
+            for event in events:
+                tid = event.thread_id
+                seq, prev = self._head.get(tid, (0, None))
+                seq += 1
+                envelope = event.envelope()
+                envelope["seq"], envelope["prev"] = seq, prev
+                del envelope["hash"]
+                body = canonical_json(envelope)
+                digest = hashlib.sha256(body.encode()).hexdigest()
+                # the stored line is the hashed body with the hash in its sorted place
+                cut = body.index(',"kind":')
+                line = f'{body[:cut]},"hash":"{digest}"{body[cut:]}'
+                self._head[tid] = (seq, digest)
+                out.append(event.replace(seq=seq, prev=prev, hash=digest, line=line))
+        return out
+
+    def __call__(self, event: Event) -> Event:
+        """Seal one event (see :meth:`seal`)."""
+        return self.seal([event])[0]

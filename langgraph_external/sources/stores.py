@@ -1,0 +1,188 @@
+"""An auditing wrapper for LangGraph's long-term memory (any ``BaseStore``).
+
+Every ``search``, ``get``, ``put`` and ``delete`` (sync or async) goes to the wrapped
+store unchanged and is recorded: namespace, key or query, filter, the hit keys with rank
+and score, attributed to the graph thread, node, step and task that made the call (taken
+from the running graph's config; ``_no_thread`` outside a graph). A thread id the record
+cannot store is refused with :class:`~langgraph_external.errors.InvalidThreadIdError`
+before the wrapped store is called, as the checkpointer refuses it.
+
+Example:
+    >>> from langgraph.store.memory import InMemoryStore
+    >>> from langgraph_external.pipeline.pipeline import Pipeline
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> sink = InMemoryLedger()
+    >>> store = AuditedStore(InMemoryStore(), Pipeline(sink))
+    >>> store.put(("users", "u1"), "lang", {"value": "fr"})
+    >>> [i.key for i in store.search(("users",))]
+    ['lang']
+    >>> store.pipeline.flush()
+    True
+    >>> [e.kind for e in sink.events]
+    ['memory_put', 'memory_search']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.record.events import Event, EventKind
+from langgraph_external.record.render import to_readable
+from langgraph_external.record.thread_ids import check_thread_id
+from langgraph_external.sources.callbacks import NO_THREAD
+
+__all__ = ["AuditedStore"]
+
+
+def _graph_context() -> dict[str, Any]:
+    """Thread, node, step and task of the graph task running this code, if any.
+
+    Raises:
+        InvalidThreadIdError: the graph's thread id cannot be recorded.
+    """
+    try:
+        from langgraph.config import get_config
+
+        config = get_config()
+    except (ImportError, RuntimeError):
+        return {"thread_id": NO_THREAD}
+    md = config.get("metadata") or {}
+    conf = config.get("configurable") or {}
+    ns = str(md.get("langgraph_checkpoint_ns") or "")
+    last = ns.split("|")[-1] if ns else ""
+    return {
+        "thread_id": check_thread_id(conf.get("thread_id") or md.get("thread_id") or NO_THREAD),
+        "node": md.get("langgraph_node"),
+        "step": md.get("langgraph_step"),
+        "task_id": last.split(":", 1)[1] if ":" in last else None,
+        "checkpoint_ns": "|".join(ns.split("|")[:-1]) if ns else "",
+        "checkpoint_id": conf.get("checkpoint_id"),
+    }
+
+
+class AuditedStore(BaseStore):
+    """Wrap ``inner`` so every memory operation is recorded into ``pipeline``.
+
+    Use ``External.store(inner)`` to get one bound to the facade's pipeline, then pass it
+    to ``builder.compile(store=...)`` as usual.
+    """
+
+    def __init__(self, inner: BaseStore, pipeline: Pipeline) -> None:
+        self.inner = inner
+        self.pipeline = pipeline
+
+    @property
+    def supports_ttl(self) -> bool:  # type: ignore[override]
+        """Whatever the wrapped store supports."""
+        return bool(getattr(self.inner, "supports_ttl", False))
+
+    @property
+    def ttl_config(self) -> Any:  # type: ignore[override]
+        """The wrapped store's TTL configuration."""
+        return getattr(self.inner, "ttl_config", None)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` on the wrapped store and record each."""
+        ops = list(ops)
+        ctx = _graph_context()  # an invalid thread id is refused before the store runs
+        started = time.perf_counter()
+        results = self.inner.batch(ops)
+        self._record(ops, results, started, ctx)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async twin of :meth:`batch`."""
+        ops = list(ops)
+        ctx = _graph_context()
+        started = time.perf_counter()
+        results = await self.inner.abatch(ops)
+        self._record(ops, results, started, ctx)
+        return results
+
+    def _record(
+        self, ops: list[Op], results: list[Result], started: float, ctx: dict[str, Any]
+    ) -> None:
+        duration = round((time.perf_counter() - started) * 1000.0, 3)
+        for op, result in zip(ops, results, strict=False):
+            event = _event_for(op, result, ctx, duration)
+            if event is None:
+                continue
+            try:
+                self.pipeline.emit(event)
+            except Exception:
+                if self.pipeline.strict:
+                    raise
+
+
+def _event_for(op: Op, result: Result, ctx: dict[str, Any], duration: float) -> Event | None:
+    common: dict[str, Any] = {
+        "thread_id": ctx["thread_id"],
+        "node": ctx.get("node"),
+        "step": ctx.get("step"),
+        "task_id": ctx.get("task_id"),
+        "checkpoint_ns": ctx.get("checkpoint_ns") or "",
+        "checkpoint_id": ctx.get("checkpoint_id"),
+        "duration_ms": duration,
+        "status": "ok",
+    }
+    if isinstance(op, SearchOp):
+        items: list[SearchItem] = list(result or [])  # type: ignore[arg-type]
+        hits = [
+            {
+                "rank": i,
+                "namespace": list(item.namespace),
+                "key": item.key,
+                "score": getattr(item, "score", None),
+            }
+            for i, item in enumerate(items, 1)
+        ]
+        return Event(
+            kind=EventKind.MEMORY_SEARCH.value,
+            name="store.search",
+            payload={
+                "namespace": list(op.namespace_prefix),
+                "query": op.query,
+                "filter": to_readable(op.filter),
+                "limit": op.limit,
+                "offset": op.offset,
+                "hits": hits,
+            },
+            **common,
+        )
+    if isinstance(op, GetOp):
+        return Event(
+            kind=EventKind.MEMORY_GET.value,
+            name="store.get",
+            payload={"namespace": list(op.namespace), "key": op.key, "found": result is not None},
+            **common,
+        )
+    if isinstance(op, PutOp):
+        deleting = op.value is None
+        return Event(
+            kind=(EventKind.MEMORY_DELETE if deleting else EventKind.MEMORY_PUT).value,
+            name="store.delete" if deleting else "store.put",
+            payload={
+                "namespace": list(op.namespace),
+                "key": op.key,
+                "value": None if deleting else to_readable(op.value),
+                "index": to_readable(op.index),
+            },
+            **common,
+        )
+    if isinstance(op, ListNamespacesOp):
+        return None  # listing namespaces reads no memory content
+    return None

@@ -1,0 +1,220 @@
+"""``copy_thread`` and ``delete_for_runs`` in SQL over the official Postgres saver tables.
+
+The official savers have neither. Each operation runs in one transaction on the saver's
+own connection (and under its lock), so it is all-or-nothing and never races the
+saver's own statements on a shared connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from langgraph_external.upstream import langgraph as _compat
+
+# Returns (thread_id, checkpoint_ns, checkpoint_id) of the removed checkpoints.
+SELECT_RUN_CHECKPOINTS = """
+select thread_id, checkpoint_ns, checkpoint_id from checkpoints
+where metadata->>'run_id' = any(%s)
+"""
+
+DELETE_RUN_ROWS = (
+    """
+    delete from checkpoint_writes w using checkpoints c
+    where c.metadata->>'run_id' = any(%(runs)s)
+      and w.thread_id = c.thread_id and w.checkpoint_ns = c.checkpoint_ns
+      and w.checkpoint_id = c.checkpoint_id
+    """,
+    "delete from checkpoints where metadata->>'run_id' = any(%(runs)s)",
+    # blobs no remaining checkpoint of the affected threads refers to
+    """
+    delete from checkpoint_blobs b
+    where b.thread_id = any(%(threads)s)
+      and not exists (
+        select 1 from checkpoints c
+        where c.thread_id = b.thread_id and c.checkpoint_ns = b.checkpoint_ns
+          and c.checkpoint -> 'channel_versions' ->> b.channel = b.version
+      )
+    """,
+)
+
+COPY_THREAD_ROWS = (
+    """
+    insert into checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+        type, checkpoint, metadata)
+    select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+        metadata
+    from checkpoints where thread_id = %(src)s
+    on conflict do nothing
+    """,
+    """
+    insert into checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    select %(dst)s, checkpoint_ns, channel, version, type, blob
+    from checkpoint_blobs where thread_id = %(src)s
+    on conflict do nothing
+    """,
+    """
+    insert into checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, blob)
+    select %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,
+        blob
+    from checkpoint_writes where thread_id = %(src)s
+    on conflict do nothing
+    """,
+)
+
+
+def bulk_insert(saver: Any, rows: Mapping[str, Sequence[Any]]) -> None:
+    """Write the official saver's rows in one transaction, one ``executemany`` per table.
+
+    ``rows`` maps a key of :func:`langgraph_external.upstream.langgraph.saver_statements` (blobs,
+    checkpoints, writes_upsert, writes_insert) to the rows of that statement, shaped by
+    ``_compat.saver_put_rows`` / ``saver_write_rows``. psycopg sends each
+    ``executemany`` as one pipeline: a few round trips instead of two per checkpoint.
+    All or nothing, on the saver's own connection and under its lock.
+    """
+    sql = _compat.saver_statements()
+    with _sync_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
+        for key in ("blobs", "checkpoints", "writes_insert", "writes_upsert"):
+            if rows.get(key):
+                cur.executemany(sql[key], rows[key])
+
+
+LIST_THREAD_CHECKPOINTS = """
+select checkpoint_ns, checkpoint_id from checkpoints where thread_id = %s
+"""
+
+
+def is_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``saver`` stores in the official (non-shallow) Postgres tables."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:  # pragma: no cover - a hard dependency
+        return False
+    return isinstance(saver, (PostgresSaver, AsyncPostgresSaver))
+
+
+def is_async_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``saver`` is the official async Postgres saver."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    return isinstance(saver, AsyncPostgresSaver)
+
+
+@contextmanager
+def _sync_conn(saver: Any) -> Iterator[psycopg.Connection[Any]]:
+    with saver.lock:
+        conn = saver.conn
+        if isinstance(conn, ConnectionPool):
+            with conn.connection() as c:
+                yield c
+        else:
+            yield conn
+
+
+saver_connection = _sync_conn
+"""The sync saver's connection (one of its pool's), held under the saver's lock."""
+
+
+@asynccontextmanager
+async def _async_conn(saver: Any) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async with saver.lock:
+        conn = saver.conn
+        if isinstance(conn, AsyncConnectionPool):
+            async with conn.connection() as c:
+                yield c
+        else:
+            yield conn
+
+
+Removed = dict[str, dict[str, list[str]]]  # thread -> ns -> checkpoint ids
+
+
+def _group(rows: Sequence[Any]) -> Removed:
+    out: Removed = {}
+    for r in rows:
+        tid, ns, cid = (
+            (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) if isinstance(r, dict) else r
+        )
+        out.setdefault(tid, {}).setdefault(ns, []).append(cid)
+    return out
+
+
+def delete_for_runs(saver: Any, run_ids: Sequence[str]) -> Removed:
+    """Delete every checkpoint (with its writes and orphaned blobs) of ``run_ids``."""
+    runs = [str(r) for r in run_ids]
+    if not runs:
+        return {}
+    with _sync_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute(SELECT_RUN_CHECKPOINTS, (runs,))
+        removed = _group(cur.fetchall())
+        if removed:
+            params = {"runs": runs, "threads": list(removed)}
+            for stmt in DELETE_RUN_ROWS:
+                cur.execute(stmt, params)
+    return removed
+
+
+async def adelete_for_runs(saver: Any, run_ids: Sequence[str]) -> Removed:
+    """Async twin of :func:`delete_for_runs`."""
+    runs = [str(r) for r in run_ids]
+    if not runs:
+        return {}
+    async with _async_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
+        await cur.execute(SELECT_RUN_CHECKPOINTS, (runs,))
+        removed = _group(await cur.fetchall())
+        if removed:
+            params = {"runs": runs, "threads": list(removed)}
+            for stmt in DELETE_RUN_ROWS:
+                await cur.execute(stmt, params)
+    return removed
+
+
+def copy_thread(saver: Any, source: str, target: str) -> int:
+    """Copy all checkpoints, blobs and writes of ``source`` to ``target``; returns count."""
+    params = {"src": str(source), "dst": str(target)}
+    with _sync_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute(COPY_THREAD_ROWS[0], params)
+        n = cur.rowcount
+        for stmt in COPY_THREAD_ROWS[1:]:
+            cur.execute(stmt, params)
+    return n
+
+
+async def acopy_thread(saver: Any, source: str, target: str) -> int:
+    """Async twin of :func:`copy_thread`."""
+    params = {"src": str(source), "dst": str(target)}
+    async with _async_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
+        await cur.execute(COPY_THREAD_ROWS[0], params)
+        n = cur.rowcount
+        for stmt in COPY_THREAD_ROWS[1:]:
+            await cur.execute(stmt, params)
+    return n
+
+
+def list_checkpoint_ids(saver: Any, thread_id: str) -> dict[str, set[str]]:
+    """ns -> checkpoint ids currently stored for ``thread_id``."""
+    with _sync_conn(saver) as conn, conn.cursor() as cur:
+        cur.execute(LIST_THREAD_CHECKPOINTS, (str(thread_id),))
+        return _ids(cur.fetchall())
+
+
+async def alist_checkpoint_ids(saver: Any, thread_id: str) -> dict[str, set[str]]:
+    """Async twin of :func:`list_checkpoint_ids`."""
+    async with _async_conn(saver) as conn, conn.cursor() as cur:
+        await cur.execute(LIST_THREAD_CHECKPOINTS, (str(thread_id),))
+        return _ids(await cur.fetchall())
+
+
+def _ids(rows: Sequence[Any]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for r in rows:
+        ns, cid = (r["checkpoint_ns"], r["checkpoint_id"]) if isinstance(r, dict) else r
+        out.setdefault(ns, set()).add(cid)
+    return out

@@ -1,0 +1,435 @@
+"""The external file workspace: a human-readable, exact mirror of the ledger.
+
+Layout (one directory per thread, names encoded reversibly and safely)::
+
+    <workspace>/threads/<encoded-thread-id>/
+      thread.json        thread id, created, schema version
+      state.json         latest root state, readable; replaced atomically
+      events.jsonl       append-only, one event envelope per line
+      checkpoints/
+        <encoded-ns>.jsonl   append-only log, one JSON line per checkpoint (metadata, parent,
+                             every channel's version and exact bytes, readable updates)
+                             and per pending write; ``_root.jsonl`` for the root namespace
+        blobs/<sha256>       exact serde bytes too large to inline
+      artifacts/<sha256>                           large payloads, raw tool responses
+
+The location is a local path or any fsspec URL (``memory://``, ``s3://bucket/prefix``, ...).
+
+Example:
+    >>> encode_thread_id("thread-42")
+    'thread-42'
+    >>> decode_thread_id(encode_thread_id("../etc/passwd"))
+    '../etc/passwd'
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import fsspec
+
+from langgraph_external.errors import InvalidThreadIdError, WorkspaceError
+
+_PLAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
+_ENCODED_MAX = 200  # leave room under the 255-byte file-name limit
+_HASHED_PREFIX = "~~"
+_ENCODED_PREFIX = "~"
+ROOT_NS_DIR = "_root"
+
+
+def _b32(text: str) -> str:
+    return base64.b32encode(text.encode("utf-8", "surrogatepass")).decode().rstrip("=").lower()
+
+
+def _unb32(name: str) -> str:
+    pad = "=" * (-len(name) % 8)
+    return base64.b32decode(name.upper() + pad).decode("utf-8", "surrogatepass")
+
+
+def encode_thread_id(thread_id: str) -> str:
+    """Encode a thread id as one safe directory name.
+
+    Lower-case ids made of ``[a-z0-9_.-]`` (starting with a letter or digit) are kept
+    as they are; anything else becomes ``~`` + lower-case base32 of its UTF-8 bytes, so
+    the name is safe on case-insensitive file systems and never contains a separator.
+    Ids whose encoding would exceed 200 characters become ``~~`` + sha256; their real
+    id is kept in ``thread.json``.
+
+    Raises:
+        InvalidThreadIdError: the id is not a non-empty ``str``.
+
+    Example:
+        >>> encode_thread_id("a/b")
+        '~mexwe'
+    """
+    if not isinstance(thread_id, str) or thread_id == "":
+        raise InvalidThreadIdError(f"thread id must be a non-empty str, got {thread_id!r}")
+    if _PLAIN.match(thread_id):
+        return thread_id
+    encoded = _ENCODED_PREFIX + _b32(thread_id)
+    if len(encoded) <= _ENCODED_MAX:
+        return encoded
+    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return _HASHED_PREFIX + digest
+
+
+def decode_thread_id(name: str) -> str | None:
+    """Invert :func:`encode_thread_id`; ``None`` for hashed names (read ``thread.json``)."""
+    if name.startswith(_HASHED_PREFIX):
+        return None
+    if name.startswith(_ENCODED_PREFIX):
+        return _unb32(name[1:])
+    return name
+
+
+def encode_ns(checkpoint_ns: str) -> str:
+    """Directory name of a checkpoint namespace (``""`` is ``_root``)."""
+    return ROOT_NS_DIR if checkpoint_ns == "" else encode_thread_id(checkpoint_ns)
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of ``data``; the name of content-addressed files."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class Workspace:
+    """File access for one workspace root, local or fsspec.
+
+    Args:
+        location: a local directory or an fsspec URL.
+        fsync: fsync appended event lines and replaced files (local paths only).
+        storage_options: passed to the fsspec file system.
+
+    Example:
+        >>> ws = Workspace("memory://lgx-doc")
+        >>> ws.thread_dir("t-1").endswith("/threads/t-1")
+        True
+    """
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        fsync: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        loc = os.fspath(location)
+        try:
+            fs, root = fsspec.core.url_to_fs(loc, **(storage_options or {}))
+        except (ValueError, ImportError) as exc:
+            raise WorkspaceError(f"unsupported workspace location {loc!r}: {exc}") from exc
+        self.fs = fs
+        self.storage_options = dict(storage_options or {})
+        self.root = root.rstrip("/") or "/"
+        self.location = loc
+        self.is_local = "file" in _protocols(fs)
+        self._real_root = os.path.realpath(self.root) if self.is_local else self.root
+        self.fsync = fsync and self.is_local
+        self._can_append = self.is_local or "memory" in _protocols(fs)
+
+    # -- paths -------------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        """Join ``parts`` under the root (parts must already be safe names)."""
+        return "/".join([self.root, *parts])
+
+    def thread_dir(self, thread_id: str) -> str:
+        """Directory of ``thread_id``."""
+        return self.path("threads", encode_thread_id(thread_id))
+
+    def checkpoint_log_path(self, thread_id: str, checkpoint_ns: str) -> str:
+        """Path of the append-only checkpoint log of one namespace of a thread."""
+        return f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}.jsonl"
+
+    def blob_path(self, thread_id: str, digest: str) -> str:
+        """Path of exact serde bytes named by their sha256."""
+        return f"{self.thread_dir(thread_id)}/checkpoints/blobs/{digest}"
+
+    def artifact_path(self, thread_id: str, digest: str) -> str:
+        """Path of a content-addressed artifact."""
+        return f"{self.thread_dir(thread_id)}/artifacts/{digest}"
+
+    def relative(self, path: str) -> str:
+        """``path`` relative to the workspace root (as stored in the ledger)."""
+        return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
+
+    # -- checks ------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Create the root and prove a file can be written and removed there.
+
+        Raises:
+            WorkspaceError: the location is not writable.
+        """
+        probe = self.path(f".lgx-probe-{os.urandom(8).hex()}")
+        try:
+            self.fs.makedirs(self.path("threads"), exist_ok=True)
+            with self.fs.open(probe, "wb") as f:
+                f.write(b"ok")
+            self.fs.rm_file(probe)
+        except OSError as exc:
+            raise WorkspaceError(f"workspace {self.location!r} is not writable: {exc}") from exc
+
+    # -- writing -----------------------------------------------------------------------
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` so readers never see a partial file."""
+        parent = path.rsplit("/", 1)[0]
+        if not self.is_local:
+            self.fs.makedirs(parent, exist_ok=True)
+            self.fs.pipe_file(path, data)  # object stores replace whole objects
+            return
+        tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
+        self._write_local(tmp, data)
+        os.replace(tmp, path)
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Write a file that is written once and never replaced (a checkpoint's mirror).
+
+        No temp file: a torn write can only happen in a crash, and replaying the spool or
+        re-running restore rewrites it.
+        """
+        if not self.is_local:
+            self.write_atomic(path, data)
+            return
+        self._write_local(path, data)
+
+    def _inside(self, path: str) -> None:
+        """Refuse a local write whose directory resolves outside the root (a symlink).
+
+        Raises:
+            WorkspaceError: the path escapes the workspace root.
+        """
+        root = self._real_root
+        real = os.path.realpath(path.rsplit("/", 1)[0])
+        if real != root and not real.startswith(root + os.sep):
+            raise WorkspaceError(
+                f"refusing to write {path}: its directory resolves to {real}, outside the "
+                f"workspace root {root} (a symlink?)"
+            )
+
+    def _open_local(self, path: str, flags: int) -> Any:
+        """Open for writing inside the root, never through a symlink (``O_NOFOLLOW``)."""
+        flags |= os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            self._inside(path)
+            fd = os.open(path, flags, 0o666)
+        except FileNotFoundError:
+            os.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            self._inside(path)
+            fd = os.open(path, flags, 0o666)
+        return os.fdopen(fd, "ab" if flags & os.O_APPEND else "wb")
+
+    def _write_local(self, path: str, data: bytes) -> None:
+        f = self._open_local(path, os.O_TRUNC)
+        with f:
+            f.write(data)
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
+
+    def write_if_absent(self, path: str, data: bytes) -> None:
+        """Write a content-addressed file unless it already exists."""
+        if self.is_local:
+            if os.path.exists(path):
+                return
+        elif self.fs.exists(path):
+            return
+        self.write_atomic(path, data)
+
+    def append_lines(self, path: str, lines: Iterable[str]) -> None:
+        """Append text lines (each without its newline) to ``path``."""
+        data = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
+        if not data:
+            return
+        parent = path.rsplit("/", 1)[0]
+        if self.is_local:
+            f = self._open_local(path, os.O_APPEND)
+            with f:
+                f.write(data)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            return
+        self.fs.makedirs(parent, exist_ok=True)
+        if self._can_append and self.fs.exists(path):
+            with self.fs.open(path, "ab") as f:
+                f.write(data)
+            return
+        old = self.fs.cat_file(path) if self.fs.exists(path) else b""
+        self.fs.pipe_file(path, old + data)
+
+    def repair_tail(self, path: str) -> int:
+        """Cut a torn last line of an append-only JSONL file; return its last line's ``seq``.
+
+        A crash (or a full disk) in the middle of an append leaves a line without its
+        newline; the next append would glue onto it. Returns 0 for a missing or empty file.
+        """
+        if not self.exists(path):
+            return 0
+        size = self.fs.size(path)
+        if size == 0:
+            return 0
+        chunk = 65536
+        while True:
+            start = max(0, size - chunk)
+            with self.fs.open(path, "rb") as f:
+                f.seek(start)
+                tail = f.read()
+            if not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n")
+                if cut < 0 and start > 0:
+                    chunk *= 4
+                    continue
+                keep = start + cut + 1 if cut >= 0 else 0
+                self._truncate(path, keep)
+                tail = tail[: cut + 1] if cut >= 0 else b""
+                size = keep
+            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
+            if not lines:
+                if start == 0 or size == 0:
+                    return 0
+                chunk *= 4
+                continue
+            if start > 0 and len(lines) == 1 and not tail.startswith(b"\n"):
+                chunk *= 4
+                continue
+            try:
+                return int(json.loads(lines[-1]).get("seq") or 0)
+            except (ValueError, AttributeError):
+                return 0
+
+    def _truncate(self, path: str, size: int) -> None:
+        if self.is_local:
+            with open(path, "r+b") as f:
+                f.truncate(size)
+                if self.fsync:
+                    os.fsync(f.fileno())
+            return
+        data = self.fs.cat_file(path)[:size]
+        self.fs.pipe_file(path, data)
+
+    def write_json(self, path: str, obj: Any) -> None:
+        """Atomically write ``obj`` as indented UTF-8 JSON."""
+        self.write_atomic(path, dumps_readable(obj).encode("utf-8", "surrogatepass"))
+
+    def remove_thread(self, thread_id: str) -> None:
+        """Delete a thread's whole directory (no error if it is absent)."""
+        d = self.thread_dir(thread_id)
+        if self.fs.exists(d):
+            self.fs.rm(d, recursive=True)
+
+    def remove(self, path: str) -> None:
+        """Delete one file if it exists."""
+        if self.fs.exists(path):
+            self.fs.rm_file(path)
+
+    # -- reading -----------------------------------------------------------------------
+    def read_json(self, path: str) -> Any:
+        """Load a JSON file."""
+        return json.loads(self.fs.cat_file(path))
+
+    def read_bytes(self, path: str) -> bytes:
+        """Raw content of a file."""
+        return bytes(self.fs.cat_file(path))
+
+    def size(self, path: str) -> int | None:
+        """Size of ``path`` in bytes, ``None`` if it does not exist."""
+        try:
+            return os.path.getsize(path) if self.is_local else int(self.fs.size(path))
+        except (FileNotFoundError, OSError):
+            return None
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+        if self.is_local:
+            return os.path.exists(path)
+        return bool(self.fs.exists(path))
+
+    def iter_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
+        """Yield the envelopes of ``events.jsonl`` in order."""
+        path = f"{self.thread_dir(thread_id)}/events.jsonl"
+        if not self.exists(path):
+            return
+        with self.fs.open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+
+    def last_event(self, thread_id: str) -> dict[str, Any] | None:
+        """The last envelope of ``events.jsonl`` (reads only the file's tail)."""
+        path = f"{self.thread_dir(thread_id)}/events.jsonl"
+        if not self.exists(path):
+            return None
+        size = self.fs.size(path)
+        chunk = 65536
+        while True:
+            start = max(0, size - chunk)
+            with self.fs.open(path, "rb") as f:
+                f.seek(start)
+                tail = f.read()
+            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
+            if not lines:
+                return None
+            if start == 0 or len(lines) > 1:
+                return dict(json.loads(lines[-1]))
+            chunk *= 4
+
+    def list_threads(self) -> list[str]:
+        """Thread ids present in the workspace, sorted."""
+        base = self.path("threads")
+        if not self.fs.exists(base):
+            return []
+        out = []
+        for entry in self.fs.ls(base, detail=False):
+            name = entry.rstrip("/").rsplit("/", 1)[-1]
+            tid = decode_thread_id(name)
+            if tid is None:
+                try:
+                    tid = self.read_json(f"{entry}/thread.json")["thread_id"]
+                except (OSError, KeyError, ValueError):
+                    continue
+            out.append(tid)
+        return sorted(out)
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    p = fs.protocol
+    return (p,) if isinstance(p, str) else tuple(p)
+
+
+def dumps_readable(obj: Any) -> str:
+    """Pretty JSON for files people read; never the bare tokens ``NaN``/``Infinity``.
+
+    Example:
+        >>> dumps_readable({"x": float("nan")}).split()
+        ['{', '"x":', '"NaN"', '}']
+    """
+    return dumps_json(obj, indent=2) + "\n"
+
+
+def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) -> str:
+    """JSON text every parser accepts: non-finite floats become ``"NaN"``/``"Infinity"``.
+
+    Example:
+        >>> dumps_json([1.5, float("-inf")])
+        '[1.5, "-Infinity"]'
+    """
+    try:
+        return json.dumps(
+            obj,
+            indent=indent,
+            ensure_ascii=False,
+            allow_nan=False,
+            default=str,
+            sort_keys=sort_keys,
+        )
+    except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
+        from langgraph_external.record.events import json_safe
+
+        return json.dumps(
+            json_safe(obj), indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys
+        )

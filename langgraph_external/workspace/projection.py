@@ -1,0 +1,625 @@
+"""The workspace projection: the ledger mirrored into the file workspace.
+
+It tails the ledger (the pipeline feeds it each thread's events after its position) and
+is idempotent: every line it appends carries the ``seq`` of its event, a torn last line
+(a crash mid-append) is cut before the next append, and a line whose ``seq`` a file
+already holds is not written again. A deleted workspace is rebuilt from the ledger.
+
+Per batch and thread it appends the envelopes to ``events.jsonl`` in one write, appends
+one line per checkpoint and per pending write to the namespace's checkpoint log
+``checkpoints/<ns>.jsonl`` in one write (metadata, parent, the version and exact bytes of
+every channel — small values inline as base64, large ones as content-addressed blob
+files — and a readable rendering of what changed), and replaces ``state.json`` once with
+the newest root checkpoint's state. Everything but ``state.json`` and ``thread.json`` is
+append-only; few files per batch keeps the mirror cheap.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_external.record.crypto import ALGORITHM, DecryptionError, WorkspaceCipher
+from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_json, canonical_line
+from langgraph_external.record.processors import Redactor
+from langgraph_external.record.redaction import redact_at
+from langgraph_external.record.render import to_readable
+from langgraph_external.workspace.files import Workspace, dumps_json, encode_thread_id
+
+logger = logging.getLogger("langgraph_external")
+
+_CACHE = 4096
+_BYTES_BUDGET = 2 * 1024 * 1024  # exact bytes kept for rendering readable views
+_READABLE_CACHE = 256  # rendered values, each from at most RENDER_MAX bytes
+_INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
+# a checkpoint line renders changed channels up to this size; a larger value (a long
+# message list) is what its writes lines already render, so the line refers to them
+# instead of rendering the whole value again at every step
+RENDER_MAX = 16 * 1024
+# a deferred state.json whose thread another writer appended to after it was due: the
+# newest root checkpoint is then read from the log (our own later appends of writes lines
+# must not make the old one look current)
+_FOREIGN = -1
+STATE_INTERVAL = 5.0  # state.json is rewritten at most this often per thread (and at flush)
+
+
+class WorkspaceProjection:
+    """Writes events and checkpoint mirrors under a :class:`Workspace`.
+
+    Args:
+        workspace: where to write.
+        serde: decodes exact bytes for the readable views (the saver's serializer).
+        redactor: applied to every readable view (``state.json``, checkpoint and
+            writes renderings) before it is written.
+        cipher: the deployment key: opens exact copies sealed at the source (for the
+            readable views) and seals ``state.json`` (a keyed tag ``lgx verify`` checks).
+            Exact copies are written as the ledger holds them (encrypted by default,
+            see :mod:`langgraph_external.record.crypto`).
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        serde: SerializerProtocol | None = None,
+        redactor: Redactor | None = None,
+        cipher: WorkspaceCipher | None = None,
+    ) -> None:
+        self.ws = workspace
+        self.cipher = cipher
+        self.serde: SerializerProtocol = serde or JsonPlusSerializer()
+        self.redactor = redactor
+        digest = hashlib.sha256(workspace.location.encode()).hexdigest()[:12]
+        self.name = f"workspace-{digest}"
+        self._last_seq: OrderedDict[str, int] = OrderedDict()  # thread -> last seq written
+        self._file_seq: OrderedDict[str, int] = OrderedDict()  # log path -> last seq held
+        # (thread, ns, checkpoint_id) -> full channel map {ch: {version, type, sha256, ...}}
+        self._channel_maps: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+        self._readable: OrderedDict[str, Any] = OrderedDict()  # sha -> readable value
+        self._bytes: OrderedDict[str, bytes] = OrderedDict()  # sha -> bytes (this batch+)
+        self._bytes_size = 0
+        self._described: set[str] = set()  # threads whose thread.json exists
+        self._file_size: dict[str, int | None] = {}  # path -> size after our last append
+        self._by_dir: dict[str, set[str]] = {}  # thread directory -> its cached log paths
+        # thread -> (newest root checkpoint not in state.json, events.jsonl size then)
+        self._state_due: dict[str, tuple[Event, int | None]] = {}
+        self._state_at: OrderedDict[str, float] = OrderedDict()  # thread -> last state.json write
+
+    # -- Projection ----------------------------------------------------------------------
+    def position(self, thread_id: str) -> int:
+        """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first).
+
+        A thread whose files vanished (a deleted folder, a wiped disk) is at 0 again, so
+        the pipeline rebuilds it from the ledger.
+        """
+        path = f"{self.ws.thread_dir(thread_id)}/events.jsonl"
+        if thread_id in self._last_seq:
+            if self._last_seq[thread_id] == 0 or self.ws.exists(path):
+                return self._last_seq[thread_id]
+            self._forget(thread_id)
+        seq = self.ws.repair_tail(path)
+        self._remember_seq(thread_id, seq)
+        return seq
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is cached about ``thread_id``'s files (another writer may have moved)."""
+        self._last_seq.pop(thread_id, None)
+        due = self._state_due.get(thread_id)
+        if due is not None:  # another writer may hold a newer root checkpoint than ours:
+            self._state_due[thread_id] = (due[0], _FOREIGN)  # settle reads the log then
+        prefix = self.ws.thread_dir(thread_id) + "/"
+        for path in self._paths_of(prefix):
+            self._drop_path(path)
+
+    def revalidate(self, thread_id: str) -> None:
+        """:meth:`forget` what another writer changed: a file whose size is not the size
+        this projection left it at (one ``stat`` per file instead of re-reading tails)."""
+        prefix = self.ws.thread_dir(thread_id) + "/"
+        events = prefix + "events.jsonl"
+        if thread_id in self._last_seq and self.ws.size(events) != self._file_size.get(events):
+            self.forget(thread_id)
+            return
+        for path in self._paths_of(prefix):
+            if self.ws.size(path) != self._file_size.get(path):
+                self._drop_path(path)
+
+    def due(self) -> list[str]:
+        """Threads whose ``state.json`` waits for :meth:`settle`."""
+        return list(self._state_due)
+
+    def settle(self, threads: Collection[str] | None = None) -> None:
+        """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL` (of ``threads``,
+        default all; the pipeline passes those whose projection lock it holds).
+
+        A thread another writer appended to since (its ``events.jsonl`` is not the size this
+        projection left it at) gets the state of the newest root checkpoint in its log instead.
+        """
+        for tid in list(self._state_due) if threads is None else list(threads):
+            due = self._state_due.pop(tid, None)
+            if due is None:
+                continue
+            e, size = due
+            log = f"{self.ws.thread_dir(tid)}/events.jsonl"
+            if size != _FOREIGN and self.ws.size(log) == self._file_size.get(log, size):
+                self._write_state(tid, e)
+            else:  # another writer went on since: the newest root checkpoint is in the log
+                self._write_latest_state(tid)
+
+    def settled(self, thread_id: str, position: int) -> int:
+        """How far ``thread_id`` is mirrored for good, ``state.json`` included: ``position``,
+        or just before the root checkpoint whose ``state.json`` is still deferred.
+
+        The pipeline records this as the thread's cursor, so a process that dies before
+        :meth:`settle` leaves the thread lagging in the ledger: a restart or ``lgx repair``
+        comes back to it and :meth:`resume` writes the ``state.json`` that was never written.
+        """
+        due = self._state_due.get(thread_id)
+        if due is None:
+            return position
+        return min(position, (due[0].seq or 1) - 1)
+
+    def resume(self, thread_id: str) -> None:
+        """The recorded cursor of ``thread_id`` is behind its files: whoever wrote them
+        stopped before settling them (a crash). Write ``state.json`` from the newest root
+        checkpoint of the log now, unless a write of this projection is pending already."""
+        if thread_id not in self._state_due:
+            self._write_latest_state(thread_id)
+
+    def apply(self, thread_id: str, events: Sequence[Event]) -> None:
+        """Mirror ``events`` of one thread; events it already holds are skipped."""
+        self._write_thread(thread_id, list(events))
+
+    def write(self, events: Sequence[Event]) -> None:
+        """Mirror events of any threads (grouped per thread, in order)."""
+        by_thread: dict[str, list[Event]] = {}
+        for e in events:
+            by_thread.setdefault(e.thread_id, []).append(e)
+        for tid, evs in by_thread.items():
+            self._write_thread(tid, evs)
+
+    def _remember_seq(self, tid: str, seq: int) -> None:
+        self._last_seq[tid] = seq
+        self._last_seq.move_to_end(tid)
+        while len(self._last_seq) > _CACHE:
+            self._last_seq.popitem(last=False)
+
+    def _append(self, path: str, lines: list[tuple[int, str]]) -> None:
+        """Append ``(seq, line)`` pairs whose seq the file does not hold yet."""
+        held = self._file_seq.get(path)
+        if held is None:
+            held = self.ws.repair_tail(path)
+        fresh = [line for seq, line in lines if seq > held]
+        if fresh:
+            try:
+                self.ws.append_lines(path, fresh)
+            except BaseException:
+                # part of the append may have landed: the next attempt reads the tail
+                # again (cutting a torn line) instead of trusting what it knew
+                self._drop_path(path)
+                raise
+            held = max(seq for seq, _ in lines)
+            self._file_size[path] = self.ws.size(path)
+        elif path not in self._file_size:
+            self._file_size[path] = self.ws.size(path)
+        self._file_seq[path] = held
+        self._file_seq.move_to_end(path)
+        self._by_dir.setdefault(_dir_of(path), set()).add(path)
+        while len(self._file_seq) > _CACHE:
+            old = next(iter(self._file_seq))
+            self._drop_path(old)
+
+    def _paths_of(self, prefix: str) -> list[str]:
+        """Cached log paths under a thread's directory (``prefix`` ends with ``/``)."""
+        return list(self._by_dir.get(prefix[:-1], ()))
+
+    def _drop_path(self, path: str) -> None:
+        self._file_seq.pop(path, None)
+        self._file_size.pop(path, None)
+        held = self._by_dir.get(_dir_of(path))
+        if held is not None:
+            held.discard(path)
+            if not held:
+                del self._by_dir[_dir_of(path)]
+
+    def close(self) -> None:
+        """Write what :meth:`settle` would."""
+        self.settle()
+
+    # -- per thread --------------------------------------------------------------------
+    def _write_thread(self, tid: str, events: list[Event]) -> None:
+        ws = self.ws
+        last = self.position(tid)
+        for i, e in enumerate(events):
+            if e.kind == "thread_deleted" and (e.seq or 0) > last:
+                ws.remove_thread(tid)
+                self._forget(tid)
+                last = (e.seq or 1) - 1
+                self._last_seq[tid] = last
+                events = events[i:]
+        fresh = [e for e in events if (e.seq or 0) > last]
+        if not fresh:
+            return
+        tdir = ws.thread_dir(tid)
+        if tid not in self._described:
+            self._write_thread_json(tid, fresh[0], known_new=last == 0)
+            self._described.add(tid)
+            if len(self._described) > _CACHE:
+                self._described.clear()
+        for e in fresh:
+            for sha, b64 in ((e.detail or {}).get("inline") or {}).items():
+                self._remember_bytes(sha, base64.b64decode(b64))
+            for rel, data in e.attachments.items():
+                name = rel.rsplit("/", 1)[-1]
+                self._remember_bytes(name, data)
+                ws.write_if_absent(f"{tdir}/{rel}", data)
+        logs: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # ns -> (seq, line)
+        latest_root: Event | None = None
+        for e in fresh:
+            if e.kind == "checkpoint" and e.checkpoint_id is not None:
+                logs.setdefault(e.checkpoint_ns, []).append(
+                    (e.seq or 0, self._checkpoint_doc(tid, e))
+                )
+                if e.checkpoint_ns == "":
+                    latest_root = e
+            elif e.kind == "writes" and e.checkpoint_id is not None:
+                lines = logs.setdefault(e.checkpoint_ns, [])
+                lines.extend((e.seq or 0, x) for x in self._writes_lines(tid, e))
+            elif e.kind in ("thread_pruned", "runs_deleted"):
+                self._flush_logs(tid, logs)
+                self._remove_checkpoints(tid, e)
+            elif e.kind == "thread_copied":
+                self._flush_logs(tid, logs)
+                self._copy_checkpoints(e.payload["source_thread_id"], tid, e.seq or 0)
+        self._flush_logs(tid, logs)
+        self._append(
+            f"{tdir}/events.jsonl", [(e.seq or 0, e.line or canonical_line(e)) for e in fresh]
+        )
+        self._remember_seq(tid, fresh[-1].seq or last)
+        if latest_root is not None:
+            # rendering the whole state grows with the thread: at most every
+            # STATE_INTERVAL seconds per thread, and when the pipeline flushes
+            self._state_due[tid] = (latest_root, self._file_size.get(f"{tdir}/events.jsonl"))
+            if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
+                self._write_state(tid, self._state_due.pop(tid)[0])
+
+    def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
+        for ns, lines in logs.items():
+            if lines:
+                self._append(
+                    self.ws.checkpoint_log_path(tid, ns),
+                    [(seq, _dumps_line(x)) for seq, x in lines],
+                )
+        logs.clear()
+
+    def _write_thread_json(self, tid: str, first: Event, *, known_new: bool) -> None:
+        path = f"{self.ws.thread_dir(tid)}/thread.json"
+        if self.ws.exists(path):
+            return
+        self.ws.write_json(
+            path,
+            {
+                "thread_id": tid,
+                "encoded": encode_thread_id(tid),
+                "created": first.ts.isoformat(),
+                "schema_version": SCHEMA_VERSION,
+                "policy_hash": first.payload.get("policy_hash")
+                or (first.payload.get("metadata") or {}).get("lgx_policy_hash"),
+            },
+        )
+
+    # -- checkpoints -------------------------------------------------------------------
+    def _checkpoint_doc(self, tid: str, e: Event) -> dict[str, Any]:
+        assert e.checkpoint_id is not None
+        detail = e.detail or {}
+        skel = detail.get("checkpoint") or {}
+        full = self._full_channel_map(tid, e, skel.get("channel_versions") or {})
+        self._channel_maps[(tid, e.checkpoint_ns, e.checkpoint_id)] = full
+        while len(self._channel_maps) > _CACHE:
+            self._channel_maps.popitem(last=False)
+        updated = e.payload.get("changed") or e.payload.get("channels", {})
+        return {
+            "record": "checkpoint",
+            "thread_id": tid,
+            "checkpoint_ns": e.checkpoint_ns,
+            "checkpoint_id": e.checkpoint_id,
+            "parent_checkpoint_id": e.payload.get("parent_checkpoint_id"),
+            "step": e.step,
+            "source": e.payload.get("source"),
+            "seq": e.seq,
+            "metadata": e.payload.get("metadata"),
+            "writers": [dict(w) for w in e.payload.get("writers", [])],
+            "updates": self._redact(
+                {
+                    ch: self._render_update(tid, full[ch], e.checkpoint_ns)
+                    for ch in updated
+                    if not ch.startswith(_INTERNAL) and ch in full
+                }
+            ),
+            "checkpoint": skel,
+            "channels": full,
+            "blobs": dict(detail.get("inline") or {}),
+            **({"enc": ALGORITHM} if detail.get("enc") else {}),
+        }
+
+    def _full_channel_map(self, tid: str, e: Event, versions: dict[str, Any]) -> dict[str, Any]:
+        p = e.payload
+        updated: dict[str, Any] = p.get("channels", {})
+        if p.get("complete"):  # the event names every channel: nothing to look up
+            return {ch: updated[ch] for ch in versions if ch in updated}
+        base: dict[str, Any] = {}
+        if not p.get("full") and p.get("parent_checkpoint_id"):
+            base = self._channel_map(tid, e.checkpoint_ns, p["parent_checkpoint_id"]) or {}
+        full = {}
+        for ch, ver in versions.items():
+            if ch in updated:
+                full[ch] = updated[ch]
+            elif ch in base and base[ch].get("version") == ver:
+                full[ch] = base[ch]
+            else:
+                full[ch] = {"version": ver, "type": None, "sha256": None, "size": 0}
+        return full
+
+    def _channel_map(self, tid: str, ns: str, cid: str) -> dict[str, Any] | None:
+        key = (tid, ns, cid)
+        if key in self._channel_maps:
+            self._channel_maps.move_to_end(key)
+            return self._channel_maps[key]
+        doc = self._read_doc(tid, ns, cid)
+        return dict(doc.get("channels", {})) if doc else None
+
+    def _read_doc(self, tid: str, ns: str, cid: str) -> dict[str, Any] | None:
+        path = self.ws.checkpoint_log_path(tid, ns)
+        if not self.ws.exists(path):
+            return None
+        try:
+            for line in reversed(self.ws.read_bytes(path).splitlines()):
+                if cid.encode() in line:
+                    doc = json.loads(line)
+                    if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") == cid:
+                        return dict(doc)
+        except (OSError, ValueError):
+            return None
+        return None
+
+    # -- readable views ----------------------------------------------------------------
+    def _remember_bytes(self, sha: str, data: bytes) -> None:
+        # bounded by size, not only count: a long chat's message list is large; values
+        # above RENDER_MAX are blob files already, read back when state.json needs them
+        if len(data) > RENDER_MAX:
+            return
+        if sha in self._bytes:
+            self._bytes.move_to_end(sha)
+            return
+        self._bytes[sha] = data
+        self._bytes_size += len(data)
+        while self._bytes and (len(self._bytes) > _CACHE or self._bytes_size > _BYTES_BUDGET):
+            _, old = self._bytes.popitem(last=False)
+            self._bytes_size -= len(old)
+
+    def _open(self, ref: dict[str, Any], data: bytes) -> bytes:
+        """Plain bytes of a reference's stored copy (sealed at the source when ``enc``)."""
+        if not ref.get("enc"):
+            return data
+        if self.cipher is None:
+            raise DecryptionError("encrypted exact copy and no key to open it")
+        return self.cipher.decrypt(data, str(ref["sha256"]).encode())
+
+    def _load_bytes(self, tid: str, ns: str, ref: dict[str, Any]) -> bytes:
+        sha = ref["sha256"]
+        if sha in self._bytes:
+            return self._open(ref, self._bytes[sha])
+        if ref.get("inline") and ref.get("in"):
+            doc = self._read_doc(tid, ns, ref["in"]) or {}
+            return self._open(ref, base64.b64decode(doc["blobs"][sha]))
+        return self._open(ref, self.ws.read_bytes(self.ws.blob_path(tid, sha)))
+
+    def _render(self, tid: str, ref: dict[str, Any], ns: str = "") -> Any:
+        sha = ref.get("sha256")
+        if sha is None:
+            return None if ref.get("type") == "empty" else {"$unmirrored": ref.get("version")}
+        if sha in self._readable:
+            self._readable.move_to_end(sha)
+            return self._readable[sha]
+        try:
+            data = self._load_bytes(tid, ns, ref)
+            value = to_readable(self.serde.loads_typed((ref["type"], data)))
+        except Exception as exc:  # readable views never block the exact mirror
+            value = {"$undecodable": f"{type(exc).__name__}: {exc}"}
+        if (ref.get("size") or 0) > RENDER_MAX:
+            return value  # a long message list renders to megabytes: not kept
+        self._readable[sha] = value
+        while len(self._readable) > _READABLE_CACHE:
+            self._readable.popitem(last=False)
+        return value
+
+    def _render_update(self, tid: str, ref: dict[str, Any], ns: str) -> Any:
+        size = ref.get("size") or 0
+        if size > RENDER_MAX:
+            return {"$large": {"size": size, "sha256": ref.get("sha256"), "see": "writes"}}
+        return self._render(tid, ref, ns)
+
+    def _redact(self, value: Any) -> Any:
+        if self.redactor is None:
+            return value
+        return self.redactor(value)[0]
+
+    def _redact_at(self, key: Any, value: Any) -> Any:
+        """``value`` redacted as it sits under ``key`` (a channel) in the whole state."""
+        if self.redactor is None:
+            return value
+        return redact_at(self.redactor, [str(key)], value)[0]
+
+    def _writes_lines(self, tid: str, e: Event) -> list[dict[str, Any]]:
+        inline = (e.detail or {}).get("inline") or {}
+        lines = []
+        for w in e.payload.get("writes", []):
+            line = {
+                "record": "write",
+                "checkpoint_id": e.checkpoint_id,
+                "task_id": e.task_id,
+                "task_path": e.payload.get("task_path", ""),
+                "node": e.node,
+                "seq": e.seq,
+                **w,
+            }
+            if w.get("inline") and w.get("sha256") in inline:
+                line["b64"] = inline[w["sha256"]]
+            # redacted under its channel's name, as state.json redacts it: a channel named
+            # ``password`` is hidden whole, though its value alone looks like nothing
+            line["value"] = self._redact_at(w.get("channel"), self._render(tid, w, e.checkpoint_ns))
+            lines.append(line)
+        return lines
+
+    def _write_state(self, tid: str, e: Event) -> None:
+        assert e.checkpoint_id is not None
+        full = self._channel_maps.get((tid, e.checkpoint_ns, e.checkpoint_id), {})
+        self._write_state_of(tid, e.checkpoint_id, e.step, full)
+
+    def _write_latest_state(self, tid: str) -> None:
+        """``state.json`` from the newest root checkpoint line of the log (whoever wrote it)."""
+        path = self.ws.checkpoint_log_path(tid, "")
+        if not self.ws.exists(path):
+            return
+        for line in reversed(self.ws.read_bytes(path).splitlines()):
+            if b'"record": "checkpoint"' not in line:
+                continue
+            doc = json.loads(line)
+            if doc.get("record") == "checkpoint" and doc.get("checkpoint_id"):
+                full = dict(doc.get("channels") or {})
+                self._write_state_of(tid, doc["checkpoint_id"], doc.get("step"), full)
+                return
+
+    def _write_state_of(
+        self, tid: str, checkpoint_id: str, step: int | None, full: dict[str, Any]
+    ) -> None:
+        self._state_at[tid] = time.monotonic()
+        self._state_at.move_to_end(tid)
+        while len(self._state_at) > _CACHE:
+            self._state_at.popitem(last=False)
+        values = {
+            ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
+        }
+        doc: dict[str, Any] = {
+            "thread_id": tid,
+            "checkpoint_id": checkpoint_id,
+            "step": step,
+            "updated": datetime.now(timezone.utc).isoformat(),
+            "values": json.loads(dumps_json(self._redact(values))),
+        }
+        if self.cipher is not None:
+            doc["tag"] = state_tag(self.cipher, doc)
+        self.ws.write_json(f"{self.ws.thread_dir(tid)}/state.json", doc)
+
+    # -- thread operations -------------------------------------------------------------
+    def _remove_checkpoints(self, tid: str, e: Event) -> None:
+        """Drop the lines of pruned or deleted checkpoints from the logs.
+
+        A kept checkpoint may reference inline bytes stored in a removed checkpoint's line
+        (unchanged channels are not stored twice): those bytes move into the kept line.
+        """
+        for ns, ids in (e.payload.get("removed") or {}).items():
+            gone = set(ids)
+            path = self.ws.checkpoint_log_path(tid, ns)
+            if self.ws.exists(path):
+                docs = [
+                    json.loads(line)
+                    for line in self.ws.read_bytes(path).splitlines()
+                    if line.strip()
+                ]
+                moving: dict[str, str] = {}
+                for doc in docs:
+                    if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") in gone:
+                        moving.update(doc.get("blobs") or {})
+                kept = []
+                for doc in docs:
+                    if doc.get("checkpoint_id") in gone:
+                        continue
+                    if doc.get("record") == "checkpoint":
+                        for ref in (doc.get("channels") or {}).values():
+                            if ref.get("inline") and ref.get("in") in gone:
+                                doc.setdefault("blobs", {})[ref["sha256"]] = moving[ref["sha256"]]
+                                ref["in"] = doc["checkpoint_id"]
+                    kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
+                self.ws.write_atomic(path, b"".join(x + b"\n" for x in kept))
+                self._drop_path(path)
+            for cid in gone:
+                self._channel_maps.pop((tid, ns, cid), None)
+
+    def _copy_checkpoints(self, src: str, dst: str, seq: int) -> None:
+        """Copy the source thread's logs and blobs; copied lines take the copy event's seq."""
+        src_dir = f"{self.ws.thread_dir(src)}/checkpoints"
+        dst_dir = f"{self.ws.thread_dir(dst)}/checkpoints"
+        if not self.ws.fs.exists(src_dir):
+            return
+        for path in self.ws.fs.find(src_dir):
+            rel = path.split("/checkpoints/", 1)[1]
+            data = self.ws.read_bytes(path)
+            if rel.endswith(".jsonl"):
+                lines = []
+                for raw in data.splitlines():
+                    if not raw.strip():
+                        continue
+                    line = json.loads(raw)
+                    if line.get("record") == "checkpoint":
+                        line["thread_id"] = dst
+                        line["copied_from"] = src
+                    line["source_seq"], line["seq"] = line.get("seq"), seq
+                    lines.append((seq, _dumps_line(line)))
+                self._append(f"{dst_dir}/{rel}", lines)
+            else:
+                self.ws.write_if_absent(f"{dst_dir}/{rel}", data)
+
+    def _forget(self, tid: str) -> None:
+        for key in [k for k in self._channel_maps if k[0] == tid]:
+            del self._channel_maps[key]
+        self._last_seq.pop(tid, None)
+        self._described.discard(tid)
+        self._state_due.pop(tid, None)
+        prefix = self.ws.thread_dir(tid) + "/"
+        for path in self._paths_of(prefix):
+            self._drop_path(path)
+
+
+def _dir_of(path: str) -> str:
+    """The thread directory of a log path (``<dir>/events.jsonl``, ``<dir>/checkpoints/..``)."""
+    if path.endswith("/events.jsonl"):
+        return path[: -len("/events.jsonl")]
+    return path.rsplit("/", 2)[0]
+
+
+def state_tag(cipher: WorkspaceCipher, doc: dict[str, Any]) -> str:
+    """The keyed tag of a ``state.json`` document (its thread, checkpoint, step and values).
+
+    ``lgx verify`` recomputes it: a ``state.json`` edited without the key no longer matches.
+
+    Example:
+        >>> c = WorkspaceCipher(bytes(32))
+        >>> d = {"thread_id": "t", "checkpoint_id": "c", "step": 1, "values": {"x": 1}}
+        >>> state_tag(c, d) == state_tag(c, {**d, "updated": "now"})
+        True
+        >>> state_tag(c, d) == state_tag(c, {**d, "step": 2})
+        False
+    """
+    body = {k: doc.get(k) for k in ("thread_id", "checkpoint_id", "step", "values")}
+    return cipher.tag("state", canonical_json(body))
+
+
+def _dumps_line(obj: dict[str, Any]) -> str:
+    # compact on purpose: json's C encoder only runs without indent; keys sorted, so a
+    # line is the same whether its event came from memory or back from the ledger (jsonb
+    # orders keys its own way)
+    return dumps_json(obj, sort_keys=True)
+
+
+# v0.1 name
+WorkspaceSink = WorkspaceProjection
