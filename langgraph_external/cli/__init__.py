@@ -75,6 +75,7 @@ from langgraph_external.ops.verify import (
 )
 from langgraph_external.read import inspection
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.namespaces import scope_of
 from langgraph_external.workspace.files import Workspace
 
 EXIT_OK = 0
@@ -808,7 +809,7 @@ def _events_table(
         node = e.get("node") or ""
         ns = str(e.get("checkpoint_ns") or "")
         if ns:  # a subgraph's event: the nodes it runs under
-            node = "/".join(x for x in [*(y.split(":", 1)[0] for y in ns.split("|")), node] if x)
+            node = "/".join(scope_of(ns, node))
         cells: list[str | Text] = [
             str(e["seq"]),
             _ts(ts, precise=True),

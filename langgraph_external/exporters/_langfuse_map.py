@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph_external.record.events import Event
+from langgraph_external.record.namespaces import split_task
 from langgraph_external.workspace.files import encode_thread_id
 
 TRACE_NAME = "langfuse.trace.name"
@@ -612,8 +613,7 @@ class ThreadMapper:
             return self._runs[e.parent_run_id]
         ns = e.checkpoint_ns
         if ns and e.root_run_id:
-            last = ns.split("|")[-1]
-            task = last.split(":", 1)[1] if ":" in last else None
+            task = split_task(ns).task_id
             node = self._task_node.get((e.root_run_id, task or ""))
             if node is not None and node != e.run_id:
                 return self._runs[node]

@@ -42,6 +42,7 @@ from langgraph_external.guards._tools import (
 from langgraph_external.guards._visits import aearlier_visits, earlier_visits
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.events import Event, EventKind
+from langgraph_external.record.namespaces import parent_of, split_task
 from langgraph_external.record.render import to_readable
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.sources.callbacks import AuditCallbackHandler
@@ -268,15 +269,14 @@ class _Guard:
             return
         thread_id = check_thread_id(thread_id)  # refused as the checkpointer refuses it
         meta = config.get("metadata") or {}
-        task_ns = str(conf.get("checkpoint_ns") or "")
-        parent_ns, _, last = task_ns.rpartition("|")
+        task_id, parent_ns = split_task(str(conf.get("checkpoint_ns") or ""))
         pipeline.emit(
             Event.new(
                 EventKind.POLICY_VIOLATION,
                 thread_id,
                 node=v.node,
                 step=meta.get("langgraph_step"),
-                task_id=last.rpartition(":")[2] or None,
+                task_id=task_id,
                 checkpoint_ns=parent_ns,
                 name=v.rule,
                 status=outcome,
@@ -573,7 +573,7 @@ class _NodeCall:
         if limit is None or self.run is None:
             return None
         task = _task_key(self.config)
-        scope = task.rpartition("|")[0]
+        scope = parent_of(task)
         with _LOCK:
             seen = self.run.visits.setdefault((scope, self.name), set())
             seen.add(task)  # a set: re-running a task after an interrupt is not a new visit

@@ -67,6 +67,7 @@ from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.read.inspection import NotFoundError, read_state
 from langgraph_external.record.events import canonical_json
+from langgraph_external.record.namespaces import scope_of
 from langgraph_external.workspace.files import Workspace
 
 __all__ = [
@@ -906,7 +907,7 @@ order by seq
 
 
 def _scope(ns: str) -> str:
-    return "|".join(p.split(":", 1)[0] for p in ns.split("|") if p)
+    return "|".join(scope_of(ns))
 
 
 _NOT_NODES = {"__interrupt__"}

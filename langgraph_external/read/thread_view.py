@@ -50,6 +50,7 @@ from typing import Any
 from langgraph_external.read.diff import diff_messages
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.record.events import canonical_json
+from langgraph_external.record.namespaces import split_task
 
 __all__ = ["build_thread_view", "checkpoint_states", "summarize"]
 
@@ -243,10 +244,8 @@ class _Builder:
                 return found
         ns = env.get("checkpoint_ns") or ""
         if ns:  # a subgraph's event: inside the node that called the subgraph
-            last = ns.split("|")[-1]
-            outer = "|".join(ns.split("|")[:-1])
-            _node, _, task_id = last.partition(":")
-            found = self.by_task.get((outer, task_id))
+            task_id, outer = split_task(ns)
+            found = self.by_task.get((outer, task_id or ""))
             if found is not None:
                 return found
         for key in ("run_id", "parent_run_id", "root_run_id"):

@@ -46,6 +46,7 @@ from typing import Any
 
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.thread_view import build_thread_view
+from langgraph_external.record.namespaces import scope_of
 
 __all__ = ["build_timeline", "render_timeline", "timeline_html"]
 
@@ -96,7 +97,7 @@ def _lane_path(env: Mapping[str, Any]) -> tuple[str, ...]:
     ``__start__`` (the graph's input).
     """
     ns = env.get("checkpoint_ns") or ""
-    path = [part.split(":", 1)[0] for part in ns.split("|") if part]
+    path = list(scope_of(ns))
     node = env.get("node")
     if (
         node

@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage, mess
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.render import message_to_dict, to_readable
 from langgraph_external.replay._record import CallIndex, RecordedCall, live_context
 from langgraph_external.sources.callbacks import prompt_context_hash
@@ -188,14 +189,12 @@ def _short(args: Any, limit: int = 80) -> str:
 
 
 def _where(md: dict[str, Any]) -> dict[str, Any]:
-    ns = str(md.get("langgraph_checkpoint_ns") or "")
-    parts = ns.split("|") if ns else []
-    last = parts[-1] if parts else ""
+    task_id, checkpoint_ns = where_of(md)
     return {
         "step": md.get("langgraph_step"),
         "node": md.get("langgraph_node"),
-        "task_id": last.split(":", 1)[1] if ":" in last else None,
-        "checkpoint_ns": "|".join(parts[:-1]),
+        "task_id": task_id,
+        "checkpoint_ns": checkpoint_ns,
     }
 
 

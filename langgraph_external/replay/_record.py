@@ -16,29 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_external.record.events import canonical_json
+from langgraph_external.record.namespaces import namespace_of, scope_of
 
 Context = tuple[tuple[str, ...], int | None, tuple[str, ...]]
 """(node names of the namespace down to the node, step, task path)."""
-
-
-def scope_of(checkpoint_ns: str | None, node: str | None = None) -> tuple[str, ...]:
-    """Node names of a namespace, task ids left out (``"a:1|b:2"`` -> ``("a", "b")``).
-
-    Example:
-        >>> scope_of("summarize:1f0e|double:9a2b")
-        ('summarize', 'double')
-        >>> scope_of("summarize:1f0e", "double")
-        ('summarize', 'double')
-    """
-    names = [p.split(":", 1)[0] for p in (checkpoint_ns or "").split("|") if p]
-    return tuple(names + ([node] if node else []))
 
 
 def live_context(metadata: Mapping[str, Any]) -> Context:
     """The context of a call made now, from its callback metadata (``langgraph_*`` keys)."""
     step = metadata.get("langgraph_step")
     return (
-        scope_of(str(metadata.get("langgraph_checkpoint_ns") or "")),
+        scope_of(namespace_of(metadata)),
         int(step) if step is not None else None,
         tuple(str(p) for p in metadata.get("langgraph_path") or ()),
     )

@@ -30,6 +30,7 @@ from langgraph_external.read.inspection import (
     NotFoundError,
 )
 from langgraph_external.record.events import canonical_json, new_id
+from langgraph_external.record.namespaces import scope_of
 from langgraph_external.record.render import to_readable
 from langgraph_external.replay._intercept import (
     Divergence,
@@ -125,7 +126,7 @@ class ReplayReport:
 
 
 def _at(d: Divergence) -> str:
-    scope = "/".join(p.split(":", 1)[0] for p in (d.checkpoint_ns or "").split("|") if p)
+    scope = "/".join(scope_of(d.checkpoint_ns))
     return f"{scope + '/' if scope else ''}{d.node or '?'}@{d.step}"
 
 

@@ -39,6 +39,7 @@ from langgraph_external.errors import InvalidThreadIdError
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, EventKind, canonical_json
+from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.render import message_to_dict, to_readable
 from langgraph_external.record.thread_ids import check_thread_id
 
@@ -106,17 +107,6 @@ def prompt_context_hash(
     if key is not None:
         return key.tag("prompt", text)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _task_ns(metadata: Mapping[str, Any]) -> tuple[str | None, str]:
-    """(task id, namespace the node runs in) from ``langgraph_checkpoint_ns``."""
-    ns = str(metadata.get("langgraph_checkpoint_ns") or "")
-    if not ns:
-        return None, ""
-    parts = ns.split("|")
-    last = parts[-1]
-    task_id = last.split(":", 1)[1] if ":" in last else None
-    return task_id, "|".join(parts[:-1])
 
 
 def _ms(start: float) -> float:
@@ -235,7 +225,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
         thread = md.get("thread_id")
         if thread is None:
             thread = parent.thread_id if parent else NO_THREAD
-        task_id, ns = _task_ns(md)
+        task_id, ns = where_of(md)
         run = _Run(
             kind=kind,
             thread_id=str(thread),

@@ -41,6 +41,7 @@ from langgraph.store.base import (
 
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.events import Event, EventKind
+from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.render import to_readable
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.sources.callbacks import NO_THREAD
@@ -62,14 +63,13 @@ def _graph_context() -> dict[str, Any]:
         return {"thread_id": NO_THREAD}
     md = config.get("metadata") or {}
     conf = config.get("configurable") or {}
-    ns = str(md.get("langgraph_checkpoint_ns") or "")
-    last = ns.split("|")[-1] if ns else ""
+    task_id, checkpoint_ns = where_of(md)
     return {
         "thread_id": check_thread_id(conf.get("thread_id") or md.get("thread_id") or NO_THREAD),
         "node": md.get("langgraph_node"),
         "step": md.get("langgraph_step"),
-        "task_id": last.split(":", 1)[1] if ":" in last else None,
-        "checkpoint_ns": "|".join(ns.split("|")[:-1]) if ns else "",
+        "task_id": task_id,
+        "checkpoint_ns": checkpoint_ns,
         "checkpoint_id": conf.get("checkpoint_id"),
     }
 

@@ -49,6 +49,7 @@ from langgraph_external.memory_adapters.mem0.errors import (
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import json_safe, new_id
+from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.thread_ids import check_thread_id
 
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
@@ -120,9 +121,7 @@ def graph_provenance() -> dict[str, Any]:
         return empty
     md = config.get("metadata") or {}
     conf = config.get("configurable") or {}
-    ns = str(md.get("langgraph_checkpoint_ns") or conf.get("checkpoint_ns") or "")
-    parts = ns.split("|") if ns else []
-    parent_ns = "|".join(parts[:-1])
+    task_id, parent_ns = where_of(md, conf)
     info = getattr(conf.get("__pregel_runtime"), "execution_info", None)
     callbacks = config.get("callbacks")
     node_run = getattr(callbacks, "parent_run_id", None)
@@ -136,7 +135,6 @@ def graph_provenance() -> dict[str, Any]:
     )
     thread = conf.get("thread_id") or md.get("thread_id")
     step = md.get("langgraph_step")
-    last = parts[-1] if parts else ""
     return {
         "thread_id": check_thread_id(thread) if thread is not None else None,
         "run_id": str(node_run) if node_run is not None else None,
@@ -145,7 +143,7 @@ def graph_provenance() -> dict[str, Any]:
         "checkpoint_id": str(checkpoint_id) if checkpoint_id else None,
         "node": md.get("langgraph_node"),
         "step": int(step) if step is not None else None,
-        "task_id": last.split(":", 1)[1] if ":" in last else None,
+        "task_id": task_id,
     }
 
 
