@@ -38,16 +38,15 @@ from typing import Any
 
 from langgraph_external.record.crypto import ALGORITHM
 from langgraph_external.record.events import Event, EventKind, new_id
+from langgraph_external.record.locations import checkpoints_relpath, sha256_hex
 from langgraph_external.record.render import to_readable
 from langgraph_external.upstream import langgraph as _compat
-from langgraph_external.workspace.files import encode_ns, encode_thread_id, sha256_hex
 
 __all__ = [
     "INLINE_MAX",
     "CheckpointMaterial",
     "RecordBuilder",
     "WritesMaterial",
-    "checkpoint_relpath",
     "node_of_task_path",
 ]
 
@@ -351,7 +350,7 @@ class RecordBuilder:
             "complete": True,
             "full": full,
             "size": blobs.size,
-            "path": checkpoint_relpath(tid, ns),
+            "path": checkpoints_relpath(tid, ns),
         }
         if m.recovered:
             payload["recovered"] = True
@@ -449,8 +448,3 @@ def node_of_task_path(
         except (ValueError, IndexError):
             return None
     return None
-
-
-def checkpoint_relpath(tid: str, ns: str) -> str:
-    """The namespace's checkpoint log; a checkpoint is the line with its checkpoint_id."""
-    return f"threads/{encode_thread_id(tid)}/checkpoints/{encode_ns(ns)}.jsonl"
