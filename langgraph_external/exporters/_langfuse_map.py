@@ -107,9 +107,9 @@ class ThreadMapper:
     def __post_init__(self) -> None:
         self._values = SpanValues(self.thread_id, self.options)
         if self.options.semconv:
-            from langgraph_external.exporters import _semconv  # lazy: an optional extra
+            import langgraph_external.exporters._semconv as conventions  # lazy: optional extra
 
-            self._conv = _semconv
+            self._conv = conventions
 
     # -- public ---------------------------------------------------------------------------
     def feed(self, events: list[Event]) -> list[SpanRecord]:

@@ -47,6 +47,7 @@ __all__ = [
     "CheckpointMaterial",
     "RecordBuilder",
     "WritesMaterial",
+    "is_push_task_path",
     "node_of_task_path",
 ]
 
@@ -448,3 +449,14 @@ def node_of_task_path(
         except (ValueError, IndexError):
             return None
     return None
+
+
+def is_push_task_path(task_path: str) -> bool:
+    """Whether a task path is a ``Send`` (push) task's (its node is named by the packets of
+    the checkpoint it ran from, not by the path).
+
+    Example:
+        >>> is_push_task_path("~__pregel_push, 1"), is_push_task_path("~__pregel_pull, agent")
+        (True, False)
+    """
+    return task_path.startswith(_PUSH)
