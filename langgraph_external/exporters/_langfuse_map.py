@@ -153,12 +153,12 @@ class ThreadMapper:
         self._tree.start_graph(e, trace)
 
     def _run_end(self, e: Event) -> SpanRecord | None:
-        chain = self._tree.graph_trace(e.run_id)
-        if chain is None or e.run_id is None:
+        trace = self._tree.graph_trace(e.run_id)
+        if trace is None or e.run_id is None:
             return None
         start = self._tree.take_start(e)
         span_id = span_id_for_run(e.run_id)
-        resumed = span_id != chain.root_span
+        resumed = span_id != trace.root_span
         attrs = {
             OBS_TYPE: "agent",
             OBS_OUTPUT: self._values.value(e.payload.get("output"), e, "output"),
@@ -172,8 +172,7 @@ class ThreadMapper:
             given = start.payload.get("input")
             attrs[OBS_INPUT] = self._values.value(given, start, "input")
         if not resumed:
-            trace = self._tree.trace_attrs.get(chain.trace_id, {})
-            attrs.update(trace)
+            attrs.update(self._tree.trace_attrs.get(trace.trace_id, {}))
             attrs[TRACE_NAME] = e.name or "LangGraph"
         conv = None
         if self._conv is not None:
@@ -185,9 +184,9 @@ class ThreadMapper:
             }
         return self._record(
             e,
-            chain,
+            trace,
             span_id,
-            chain.root_span if resumed else None,
+            trace.root_span if resumed else None,
             e.name or "LangGraph",
             start,
             attrs,
@@ -198,7 +197,7 @@ class ThreadMapper:
         closing = self._tree.closing(e)
         if closing is None:
             return None
-        opened, chain, span_id = closing
+        opened, trace, span_id = closing
         start = opened.event if opened else None
         sp = start.payload if start else {}
         meta = {
@@ -224,14 +223,14 @@ class ThreadMapper:
                 **self._ours(e, self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id, self._tree.parent(e), e.node or e.name or "node", start, attrs, conv
+            e, trace, span_id, self._tree.parent(e), e.node or e.name or "node", start, attrs, conv
         )
 
     def _tool_end(self, e: Event) -> SpanRecord | None:
         closing = self._tree.closing(e)
         if closing is None:
             return None
-        opened, chain, span_id = closing
+        opened, trace, span_id = closing
         start = opened.event if opened else None
         raw: Any = None
         if e.raw is not None:
@@ -275,14 +274,14 @@ class ThreadMapper:
                 **self._ours(e, self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id, self._tree.parent(e), e.name or "tool", start, attrs, conv
+            e, trace, span_id, self._tree.parent(e), e.name or "tool", start, attrs, conv
         )
 
     def _llm_end(self, e: Event) -> SpanRecord | None:
         closing = self._tree.closing(e)
         if closing is None:
             return None
-        opened, chain, span_id = closing
+        opened, trace, span_id = closing
         start = opened.event if opened else None
         sp = start.payload if start else {}
         gens = e.payload.get("generations") or []
@@ -335,12 +334,12 @@ class ThreadMapper:
                 **self._ours(e, self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id, self._tree.parent(e), e.name or "llm", start, attrs, conv
+            e, trace, span_id, self._tree.parent(e), e.name or "llm", start, attrs, conv
         )
 
     def _retrieval(self, e: Event) -> SpanRecord | None:
-        chain = self._tree.trace_of(e)
-        if chain is None:
+        trace = self._tree.trace_of(e)
+        if trace is None:
             return None
         p = e.payload
         hits = p.get("hits", p.get("results", p))
@@ -373,13 +372,13 @@ class ThreadMapper:
                 **self._ours(e, self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id, self._tree.parent(e), e.name or e.kind, None, attrs, conv
+            e, trace, span_id, self._tree.parent(e), e.name or e.kind, None, attrs, conv
         )
 
     def _point(self, e: Event) -> SpanRecord | None:
         self._tree.point(e)
-        chain = self._tree.trace_of(e)
-        if chain is None:
+        trace = self._tree.trace_of(e)
+        if trace is None:
             return None
         otype, level = _POINT_KINDS[e.kind]
         if e.kind == "error" and e.status == "quarantined":
@@ -412,7 +411,7 @@ class ThreadMapper:
                 **self._ours(e, e.checkpoint_id or self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id_for_event(e.event_id), parent, name, None, attrs, conv
+            e, trace, span_id_for_event(e.event_id), parent, name, None, attrs, conv
         )
 
     def _ours(self, e: Event, checkpoint_id: str | None) -> dict[str, Any]:
@@ -444,7 +443,7 @@ class ThreadMapper:
     def _record(
         self,
         e: Event,
-        chain: Trace,
+        trace: Trace,
         span_id: str,
         parent: str | None,
         name: str,
@@ -452,8 +451,8 @@ class ThreadMapper:
         attrs: dict[str, Any],
         conv: dict[str, Any] | None = None,
     ) -> SpanRecord:
-        trace_attrs = self._tree.trace_attrs.get(chain.trace_id, {})
-        return finish_span(e, chain, span_id, parent, name, start, attrs, conv, trace_attrs)
+        trace_attrs = self._tree.trace_attrs.get(trace.trace_id, {})
+        return finish_span(e, trace, span_id, parent, name, start, attrs, conv, trace_attrs)
 
 
 def metadata(values: Mapping[str, Any]) -> dict[str, str]:
