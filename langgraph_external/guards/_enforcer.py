@@ -329,6 +329,12 @@ def _approved(answer: Any) -> bool:
 
 
 def goto_targets(goto: Any, via: str = "Command.goto") -> list[tuple[Any, str]]:
+    """``(target, how it was named)`` of each destination of a ``Command.goto``.
+
+    Example:
+        >>> goto_targets(["a", Send("b", 1)])
+        [('a', 'Command.goto'), ('b', 'Send')]
+    """
     items = goto if isinstance(goto, (list, tuple)) else [goto]
     out: list[tuple[Any, str]] = []
     for item in items:
