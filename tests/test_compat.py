@@ -328,18 +328,22 @@ def test_pgvector_statements_run_on_the_cursor_given(mem0_module: Any, dsn: str)
 
     from psycopg_pool import ConnectionPool
 
-    cursor: list[Any] = [None]
+    joined: list[Any] = [None]  # the connection whose transaction the store joins
+
+    def cursor() -> Any:
+        return joined[0].cursor() if joined[0] is not None else None
+
     with ConnectionPool(dsn, min_size=1, max_size=2) as pool:
-        store = mem0_module.new_pgvector(pool, "compat_vectors", 4, lambda: cursor[0])
+        store = mem0_module.new_pgvector(pool, "compat_vectors", 4, cursor)
         store.create_col()  # no cursor given: Mem0 takes its own connection and commits
         memory_id = str(uuid.uuid4())
         with psycopg.connect(dsn) as conn:
             with conn.transaction(force_rollback=True):
-                cursor[0] = conn.cursor()
+                joined[0] = conn
                 store.insert(
                     vectors=[[1.0, 0.0, 0.0, 0.0]], payloads=[{"data": "x"}], ids=[memory_id]
                 )
-                cursor[0] = None
+                joined[0] = None
                 inside = conn.execute("select count(*) from compat_vectors").fetchone()
                 with psycopg.connect(dsn) as other:
                     elsewhere = other.execute("select count(*) from compat_vectors").fetchone()
