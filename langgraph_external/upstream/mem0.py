@@ -56,7 +56,7 @@ def import_mem0(mem0_dir: str | os.PathLike[str] | None = None) -> Any:
             default = Path(os.path.expanduser("~")) / ".cache" / "langgraph-external" / "mem0"
             default.mkdir(parents=True, exist_ok=True)
             os.environ["MEM0_DIR"] = str(default)
-    # the heavy import, after the environment above: see the module docstring
+    # lazy: mem0 takes about a second to import and reads the environment set above
     import mem0
     import mem0.memory.main as mem0_main
     import mem0.memory.telemetry as mem0_telemetry
@@ -69,7 +69,7 @@ def import_mem0(mem0_dir: str | os.PathLike[str] | None = None) -> Any:
 @functools.cache
 def _joining_pgvector() -> type:
     """Mem0's ``PGVector``, running its statements on the cursor its owner gives."""
-    from mem0.vector_stores.pgvector import PGVector  # mem0 is imported on first use
+    from mem0.vector_stores.pgvector import PGVector  # lazy: after import_mem0 (see above)
 
     class JoiningPGVector(PGVector):
         """``PGVector`` whose cursors join the caller's transaction when there is one."""
