@@ -407,6 +407,8 @@ _CHECKPOINTER = "__pregel_checkpointer"
 _RESUMING = "__pregel_resuming"
 """True in the first step of an invocation that continues a thread (``None`` or ``Command``
 input on a thread with checkpoints); the loop removes it after that step."""
+_TASK_ID = "__pregel_task_id"
+"""The id of the running task (also where ``checkpoint_ns`` is empty: the root graph)."""
 
 # Other facts relied on (no import needed):
 # * ``ParentCommand(Command)`` raised inside a subgraph reaches the parent's task with
@@ -443,6 +445,29 @@ def checkpointer_of(config: RunnableConfig) -> Any:
 def is_resuming(config: RunnableConfig) -> bool:
     """Whether this task belongs to the first step of an invocation resuming a thread."""
     return bool((config.get("configurable") or {}).get(_RESUMING))
+
+
+def task_id_of(config: RunnableConfig) -> str | None:
+    """The id of the task running with ``config``, if it runs in a LangGraph task.
+
+    Example:
+        >>> task_id_of({"configurable": {}}) is None
+        True
+    """
+    task_id = (config.get("configurable") or {}).get(_TASK_ID)
+    return str(task_id) if task_id else None
+
+
+def execution_info(config: RunnableConfig) -> Any:
+    """The runtime's ``ExecutionInfo`` of the running task (``checkpoint_id``, ``run_id``
+    of the invocation, ...), or ``None`` outside a LangGraph task.
+
+    Example:
+        >>> execution_info({"configurable": {}}) is None
+        True
+    """
+    conf = config.get("configurable") or {}
+    return getattr(conf.get(_RUNTIME), "execution_info", None)
 
 
 def is_tool_node(runnable: Any) -> bool:
