@@ -292,6 +292,12 @@ def inline_value_is_primitive(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
+SAVER_VERSION_SQL = (
+    "select case when to_regclass('checkpoint_migrations') is null then -1"
+    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
+)
+"""The last migration the official saver's ``setup()`` ran here (-1: none, no table)."""
+
 IDENTITY_SQL = (
     "select (select system_identifier::text from pg_control_system()) as sysid, "
     "current_database() as db"
