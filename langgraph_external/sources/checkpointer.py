@@ -116,9 +116,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         if pipeline is None:
             if workspace is None:
                 raise ConfigurationError("pass pipeline=... or workspace=... (and dsn=...)")
-            # lazy: the composition root (ledger, workspace, sealing) sits above the
-            # sources; only a checkpointer built without a pipeline assembles one
-            from langgraph_external.assembly import assemble
+            # the composition root (ledger, workspace, sealing) sits above the sources
+            from langgraph_external.assembly import assemble  # lazy: only without pipeline=
 
             self._recording = assemble(
                 workspace=workspace,
@@ -139,7 +138,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self.reject_nul = reject_nul
         # the pipeline's ledger when a capture can join the saver's transaction
         ledger = pipeline.ledger
-        self._ledger = ledger if isinstance(ledger, CaptureInTransaction) else None
+        self._ledger: CaptureInTransaction | None = (
+            ledger if isinstance(ledger, CaptureInTransaction) else None
+        )
         cipher = pipeline.cipher
         self.records = CheckpointRecorder(
             pipeline,
