@@ -119,6 +119,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             # the composition root (ledger, workspace, sealing) sits above the sources
             from langgraph_external.assembly import assemble  # lazy: only without pipeline=
 
+            options: dict[str, Any] = {} if schema is None else {"schema": schema}
             self._recording = assemble(
                 workspace=workspace,
                 dsn=dsn,
@@ -128,7 +129,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 serde=untapped_serde(inner.serde),
                 key=key,
                 encrypt=encrypt,
-                **({"schema": schema} if schema is not None else {}),
+                **options,
             )
             pipeline = self._recording.pipeline
             if outbox is None:
