@@ -186,17 +186,6 @@ class Workspace:
         self._write_local(tmp, data)
         os.replace(tmp, path)
 
-    def write_new(self, path: str, data: bytes) -> None:
-        """Write a file that is written once and never replaced (a checkpoint's mirror).
-
-        No temp file: a torn write can only happen in a crash, and replaying the spool or
-        re-running restore rewrites it.
-        """
-        if not self.is_local:
-            self.write_atomic(path, data)
-            return
-        self._write_local(path, data)
-
     def _inside(self, path: str) -> None:
         """Refuse a local write whose directory resolves outside the root (a symlink).
 
@@ -358,25 +347,6 @@ class Workspace:
             for line in f:
                 if line.strip():
                     yield json.loads(line)
-
-    def last_event(self, thread_id: str) -> dict[str, Any] | None:
-        """The last envelope of ``events.jsonl`` (reads only the file's tail)."""
-        path = f"{self.thread_dir(thread_id)}/events.jsonl"
-        if not self.exists(path):
-            return None
-        size = self.fs.size(path)
-        chunk = 65536
-        while True:
-            start = max(0, size - chunk)
-            with self.fs.open(path, "rb") as f:
-                f.seek(start)
-                tail = f.read()
-            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
-            if not lines:
-                return None
-            if start == 0 or len(lines) > 1:
-                return dict(json.loads(lines[-1]))
-            chunk *= 4
 
     def list_threads(self) -> list[str]:
         """Thread ids present in the workspace, sorted."""

@@ -620,6 +620,3 @@ def _dumps_line(obj: dict[str, Any]) -> str:
     # orders keys its own way)
     return dumps_json(obj, sort_keys=True)
 
-
-# v0.1 name
-WorkspaceSink = WorkspaceProjection
