@@ -60,7 +60,7 @@ from langgraph_external.errors import (
 )
 from langgraph_external.ledger.contract import Ledger, Projection
 from langgraph_external.pipeline.capture import Capture
-from langgraph_external.pipeline.projector import Failures
+from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.seal import is_poison
 from langgraph_external.pipeline.service import SealingService
 from langgraph_external.record.crypto import WorkspaceCipher
