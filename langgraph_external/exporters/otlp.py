@@ -114,8 +114,12 @@ class OtlpExporter:
         ledger: PostgresLedger | None = None,
     ) -> None:
         try:
-            # lazy: the OpenTelemetry SDK comes with the optional `otlp` extra
-            from langgraph_external.exporters._otlp import LANGFUSE_HINTS, Hints, OtlpSender
+            # the OpenTelemetry SDK comes with the optional `otlp` extra
+            from langgraph_external.exporters._otlp import (  # lazy: the optional SDK
+                LANGFUSE_HINTS,
+                Hints,
+                OtlpSender,
+            )
         except ImportError as exc:
             raise ConfigurationError(
                 f"OTLP export needs `pip install 'langgraph-external[otlp]'` ({exc})"
@@ -250,8 +254,7 @@ class OtlpExporter:
 
     def _deliver(self, records: Sequence[SpanRecord]) -> None:
         """POST ``records`` in batches; raise :class:`ExportStalled` unless all accepted."""
-        # lazy: the OpenTelemetry SDK comes with the optional `otlp` extra
-        from langgraph_external.exporters._otlp import Verdict, encode
+        from langgraph_external.exporters._otlp import Verdict, encode  # lazy: the optional SDK
 
         for batch in _chunks(list(records), self.config.batch_spans):
             body = encode(batch, service_version=self._version, resource_attributes=self._resource)

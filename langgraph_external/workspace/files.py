@@ -35,6 +35,7 @@ from typing import Any
 import fsspec
 
 from langgraph_external.errors import InvalidThreadIdError, WorkspaceError
+from langgraph_external.record.events import json_safe
 
 _PLAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
 _ENCODED_MAX = 200  # leave room under the 255-byte file-name limit
@@ -398,8 +399,6 @@ def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) 
             sort_keys=sort_keys,
         )
     except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
-        from langgraph_external.record.events import json_safe
-
         return json.dumps(
             json_safe(obj), indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys
         )

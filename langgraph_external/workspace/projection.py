@@ -619,4 +619,3 @@ def _dumps_line(obj: dict[str, Any]) -> str:
     # line is the same whether its event came from memory or back from the ledger (jsonb
     # orders keys its own way)
     return dumps_json(obj, sort_keys=True)
-
