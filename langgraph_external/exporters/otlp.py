@@ -236,7 +236,7 @@ class OtlpExporter:
                 # older events deleted with the thread: its chain starts over here
                 mapper = ThreadMapper(thread_id, self.options, pos=cursor)
             else:
-                mapper = self._rebuild(thread_id, cursor)
+                mapper = rebuild_mapper(self.reader, self.options, thread_id, cursor)
         assert mapper is not None
         self._mappers[thread_id] = mapper
         self._mappers.move_to_end(thread_id)
@@ -318,24 +318,6 @@ class OtlpExporter:
         except Exception:  # the ledger is down too: say what is known
             return "the spans"
         return f"{_n(sum(counts.values()), 'span')} of {_n(len(counts), 'thread')}"
-
-    def _rebuild(self, thread_id: str, cursor: int) -> ThreadMapper:
-        """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent."""
-        if cursor == 0:
-            return ThreadMapper(thread_id, self.options)
-        start = chain_start(self.reader.markers(thread_id, cursor), cursor)
-        mapper = ThreadMapper(thread_id, self.options, pos=start - 1)
-        while mapper.pos < cursor:
-            events = [
-                e
-                for e in self.reader.events(thread_id, mapper.pos, 2000)
-                if e.seq and e.seq <= cursor
-            ]
-            if not events:
-                break
-            mapper.feed(events)
-        mapper.pos = cursor
-        return mapper
 
     # -- one thread, many threads ------------------------------------------------------------
     def export_thread(
@@ -497,21 +479,45 @@ class OtlpExporter:
         interrupt, else ``None`` (the next run opens a new trace: use
         :func:`trace_context_for_run`).
         """
-        rows = self.reader.open_chain(thread_id)
-        root: str | None = None
+        return resumed_trace(self.reader.open_chain(thread_id))
+
+
+def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
+    """The trace a resume continues, from ``(seq, kind, run_id, payload)`` of a thread's
+    latest runs (``None``: the last run did not end at an interrupt)."""
+    root: str | None = None
+    interrupted = False
+    for _seq, kind, run_id, payload in rows:
+        if kind == "interrupt":
+            interrupted = True
+            continue
+        p = payload or {}
+        cont = p.get("command") == "resume" or ("input" in p and p.get("input") is None)
+        if not (interrupted and cont) or root is None:
+            root = run_id
         interrupted = False
-        for _seq, kind, run_id, payload in rows:
-            if kind == "interrupt":
-                interrupted = True
-                continue
-            p = payload or {}
-            cont = p.get("command") == "resume" or ("input" in p and p.get("input") is None)
-            if not (interrupted and cont) or root is None:
-                root = run_id
-            interrupted = False
-        if root is None or not interrupted:
-            return None
-        return trace_context_for_run(root)
+    if root is None or not interrupted:
+        return None
+    return trace_context_for_run(root)
+
+
+def rebuild_mapper(
+    reader: ExportReader, options: MapperOptions, thread_id: str, cursor: int
+) -> ThreadMapper:
+    """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent."""
+    if cursor == 0:
+        return ThreadMapper(thread_id, options)
+    start = chain_start(reader.markers(thread_id, cursor), cursor)
+    mapper = ThreadMapper(thread_id, options, pos=start - 1)
+    while mapper.pos < cursor:
+        events = [
+            e for e in reader.events(thread_id, mapper.pos, 2000) if e.seq and e.seq <= cursor
+        ]
+        if not events:
+            break
+        mapper.feed(events)
+    mapper.pos = cursor
+    return mapper
 
 
 def trace_context_for_run(run_id: Any) -> dict[str, str]:
