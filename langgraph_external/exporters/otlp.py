@@ -454,7 +454,7 @@ class OtlpExporter:
         No second wait: after a :meth:`flush` that timed out, with no span accepted since,
         it stops at once.
         """
-        if self.runner.running:
+        if self.runner.started:
             waited_in_vain = self._gave_up_at is not None and self._gave_up_at == self.spans_sent
             if waited_in_vain or not self.flush(timeout):
                 logger.warning(

@@ -316,9 +316,6 @@ class Pipeline:
             raise RecordingError("the pipeline is closed; events can no longer be recorded")
         return Commit(self, thread_id)
 
-    def assume_new(self, thread_id: str) -> None:
-        """Hint that ``thread_id`` has no record yet (kept for sources; nothing to look up)."""
-
     def captured_alone(self, thread_id: str, event_id: str) -> None:
         """A capture that carried no buffered events committed (a task's writes): the
         sealer may take it; :meth:`flush` waits for it."""

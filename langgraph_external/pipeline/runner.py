@@ -121,6 +121,11 @@ class ProjectionRunner:
             self._thread.start()
 
     @property
+    def started(self) -> bool:
+        """Whether the background thread was started (it may have died since)."""
+        return self._thread is not None
+
+    @property
     def running(self) -> bool:
         """Whether the background thread is alive."""
         return self._thread is not None and self._thread.is_alive()
@@ -306,7 +311,17 @@ class ProjectionRunner:
                     self._recheck = self._recheck or recheck
                 self._cv.notify_all()
                 if not ok:
-                    self._cv.wait(self._retry_after())
+                    self._nap(self._retry_after(), until)
+
+    def _nap(self, seconds: float, until: threading.Event | None) -> None:
+        """Wait ``seconds`` before a retry (under the condition); a runner that does not
+        drain on stop ends the wait when stopped. ``until`` is looked at every 0.2 s (it
+        does not notify the condition)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if (self._stop and not self._drain_on_stop) or (until is not None and until.is_set()):
+                return
+            self._cv.wait(left if until is None else min(left, 0.2))
 
     def _retry_after(self) -> float:
         backoff = max((float(getattr(p, "backoff", 0.0)) for p in self.projections), default=0)

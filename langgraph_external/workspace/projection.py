@@ -250,7 +250,7 @@ class WorkspaceProjection:
             return
         tdir = ws.thread_dir(tid)
         if tid not in self._described:
-            self._write_thread_json(tid, fresh[0], known_new=last == 0)
+            self._write_thread_json(tid, fresh[0])
             self._described.add(tid)
             if len(self._described) > _CACHE:
                 self._described.clear()
@@ -298,7 +298,7 @@ class WorkspaceProjection:
                 )
         logs.clear()
 
-    def _write_thread_json(self, tid: str, first: Event, *, known_new: bool) -> None:
+    def _write_thread_json(self, tid: str, first: Event) -> None:
         path = f"{self.ws.thread_dir(tid)}/thread.json"
         if self.ws.exists(path):
             return
