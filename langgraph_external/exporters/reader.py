@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -88,7 +88,7 @@ class ExportReader:
             row = conn.execute(self.sql["cursor"], (self.name, thread_id)).fetchone()
         return int(row[0]) if row else 0
 
-    def markers(self, thread_id: str, upto: int) -> list[tuple[int, str, dict[str, Any]]]:
+    def markers(self, thread_id: str, upto: int) -> list[tuple[int, str, Mapping[str, Any]]]:
         """``(seq, kind, payload)`` of the runs' starts and interrupts up to ``upto``."""
         with self.connection() as conn:
             rows = conn.execute(self.sql["markers"], (thread_id, upto)).fetchall()
