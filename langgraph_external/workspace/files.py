@@ -35,6 +35,7 @@ from typing import Any
 import fsspec
 
 from langgraph_external.errors import InvalidThreadIdError, WorkspaceError
+from langgraph_external.record.events import json_safe
 
 _PLAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
 _ENCODED_MAX = 200  # leave room under the 255-byte file-name limit
@@ -185,17 +186,6 @@ class Workspace:
         tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
         self._write_local(tmp, data)
         os.replace(tmp, path)
-
-    def write_new(self, path: str, data: bytes) -> None:
-        """Write a file that is written once and never replaced (a checkpoint's mirror).
-
-        No temp file: a torn write can only happen in a crash, and replaying the spool or
-        re-running restore rewrites it.
-        """
-        if not self.is_local:
-            self.write_atomic(path, data)
-            return
-        self._write_local(path, data)
 
     def _inside(self, path: str) -> None:
         """Refuse a local write whose directory resolves outside the root (a symlink).
@@ -359,25 +349,6 @@ class Workspace:
                 if line.strip():
                     yield json.loads(line)
 
-    def last_event(self, thread_id: str) -> dict[str, Any] | None:
-        """The last envelope of ``events.jsonl`` (reads only the file's tail)."""
-        path = f"{self.thread_dir(thread_id)}/events.jsonl"
-        if not self.exists(path):
-            return None
-        size = self.fs.size(path)
-        chunk = 65536
-        while True:
-            start = max(0, size - chunk)
-            with self.fs.open(path, "rb") as f:
-                f.seek(start)
-                tail = f.read()
-            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
-            if not lines:
-                return None
-            if start == 0 or len(lines) > 1:
-                return dict(json.loads(lines[-1]))
-            chunk *= 4
-
     def list_threads(self) -> list[str]:
         """Thread ids present in the workspace, sorted."""
         base = self.path("threads")
@@ -428,8 +399,6 @@ def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) 
             sort_keys=sort_keys,
         )
     except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
-        from langgraph_external.record.events import json_safe
-
         return json.dumps(
             json_safe(obj), indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys
         )
