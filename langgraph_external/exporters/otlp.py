@@ -45,8 +45,8 @@ from langgraph_external.exporters.reader import ExportReader
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.pipeline.runner import ProjectionRunner, TargetStalled
-from langgraph_external.read.inspection import is_replay_copy
 from langgraph_external.record.events import Event
+from langgraph_external.record.thread_ids import is_replay_copy
 
 logger = logging.getLogger("langgraph_external")
 

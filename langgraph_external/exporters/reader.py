@@ -23,8 +23,8 @@ from langgraph_external.exporters import _sql
 from langgraph_external.exporters._langfuse_map import END_KINDS, POINT_KINDS
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.postgres import unpack_detail
-from langgraph_external.read.inspection import REPLAY_PREFIX
 from langgraph_external.record.events import Event
+from langgraph_external.record.thread_ids import REPLAY_PREFIX
 
 __all__ = ["ExportReader"]
 

@@ -48,6 +48,7 @@ from langgraph_external.read.sql_shell import (
     run_query,
 )
 from langgraph_external.read.states import StateView, read_state
+from langgraph_external.record.thread_ids import REPLAY_PREFIX, is_replay_copy
 
 __all__ = [
     "EXAMPLE_QUERIES",
@@ -73,24 +74,6 @@ __all__ = [
     "step_context",
     "thread_in_ledger",
 ]
-
-
-# -- replay copies -----------------------------------------------------------------------
-REPLAY_PREFIX = "lgx-replay:"
-"""Thread ids starting with this are replay copies (``lgx replay`` runs a recorded thread
-again into ``lgx-replay:<thread>:<8 hex digits>``). ``lgx threads`` leaves them out unless
-asked (``--replays``), and the Langfuse export never sends them. Ids are compared as
-given: a copy is a copy by its id alone, from its first event on."""
-
-
-def is_replay_copy(thread_id: str) -> bool:
-    """Whether ``thread_id`` names a replay copy (see :data:`REPLAY_PREFIX`).
-
-    Example:
-        >>> is_replay_copy("lgx-replay:thread-42:1a2b3c4d"), is_replay_copy("thread-42")
-        (True, False)
-    """
-    return thread_id.startswith(REPLAY_PREFIX)
 
 
 # -- SQL ---------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ class ReplayReport:
         kept: the replay's thread was kept (``keep``, or ``into`` named it); otherwise
             it was deleted after the comparison, like ``delete_thread`` deletes a thread
             (only its tombstone stays, under
-            :data:`~langgraph_external.read.inspection.REPLAY_PREFIX`).
+            :data:`~langgraph_external.record.thread_ids.REPLAY_PREFIX`).
     """
 
     source_thread_id: str

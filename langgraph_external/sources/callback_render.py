@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +23,7 @@ from langchain_core.messages import BaseMessage, messages_to_dict
 
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, canonical_json
+from langgraph_external.record.keys import prompt_hash
 from langgraph_external.record.render import message_to_dict, to_readable
 
 __all__ = [
@@ -67,10 +67,7 @@ def prompt_context_hash(
         d.pop("id", None)
         msgs.append(d)
     body = {"messages": msgs, "tools": to_readable(tools), "params": to_readable(params or {})}
-    text = canonical_json(body)
-    if key is not None:
-        return key.tag("prompt", text)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return prompt_hash(canonical_json(body), key)
 
 
 def raw_bytes(value: Any) -> bytes | None:

@@ -24,79 +24,20 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
 
-from langgraph_external.errors import InvalidThreadIdError, WorkspaceError
+from langgraph_external.errors import WorkspaceError
 from langgraph_external.record.events import json_safe
-
-_PLAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
-_ENCODED_MAX = 200  # leave room under the 255-byte file-name limit
-_HASHED_PREFIX = "~~"
-_ENCODED_PREFIX = "~"
-ROOT_NS_DIR = "_root"
-
-
-def _b32(text: str) -> str:
-    return base64.b32encode(text.encode("utf-8", "surrogatepass")).decode().rstrip("=").lower()
-
-
-def _unb32(name: str) -> str:
-    pad = "=" * (-len(name) % 8)
-    return base64.b32decode(name.upper() + pad).decode("utf-8", "surrogatepass")
-
-
-def encode_thread_id(thread_id: str) -> str:
-    """Encode a thread id as one safe directory name.
-
-    Lower-case ids made of ``[a-z0-9_.-]`` (starting with a letter or digit) are kept
-    as they are; anything else becomes ``~`` + lower-case base32 of its UTF-8 bytes, so
-    the name is safe on case-insensitive file systems and never contains a separator.
-    Ids whose encoding would exceed 200 characters become ``~~`` + sha256; their real
-    id is kept in ``thread.json``.
-
-    Raises:
-        InvalidThreadIdError: the id is not a non-empty ``str``.
-
-    Example:
-        >>> encode_thread_id("a/b")
-        '~mexwe'
-    """
-    if not isinstance(thread_id, str) or thread_id == "":
-        raise InvalidThreadIdError(f"thread id must be a non-empty str, got {thread_id!r}")
-    if _PLAIN.match(thread_id):
-        return thread_id
-    encoded = _ENCODED_PREFIX + _b32(thread_id)
-    if len(encoded) <= _ENCODED_MAX:
-        return encoded
-    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return _HASHED_PREFIX + digest
-
-
-def decode_thread_id(name: str) -> str | None:
-    """Invert :func:`encode_thread_id`; ``None`` for hashed names (read ``thread.json``)."""
-    if name.startswith(_HASHED_PREFIX):
-        return None
-    if name.startswith(_ENCODED_PREFIX):
-        return _unb32(name[1:])
-    return name
-
-
-def encode_ns(checkpoint_ns: str) -> str:
-    """Directory name of a checkpoint namespace (``""`` is ``_root``)."""
-    return ROOT_NS_DIR if checkpoint_ns == "" else encode_thread_id(checkpoint_ns)
-
-
-def sha256_hex(data: bytes) -> str:
-    """Hex sha256 of ``data``; the name of content-addressed files."""
-    return hashlib.sha256(data).hexdigest()
+from langgraph_external.record.locations import ROOT_NS_DIR as ROOT_NS_DIR
+from langgraph_external.record.locations import decode_thread_id as decode_thread_id
+from langgraph_external.record.locations import encode_ns as encode_ns
+from langgraph_external.record.locations import encode_thread_id as encode_thread_id
+from langgraph_external.record.locations import sha256_hex as sha256_hex
 
 
 class Workspace:

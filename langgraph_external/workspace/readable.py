@@ -23,7 +23,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
-from langgraph_external.record.events import Event, canonical_json
+from langgraph_external.record.events import Event
+from langgraph_external.record.keys import state_tag
 from langgraph_external.record.processors import Redactor
 from langgraph_external.record.redaction import redact_at
 from langgraph_external.record.render import to_readable
@@ -185,20 +186,3 @@ class ReadableViews:
         if self.cipher is not None:
             doc["tag"] = state_tag(self.cipher, doc)
         return doc
-
-
-def state_tag(cipher: WorkspaceCipher, doc: dict[str, Any]) -> str:
-    """The keyed tag of a ``state.json`` document (its thread, checkpoint, step and values).
-
-    ``lgx verify`` recomputes it: a ``state.json`` edited without the key no longer matches.
-
-    Example:
-        >>> c = WorkspaceCipher(bytes(32))
-        >>> d = {"thread_id": "t", "checkpoint_id": "c", "step": 1, "values": {"x": 1}}
-        >>> state_tag(c, d) == state_tag(c, {**d, "updated": "now"})
-        True
-        >>> state_tag(c, d) == state_tag(c, {**d, "step": 2})
-        False
-    """
-    body = {k: doc.get(k) for k in ("thread_id", "checkpoint_id", "step", "values")}
-    return cipher.tag("state", canonical_json(body))

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -49,6 +48,7 @@ from langgraph_external.memory_adapters.mem0.errors import (
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import json_safe, new_id
+from langgraph_external.record.keys import memory_hash
 from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.sources.callbacks import AuditCallbackHandler
@@ -70,11 +70,7 @@ def text_hash(text: str | None, key: WorkspaceCipher | None = None) -> str | Non
     plain sha256 of a short memory or query, kept after the text was erased, would let
     anyone confirm a guess of it. Without ``key``: sha256 hex.
     """
-    if text is None:
-        return None
-    if key is not None:
-        return key.tag("memory", text)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return None if text is None else memory_hash(text, key)
 
 
 # -- graph provenance ---------------------------------------------------------------------
