@@ -106,9 +106,9 @@ class PostgresLedger:
         Local state kept for a ledger (the write-ahead log) is keyed by it, so writing
         the DSN differently never orphans it.
         """
-        # lazy: the saver's statements come with langgraph, which ledger users (``lgx``
-        # commands, exporters) need not import
-        from langgraph_external.upstream.langgraph import IDENTITY_SQL
+        # the saver's statements come with langgraph, which a ledger's users (``lgx``
+        # commands, exporters) otherwise never import
+        from langgraph_external.upstream.langgraph import IDENTITY_SQL  # lazy: start-up time
 
         try:
             with self._connection() as conn:
@@ -433,7 +433,7 @@ def _with_saver_blobs(
     }
     if not wanted:
         return e
-    from langgraph_external.upstream.langgraph import SAVER_BLOBS_SQL  # lazy: see identity()
+    from langgraph_external.upstream.langgraph import SAVER_BLOBS_SQL  # lazy: start-up time
 
     channels = [row[0] for row in wanted.values()]
     versions = [row[1] for row in wanted.values()]
