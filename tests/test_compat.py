@@ -280,3 +280,23 @@ def test_handle_list_and_handle_cache_are_where_the_wheel_keeps_them(tmp_path: A
         wheel.release_handle(server, stop=True)
     assert os.getpid() not in wheel.read_handles(datadir)
     assert read_postmaster(datadir) is None
+
+
+# -- the official saver's tables (langgraph_external/upstream/saver_ops.py) ------------------
+def test_the_saver_tables_named_are_the_tables_the_saver_creates(dsn: str) -> None:
+    from langgraph_external.upstream import saver_ops
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "select table_name from information_schema.tables where table_schema = 'public'"
+        ).fetchall()
+        assert sorted(r[0] for r in rows) == sorted(saver_ops.TABLES)
+        for probe in (
+            saver_ops.HAS_CHECKPOINTS_TABLE,
+            saver_ops.HAS_WRITES_TABLE,
+            saver_ops.HAS_BLOBS_TABLE,
+        ):
+            found = conn.execute(probe).fetchone()
+            assert found is not None and found[0] is not None, probe
