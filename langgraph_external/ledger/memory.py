@@ -152,7 +152,3 @@ class _MemorySealTx:
         done = {i for ids in captures.values() for i in ids}
         with self.ledger._lock:
             self.ledger.captures = [c for c in self.ledger.captures if c.id not in done]
-
-
-# v0.1 name, still used by tests written against it
-InMemorySink = InMemoryLedger

@@ -24,7 +24,13 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-__all__ = ["acheck_idle", "check_idle"]
+__all__ = ["acheck_idle", "check_idle", "ledger_pool"]
+
+LEDGER_CONNECT_OPTIONS = (
+    "-c timezone=UTC -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000"
+)
+"""Every ledger connection works in UTC and is bounded: statements time out after 30 s,
+idle transactions after 60 s."""
 
 
 def _has_input(conn: Any) -> bool:
@@ -48,3 +54,26 @@ async def acheck_idle(conn: Any) -> None:
     """Async twin of :func:`check_idle`, for an :class:`~psycopg_pool.AsyncConnectionPool`."""
     if conn.closed or _has_input(conn):
         await AsyncConnectionPool.check_connection(conn)
+
+
+def ledger_pool(dsn: str, connect_timeout: int) -> ConnectionPool[Any]:
+    """The ledger's small pool of autocommit connections (the flusher, the projector,
+    look-ups), opened now.
+
+    A pool, not one connection per thread: look-ups also run on LangGraph's short-lived
+    executor threads, and a connection per thread would outlive them.
+    """
+    return ConnectionPool(
+        dsn,
+        min_size=0,
+        max_size=6,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": connect_timeout,
+            "options": LEDGER_CONNECT_OPTIONS,
+        },
+        timeout=connect_timeout,
+        check=check_idle,  # died in a database restart: replaced
+        name="langgraph-external-ledger",
+        open=True,
+    )

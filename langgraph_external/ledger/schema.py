@@ -1,9 +1,10 @@
-"""The Postgres ledger: schema, versioned migrations, and the queries users run.
+"""The Postgres ledger's schema: versioned migrations, ``setup()``, and envelope rows.
 
 All objects live in one schema (default ``langgraph_external``). Migrations are a plain
 list whose index is the version, recorded in ``<schema>.migrations``; :func:`setup`
 applies what is missing under a transaction-scoped advisory lock, so two processes may
-run it at the same time.
+run it at the same time. The statements the ledger runs are in
+:mod:`langgraph_external.ledger.statements`.
 
 Example (SQL a user runs)::
 
@@ -14,15 +15,35 @@ Example (SQL a user runs)::
 
 from __future__ import annotations
 
+import base64
 import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+from langgraph_external.ledger.statements import (
+    POSITION_MOVED,
+    SELECT_THREAD_EVENTS,
+    UPSERT_CURSOR,  # lived here before the statements had their module (``ops/repair``)
+    q,
+)
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "ENVELOPE_COLUMNS",
+    "MIGRATIONS",
+    "POSITION_MOVED",
+    "UPSERT_CURSOR",
+    "connect",
+    "fetch_events",
+    "q",
+    "row_to_envelope",
+    "setup",
+    "validate_schema",
+]
 
 DEFAULT_SCHEMA = "langgraph_external"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -327,9 +348,6 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-POSITION_MOVED = "LX001"
-"""SQLSTATE raised when a writer's view of a thread's position is stale (see v4)."""
-
 
 def validate_schema(schema: str) -> str:
     """Return ``schema`` if it is a plain lower-case identifier, else raise.
@@ -344,6 +362,14 @@ def validate_schema(schema: str) -> str:
     return schema
 
 
+SETUP_LOCK = "select pg_advisory_xact_lock(%s)"
+CREATE_SCHEMA = "create schema if not exists {schema}"
+APPLIED_MIGRATIONS = "select v from {schema}.migrations"
+RECORD_MIGRATION = "insert into {schema}.migrations (v) values (%s)"
+MIGRATIONS_TABLE = "select to_regclass(%s)"
+COUNT_MIGRATIONS = "select count(*) from {schema}.migrations"
+
+
 def _lock_key(schema: str) -> int:
     return zlib.crc32(f"langgraph_external:{schema}".encode())
 
@@ -355,33 +381,29 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
     idempotent.
     """
     validate_schema(schema)
-    ident = sql.Identifier(schema)
     if _up_to_date(conn, schema):
         # nothing to create: a role without DDL rights (``lgx setup --roles``) starts too
         return len(MIGRATIONS) - 1
     with conn.transaction():
-        conn.execute("select pg_advisory_xact_lock(%s)", (_lock_key(schema),))
-        conn.execute(sql.SQL("create schema if not exists {}").format(ident))
-        conn.execute(sql.SQL(MIGRATIONS[0]).format(schema=ident))
-        rows = conn.execute(sql.SQL("select v from {}.migrations").format(ident)).fetchall()
-        done = {int(r[0]) for r in rows}
+        conn.execute(SETUP_LOCK, (_lock_key(schema),))
+        conn.execute(q(CREATE_SCHEMA, schema))
+        conn.execute(q(MIGRATIONS[0], schema))
+        done = {int(r[0]) for r in conn.execute(q(APPLIED_MIGRATIONS, schema)).fetchall()}
         for v, text in enumerate(MIGRATIONS):
             if v in done:
                 continue
-            conn.execute(sql.SQL(text).format(schema=ident))
-            conn.execute(sql.SQL("insert into {}.migrations (v) values (%s)").format(ident), (v,))
+            conn.execute(q(text, schema))
+            conn.execute(q(RECORD_MIGRATION, schema), (v,))
     return len(MIGRATIONS) - 1
 
 
 def _up_to_date(conn: psycopg.Connection[Any], schema: str) -> bool:
     """Whether every migration is recorded already (read-only: needs no DDL rights)."""
     with conn.transaction():
-        row = conn.execute("select to_regclass(%s)", (f"{schema}.migrations",)).fetchone()
+        row = conn.execute(MIGRATIONS_TABLE, (f"{schema}.migrations",)).fetchone()
         if row is None or row[0] is None:
             return False
-        done = conn.execute(
-            sql.SQL("select count(*) from {}.migrations").format(sql.Identifier(schema))
-        ).fetchone()
+        done = conn.execute(q(COUNT_MIGRATIONS, schema)).fetchone()
     return done is not None and int(done[0]) >= len(MIGRATIONS)
 
 
@@ -391,230 +413,6 @@ def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
         return psycopg.connect(dsn, **kwargs)
     except psycopg.OperationalError as exc:
         raise LedgerUnavailableError(f"cannot connect to the ledger database: {exc}") from exc
-
-
-def q(text: str, schema: str) -> sql.Composed:
-    """Compose ``text`` with ``{schema}`` replaced by the quoted schema identifier."""
-    return sql.SQL(text).format(schema=sql.Identifier(schema))
-
-
-INSERT_EVENT = """
-insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
-    checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
-values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-    %s::jsonb, %s, %s, %s, %s, %s, %s)
-"""
-
-SEAL_THREAD = (
-    "select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
-    " %s::timestamptz, %s::text, %s::bigint[])"
-)
-"""Moves a thread's head (``LX001`` when it moved meanwhile) and deletes the captures
-its new events were sealed from, in the transaction that stores them."""
-
-# One statement stores a thread's sealed events: the head move and the captures they
-# came from (``seal_thread`` raises LX001 when the thread moved), every event (rows parsed
-# from their hashed lines, so nothing is encoded twice) and the checkpoint index rows.
-# Used for commits without thread operations.
-COMMIT_EVENTS = """
-with adv as materialized (
-    select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
-        %s::timestamptz, %s::text, %s::bigint[]) as ok
-), src as (
-    select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
-), ins as (
-    insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
-        checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-        duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
-    select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
-        r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
-        r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
-        r.artifact, r.redactions, r.prev, r.hash, (%b::bytea[])[src.i]
-    from adv, src
-    cross join lateral jsonb_populate_record(null::{schema}.events, src.doc - 'raw') as r
-    returning 1
-), cps as (
-    insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-        parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
-        size_bytes, workspace_path, event_seq)
-    select c.* from adv, jsonb_to_recordset(%s::jsonb) as c(thread_id text,
-        checkpoint_ns text, checkpoint_id text, parent_checkpoint_id text, step integer,
-        source text, run_id text, task_ids text[], nodes text[], channels text[],
-        created_at timestamptz, size_bytes bigint, workspace_path text, event_seq bigint)
-    on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
-        parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
-        source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
-        nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
-        workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
-    returning 1
-)
-select (select count(*) from ins), (select count(*) from cps)
-"""
-
-CHECKPOINT_INDEX_COLUMNS = (
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "step",
-    "source",
-    "run_id",
-    "task_ids",
-    "nodes",
-    "channels",
-    "created_at",
-    "size_bytes",
-    "workspace_path",
-    "event_seq",
-)
-"""The checkpoint index row's columns, in the order the statements take them."""
-
-UPSERT_CHECKPOINT = """
-insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
-    size_bytes, workspace_path, event_seq)
-values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
-    parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
-    source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
-    nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
-    workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
-"""
-
-INSERT_CAPTURE = """
-insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
-values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)
-"""
-"""One capture (:class:`~langgraph_external.pipeline.capture.Capture`): the one statement the
-record adds to a saver's transaction."""
-
-# The sealer's claim: the threads with captures every running transaction is younger
-# than (their order can no longer change), oldest first, each locked for the claiming
-# transaction; a thread another sealer holds is skipped.
-CLAIM_THREADS = """
-select thread_id from (
-    select thread_id, min(id) as first from {schema}.captures
-    where xid < pg_snapshot_xmin(pg_current_snapshot())
-    group by thread_id order by first limit %s
-) c where pg_try_advisory_xact_lock(%s, hashtext(thread_id))
-"""
-
-ASYNC_COMMIT = "set local synchronous_commit = off"
-"""For transactions whose loss in a server crash loses nothing (they are derived from what
-committed synchronously, and made again): sealing, projection cursors."""
-
-LOCK_THREADS = "select pg_try_advisory_xact_lock(%s, hashtext(t)) from unnest(%s::text[]) t"
-
-WAIT_THREAD = "select pg_advisory_xact_lock(%s, hashtext(%s))"
-"""Waits for (and holds, until the transaction ends) the right to seal a thread: writers
-that append to a thread directly (prune, restore) take it too."""
-
-SELECT_CAPTURES = """
-select id, event_id::text, thread_id, kind, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, captured_at,
-    recovered, inline
-from {schema}.captures
-where thread_id = any(%s) and xid < pg_snapshot_xmin(pg_current_snapshot())
-order by id limit %s
-"""
-
-PENDING_CAPTURES = """
-select count(*), min(captured_at), count(distinct thread_id),
-    count(*) filter (where xid >= pg_snapshot_xmin(pg_current_snapshot()))
-from {schema}.captures
-"""
-"""Captures waiting for a sealer: how many, since when, of how many threads, and how
-many of them are not sealable yet (a transaction older than them is still running)."""
-
-PENDING_OF_THREADS = """
-select thread_id, count(*) from {schema}.captures
-where thread_id = any(%s) and xid < %s::xid8 group by thread_id
-"""
-
-CURRENT_XMAX = "select pg_snapshot_xmax(pg_current_snapshot())::text"
-
-SELECT_POSITIONS = """
-select thread_id, last_seq, last_hash from {schema}.threads
-where thread_id = any(%s) and last_seq > 0
-"""
-
-SELECT_EVENTS_AFTER = """
-select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash, detail
-from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
-"""
-
-SELECT_RECORDED = (
-    "select event_id::text from {schema}.events where thread_id = %s and event_id = any(%s::uuid[])"
-    " union select event_id::text from {schema}.captures"
-    " where thread_id = %s and event_id = any(%s::uuid[])"
-)
-
-SELECT_LAGGING = """
-select t.thread_id, t.last_seq, coalesce(c.seq, 0)
-from {schema}.threads t
-left join {schema}.projection_cursors c
-    on c.projection = %s and c.thread_id = t.thread_id
-where t.last_seq > coalesce(c.seq, 0) and c.error is null
-order by t.updated_at
-limit %s
-"""
-
-SELECT_QUARANTINED = """
-select thread_id, seq, error, updated_at from {schema}.projection_cursors
-where projection = %s and error is not null order by thread_id
-"""
-
-UPSERT_CURSOR = """
-insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
-values (%s, %s, %s, %s, now())
-on conflict (projection, thread_id) do update
-    set seq = excluded.seq, error = excluded.error, updated_at = now()
-"""
-
-CLEAR_QUARANTINE = """
-update {schema}.projection_cursors set error = null, updated_at = now()
-where projection = %s and error is not null
-"""
-
-UPSERT_CURSORS_UNLOCK = """
-with cursors as (
-    insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
-    select %s, t, s, null, now() from unnest(%s::text[], %s::bigint[]) as u(t, s)
-    on conflict (projection, thread_id) do update
-        set seq = excluded.seq, error = null, updated_at = now()
-    returning 1
-)
-select (select count(*) from cursors),
-       (select count(pg_advisory_unlock(hashtextextended(k, 0))) from unnest(%s::text[]) as k)
-"""
-
-TRY_PROJECTION_LOCKS = (
-    "select k, pg_try_advisory_lock(hashtextextended(k, 0)) from unnest(%s::text[]) as k"
-)
-TRY_PROJECTION_LOCK = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
-PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
-
-FORGET_THREAD = "select {schema}.forget_thread(%s::text, %s::bigint, %s::timestamptz)"
-
-DELETE_CHECKPOINT_ROWS = """
-delete from {schema}.checkpoints
-where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
-"""
-
-COPY_CHECKPOINT_ROWS = """
-insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
-    size_bytes, workspace_path, event_seq)
-select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id,
-    task_ids, nodes, channels, created_at, size_bytes,
-    replace(workspace_path, %(src_dir)s, %(dst_dir)s), null
-from {schema}.checkpoints where thread_id = %(src)s
-on conflict do nothing
-"""
 
 
 ENVELOPE_COLUMNS = (
@@ -649,23 +447,12 @@ def fetch_events(
     conn: psycopg.Connection[Any], thread_id: str, schema: str = DEFAULT_SCHEMA
 ) -> list[dict[str, Any]]:
     """All events of ``thread_id`` in ``seq`` order, as envelopes (same as events.jsonl)."""
-    rows = conn.execute(
-        q(
-            """select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-            checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-            duration_ms, payload, raw, artifact, redactions, prev, hash
-            from {schema}.events where thread_id = %s order by seq""",
-            schema,
-        ),
-        (thread_id,),
-    ).fetchall()
+    rows = conn.execute(q(SELECT_THREAD_EVENTS, schema), (thread_id,)).fetchall()
     return [row_to_envelope(r) for r in rows]
 
 
 def row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:
     """A ledger row (columns as in :func:`fetch_events`) as an event envelope."""
-    import base64
-
     d = dict(zip(ENVELOPE_COLUMNS, row, strict=True))
     d["ts"] = d["ts"].isoformat()
     raw = d.get("raw")

@@ -43,40 +43,22 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger import statements as stmt
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, EventKind
+from langgraph_external.record.keys import existing_key
 from langgraph_external.record.processors import Sequencer
-
-if TYPE_CHECKING:
-    from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.upstream import saver_ops
 
 __all__ = ["Ckpt", "PrunePlan", "parse_age", "plan_prune", "plan_thread", "prune"]
-
-SELECT_CHECKPOINTS = """
-select checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint ->> 'ts' as ts,
-    coalesce(metadata -> 'counters_since_delta_snapshot', '{}'::jsonb) as counters,
-    metadata -> 'parents' ->> '' as root, checkpoint -> 'channel_versions' as versions
-from checkpoints where thread_id = %s
-"""
-SELECT_THREADS = "select distinct thread_id from checkpoints order by thread_id"
-DELETE_WRITES = """
-delete from checkpoint_writes
-where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
-"""
-DELETE_CHECKPOINTS = """
-delete from checkpoints where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
-"""
-DELETE_BLOBS = """
-delete from checkpoint_blobs
-where thread_id = %s and checkpoint_ns = %s and channel = %s and version = any(%s)
-"""
-LOCK_HEAD = "select last_seq, last_hash from {schema}.threads where thread_id = %s for update"
 
 
 @dataclass(frozen=True)
@@ -198,7 +180,11 @@ def _ts(text: str) -> datetime:
 
 
 def _load(conn: psycopg.Connection[Any], thread_id: str) -> list[Ckpt]:
-    rows = conn.cursor(row_factory=dict_row).execute(SELECT_CHECKPOINTS, (thread_id,)).fetchall()
+    rows = (
+        conn.cursor(row_factory=dict_row)
+        .execute(saver_ops.PRUNE_SELECT_CHECKPOINTS, (thread_id,))
+        .fetchall()
+    )
     return [
         Ckpt(
             r["checkpoint_ns"],
@@ -241,7 +227,7 @@ def plan_prune(
 
 def saver_threads(conn: psycopg.Connection[Any]) -> list[str]:
     """Every thread id in the official saver's ``checkpoints`` table."""
-    return [r[0] for r in conn.execute(SELECT_THREADS).fetchall()]
+    return [r[0] for r in conn.execute(saver_ops.SAVER_THREADS_ORDERED).fetchall()]
 
 
 def prune(
@@ -267,9 +253,6 @@ def prune(
         ConfigurationError: ``keep`` is below 1.
         LedgerUnavailableError: the database cannot be reached.
     """
-    from langgraph_external.ledger.postgres import PostgresLedger
-    from langgraph_external.record.keys import existing_key
-
     # the prune event moves the thread's head: tagged with the deployment key like any other
     sink = PostgresLedger(dsn, schema, cipher=cipher or existing_key())
     plans: list[PrunePlan] = []
@@ -292,12 +275,12 @@ def prune(
 
 
 _ATTEMPTS = 20
-_RETRY = ("40001", "40P01", ledger.POSITION_MOVED)  # serialization, deadlock, head moved
+_RETRY = ("40001", "40P01", stmt.POSITION_MOVED)  # serialization, deadlock, head moved
 
 
 def _prune_one(
     conn: psycopg.Connection[Any],
-    sink: Any,
+    sink: PostgresLedger,
     tid: str,
     keep: int,
     older_than: datetime | None,
@@ -307,7 +290,7 @@ def _prune_one(
     """One thread, in one transaction on one snapshot (its head row locked)."""
     with conn.transaction():
         conn.execute("set transaction isolation level repeatable read")
-        head = conn.execute(ledger.q(LOCK_HEAD, schema), (tid,)).fetchone()
+        head = conn.execute(ledger.q(stmt.LOCK_HEAD, schema), (tid,)).fetchone()
         checkpoints = _load(conn, tid)
         plan = plan_thread(tid, checkpoints, keep=keep, older_than=older_than)
         garbage = _garbage(checkpoints, plan)
@@ -315,11 +298,11 @@ def _prune_one(
         if plan.removed and not dry_run:
             with conn.cursor() as cur:
                 for ns, ids in plan.remove.items():
-                    cur.execute(DELETE_WRITES, (tid, ns, ids))
+                    cur.execute(saver_ops.PRUNE_DELETE_WRITES, (tid, ns, ids))
                     plan.writes += cur.rowcount
-                    cur.execute(DELETE_CHECKPOINTS, (tid, ns, ids))
+                    cur.execute(saver_ops.PRUNE_DELETE_CHECKPOINTS, (tid, ns, ids))
                 for (ns, ch), versions in garbage.items():
-                    cur.execute(DELETE_BLOBS, (tid, ns, ch, versions))
+                    cur.execute(saver_ops.PRUNE_DELETE_BLOBS, (tid, ns, ch, versions))
                 position = (int(head[0]), str(head[1])) if head and head[0] else None
                 event = _sealed(_pruned_event(tid, plan, keep, older_than), position)
                 sink.execute_in(cur, [event])

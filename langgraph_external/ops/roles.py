@@ -41,12 +41,13 @@ import psycopg
 
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.upstream import saver_ops
 
 __all__ = ["SAVER_TABLES", "apply_grants", "grant_script", "grant_statements"]
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_$]{0,62}$")
 
-SAVER_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+SAVER_TABLES = saver_ops.TABLES
 """The official Postgres saver's tables (schema ``public``)."""
 
 _GRANTS = """
@@ -139,7 +140,7 @@ def apply_grants(
             f"(create role {role} login password '...')"
         )
     if saver is None:
-        found = conn.execute("select to_regclass('public.checkpoint_blobs')").fetchone()
+        found = conn.execute(saver_ops.HAS_BLOBS_TABLE).fetchone()
         saver = found is not None and found[0] is not None
     statements = grant_statements(schema, role, saver=saver, capture_only=capture_only)
     with conn.transaction():

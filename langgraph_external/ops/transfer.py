@@ -44,13 +44,26 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
 
 from langgraph_external.errors import ArchiveError, ImportConflictError, RestoreError
+
+# the official saver's setup, retried when another process runs it at the same time:
+# private until its one public home lands (issue 20's saver-setup helper)
+from langgraph_external.external import _saver_setup
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger import statements as stmt
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.ledger.rows import unpack_detail
+from langgraph_external.ops.checkpoint_log import verify_thread
+from langgraph_external.ops.decode import decode_all, put_all
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, EventKind, verify_chain
+from langgraph_external.record.keys import existing_key
 from langgraph_external.record.processors import Sequencer
+from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.files import Workspace
+from langgraph_external.workspace.lines import EVENTS_FILE, BadLine, events_path, parse_lines
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -70,13 +83,11 @@ MAX_MEMBER_BYTES = 2 * 1024**3
 Progress = Callable[[int, int], None]
 """``progress(done, total)`` — called as files are written or checked."""
 
-SELECT_DETAILS = """
-select seq, detail from {schema}.events
-where thread_id = %s and detail is not null order by seq
-"""
-SELECT_SAVER_HAS_THREAD = """
-select exists (select 1 from checkpoints where thread_id = %s)
-"""
+LEDGER_EVENTS = "ledger/events.jsonl"
+LEDGER_DETAILS = "ledger/details.jsonl"
+MIRROR_EVENTS = f"workspace/{EVENTS_FILE}"
+"""Archive members: the ledger's events and their projection detail, and the workspace's
+``events.jsonl`` (the thread folder is under ``workspace/``)."""
 
 
 @dataclass(frozen=True)
@@ -162,23 +173,19 @@ def export_thread(
     envelopes = ledger.fetch_events(conn, thread_id, schema)
     if not envelopes:
         raise ArchiveError(f"thread {thread_id!r} has no events in the ledger (schema {schema})")
-    details = conn.execute(ledger.q(SELECT_DETAILS, schema), (thread_id,)).fetchall()
+    details = conn.execute(ledger.q(stmt.SELECT_DETAILS, schema), (thread_id,)).fetchall()
     tdir = ws.thread_dir(thread_id)
     ws_files = sorted(ws.fs.find(tdir)) if ws.fs.exists(tdir) else []
-    mirror = ws_files and f"{tdir}/events.jsonl" in ws_files
-    held = (
-        [json.loads(x) for x in ws.read_bytes(f"{tdir}/events.jsonl").splitlines() if x.strip()]
-        if mirror
-        else []
-    )
+    mirror = events_path(ws, thread_id)
+    held = [env for _, _, env in parse_lines(ws.read_bytes(mirror))] if mirror in ws_files else []
     if [(e["seq"], e["hash"]) for e in held] != [(e["seq"], e["hash"]) for e in envelopes]:
         raise ArchiveError(
             f"the workspace {ws.location} holds {len(held)} of the thread's "
             f"{len(envelopes)} ledger events (or different ones): run `lgx repair` first"
         )
     members: dict[str, bytes] = {
-        "ledger/events.jsonl": _jsonl(envelopes),
-        "ledger/details.jsonl": _jsonl(
+        LEDGER_EVENTS: _jsonl(envelopes),
+        LEDGER_DETAILS: _jsonl(
             [{"seq": int(s), "detail": base64.b64encode(bytes(d)).decode()} for s, d in details]
         ),
     }
@@ -307,11 +314,11 @@ def read_archive(path: str | os.PathLike[str]) -> Archive:
         want = listed[name]
         if len(data) != want.get("size") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
             raise ArchiveError(f"{p}: {name} does not match its sha256 in the manifest")
-    envelopes = _parse_jsonl(p, files, "ledger/events.jsonl")
+    envelopes = _parse_jsonl(p, files, LEDGER_EVENTS)
     try:
         verify_chain(list[Any](envelopes))
     except (ValueError, KeyError, TypeError) as exc:
-        raise ArchiveError(f"{p}: ledger/events.jsonl: hash chain broken: {exc}") from exc
+        raise ArchiveError(f"{p}: {LEDGER_EVENTS}: hash chain broken: {exc}") from exc
     thread_id = manifest.get("thread_id")
     if not envelopes or envelopes[0].get("seq") != 1 or envelopes[0].get("prev") is not None:
         raise ArchiveError(f"{p}: the events do not start at seq 1")
@@ -322,14 +329,13 @@ def read_archive(path: str | os.PathLike[str]) -> Archive:
         manifest.get("last_hash"),
     ):
         raise ArchiveError(f"{p}: the events do not end where the manifest says")
-    mirror = _parse_jsonl(p, files, "workspace/events.jsonl")
+    mirror = _parse_jsonl(p, files, MIRROR_EVENTS)
     if [(e.get("seq"), e.get("hash")) for e in mirror] != [
         (e["seq"], e["hash"]) for e in envelopes
     ]:
-        raise ArchiveError(f"{p}: workspace/events.jsonl does not hold the ledger's events")
+        raise ArchiveError(f"{p}: {MIRROR_EVENTS} does not hold the ledger's events")
     details = {
-        int(d["seq"]): base64.b64decode(d["detail"])
-        for d in _parse_jsonl(p, files, "ledger/details.jsonl")
+        int(d["seq"]): base64.b64decode(d["detail"]) for d in _parse_jsonl(p, files, LEDGER_DETAILS)
     }
     return Archive(manifest, files, envelopes, details, digest)
 
@@ -337,18 +343,12 @@ def read_archive(path: str | os.PathLike[str]) -> Archive:
 def _parse_jsonl(p: Path, files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
     if name not in files:
         raise ArchiveError(f"{p}: {name} is missing")
-    out = []
-    for n, line in enumerate(files[name].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise ArchiveError(f"{p}: {name}: line {n} is not JSON ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise ArchiveError(f"{p}: {name}: line {n} is not a JSON object")
-        out.append(obj)
-    return out
+    try:
+        return [obj for _, _, obj in parse_lines(files[name])]
+    except BadLine as bad:
+        if bad.error is None:
+            raise ArchiveError(f"{p}: {name}: line {bad.lineno} is not a JSON object") from bad
+        raise ArchiveError(f"{p}: {name}: line {bad.lineno} is not JSON ({bad.error})") from bad
 
 
 # -- import ------------------------------------------------------------------------------
@@ -371,13 +371,6 @@ def import_thread(
             or the workspace (nothing written).
         RestoreError: a checkpoint log does not verify or decode (nothing written).
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    from langgraph_external.external import _saver_setup
-    from langgraph_external.ledger.postgres import PostgresLedger, unpack_detail
-    from langgraph_external.ops.restore import _decode_all, _put_all, verify_thread
-    from langgraph_external.record.keys import existing_key
-
     archive = read_archive(path)
     tid = archive.thread_id
     if archive.manifest.get("encrypted") and cipher is None:
@@ -407,7 +400,7 @@ def import_thread(
             ledger.setup(conn, schema)
             saver = PostgresSaver(conn)
             _saver_setup(saver.setup)
-            plan = _decode_all(staged, tid, logs, saver.serde)
+            plan = decode_all(staged, tid, logs, saver.serde)
             _check_conflicts(conn, ws, tid, schema)
             events = []
             for env in archive.envelopes:
@@ -433,11 +426,11 @@ def import_thread(
             # the thread's head is tagged with this deployment's key
             sink = PostgresLedger(dsn, schema, cipher=cipher or existing_key())
             # the mirror's events.jsonl gets the closing event too: both stay equal
-            staged.append_lines(f"{tdir}/events.jsonl", [closing.line or ""])
+            staged.append_lines(events_path(staged, tid), [closing.line or ""])
             moved = False
             try:
                 with conn.transaction():
-                    result = _put_all(plan, saver, tid)
+                    result = put_all(plan, saver, tid)
                     with conn.cursor() as cur:
                         sink.execute_in(cur, [*events, closing])
                     _move_in(staged, ws, tid)
@@ -466,13 +459,10 @@ def _staging_dir(ws: Workspace) -> str:
 
 
 def _check_conflicts(conn: psycopg.Connection[Any], ws: Workspace, tid: str, schema: str) -> None:
-    row = conn.execute(
-        ledger.q("select exists (select 1 from {schema}.threads where thread_id = %s)", schema),
-        (tid,),
-    ).fetchone()
+    row = conn.execute(ledger.q(stmt.THREAD_EXISTS, schema), (tid,)).fetchone()
     if row and row[0]:
         raise ImportConflictError(f"thread {tid!r} is already in the ledger (schema {schema})")
-    row = conn.execute(SELECT_SAVER_HAS_THREAD, (tid,)).fetchone()
+    row = conn.execute(saver_ops.SAVER_HAS_THREAD, (tid,)).fetchone()
     if row and row[0]:
         raise ImportConflictError(f"thread {tid!r} already has checkpoints in the saver's tables")
     if ws.exists(ws.thread_dir(tid)):

@@ -21,17 +21,23 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import psycopg
 
 from langgraph_external.errors import ExternalError, RestoreError
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.ledger.postgres import checkpoint_row, head_tag
+from langgraph_external.ledger import statements as stmt
+from langgraph_external.ledger.rows import checkpoint_row
+from langgraph_external.ledger.writes import head_tag
+from langgraph_external.ops.restore import verify_thread as verify_copies
 from langgraph_external.read import inspection
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, canonical_json, verify_chain
+from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.files import Workspace, sha256_hex
+from langgraph_external.workspace.lines import events_path, read_file
 from langgraph_external.workspace.projection import state_tag
 
 
@@ -85,7 +91,7 @@ def verify_thread(
         (thread_id,),
     ).fetchone()
     lg = ledger.fetch_events(conn, thread_id, schema)
-    path = f"{ws.thread_dir(thread_id)}/events.jsonl"
+    path = events_path(ws, thread_id)
     wk, bad_line = read_jsonl(ws, path)
     res.ledger_events, res.workspace_events = len(lg), len(wk)
     if row is None and not lg and not wk and bad_line is None:
@@ -141,14 +147,11 @@ def verify_thread(
     return res
 
 
-SELECT_HEAD_TAG = "select last_seq, last_hash, head_mac from {schema}.threads where thread_id = %s"
-
-
 def _head_problem(
     conn: psycopg.Connection[Any], thread_id: str, schema: str, cipher: WorkspaceCipher
 ) -> str | None:
     """The threads row's head must carry the keyed tag only a key holder can compute."""
-    row = conn.execute(ledger.q(SELECT_HEAD_TAG, schema), (thread_id,)).fetchone()
+    row = conn.execute(ledger.q(stmt.SELECT_HEAD_TAG, schema), (thread_id,)).fetchone()
     if row is None:
         return None
     seq, hash_, tag = row
@@ -164,12 +167,6 @@ def _head_problem(
         )
     return None
 
-
-SELECT_CHECKPOINT_ROWS = """
-select checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id, nodes,
-    channels, size_bytes, workspace_path, event_seq
-from {schema}.checkpoints where thread_id = %s
-"""
 
 _DERIVED = (
     "parent_checkpoint_id",
@@ -209,7 +206,7 @@ def derived_problems(
             for ns, ids in ((env.get("payload") or {}).get("removed") or {}).items():
                 for cid in ids or ():
                     expected.pop((ns, cid), None)
-    rows = conn.execute(ledger.q(SELECT_CHECKPOINT_ROWS, schema), (thread_id,)).fetchall()
+    rows = conn.execute(ledger.q(stmt.SELECT_CHECKPOINT_ROWS, schema), (thread_id,)).fetchall()
     names = ("checkpoint_ns", "checkpoint_id", *_DERIVED)
     held = {(r[0], r[1]): dict(zip(names, r, strict=True)) for r in rows}
     out = []
@@ -240,7 +237,7 @@ def derived_problems(
     return out[:20]
 
 
-_INDEX_COLUMNS = ledger.CHECKPOINT_INDEX_COLUMNS
+_INDEX_COLUMNS = stmt.CHECKPOINT_INDEX_COLUMNS
 
 
 def workspace_problems(
@@ -251,8 +248,6 @@ def workspace_problems(
     cipher: WorkspaceCipher | None,
 ) -> list[str]:
     """Exact copies, checkpoint logs, artifacts and ``state.json`` against the record."""
-    from langgraph_external.ops.restore import verify_thread as verify_copies
-
     out = []
     try:
         verify_copies(ws, thread_id, cipher=cipher)
@@ -327,54 +322,26 @@ def _state_problem(
     return None
 
 
-SAVER_AGREEMENT = """
-select
-  (select count(*) from public.checkpoints c where c.thread_id = %(t)s and not exists (
-     select 1 from {schema}.checkpoints l where l.thread_id = c.thread_id
-       and l.checkpoint_ns = c.checkpoint_ns and l.checkpoint_id = c.checkpoint_id)
-     and not exists (
-     select 1 from {schema}.captures k where k.thread_id = c.thread_id
-       and k.kind = 'checkpoint' and k.checkpoint_ns = c.checkpoint_ns
-       and k.checkpoint_id = c.checkpoint_id)),
-  (select count(*) from (select distinct checkpoint_ns, checkpoint_id, task_id
-     from public.checkpoint_writes where thread_id = %(t)s) w where not exists (
-     select 1 from {schema}.events e where e.thread_id = %(t)s and e.kind = 'writes'
-       and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
-       and e.task_id = w.task_id)
-     and not exists (
-     select 1 from {schema}.captures k where k.thread_id = %(t)s and k.kind = 'writes'
-       and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
-       and k.task_id = w.task_id)),
-  (select count(*) from {schema}.checkpoints l where l.thread_id = %(t)s and not exists (
-     select 1 from public.checkpoints c where c.thread_id = l.thread_id
-       and c.checkpoint_ns = l.checkpoint_ns and c.checkpoint_id = l.checkpoint_id))
-"""
-
-PENDING_OF_THREAD = "select count(*) from {schema}.captures where thread_id = %s"
-"""Captures of a thread a sealer has not turned into events yet (``lgx verify``: pending,
-not a failure: they commit with the saver's rows and are sealed moments later)."""
-
-
 def pending_captures(conn: psycopg.Connection[Any], thread_id: str, schema: str) -> int:
     """How many captures of ``thread_id`` wait for a sealer."""
-    row = conn.execute(ledger.q(PENDING_OF_THREAD, schema), (thread_id,)).fetchone()
+    row = conn.execute(ledger.q(stmt.PENDING_OF_THREAD, schema), (thread_id,)).fetchone()
     return int(row[0]) if row else 0
 
 
 def saver_thread_ids(conn: psycopg.Connection[Any]) -> set[str]:
     """Threads the official saver holds in this database (none for other savers)."""
-    row = conn.execute("select to_regclass('public.checkpoints')").fetchone()
+    row = conn.execute(saver_ops.HAS_CHECKPOINTS_TABLE).fetchone()
     if row is None or row[0] is None:
         return set()
-    return {r[0] for r in conn.execute("select distinct thread_id from public.checkpoints")}
+    return {r[0] for r in conn.execute(saver_ops.SAVER_THREAD_IDS)}
 
 
 def saver_problems(conn: psycopg.Connection[Any], thread_id: str, schema: str) -> list[str]:
     """Disagreements between the official saver's tables (same database) and the ledger."""
-    row = conn.execute("select to_regclass('public.checkpoint_writes')").fetchone()
+    row = conn.execute(saver_ops.HAS_WRITES_TABLE).fetchone()
     if row is None or row[0] is None:
         return []  # another saver: nothing to compare here
-    counts = conn.execute(ledger.q(SAVER_AGREEMENT, schema), {"t": thread_id}).fetchone()
+    counts = conn.execute(ledger.q(saver_ops.LEDGER_AGREEMENT, schema), {"t": thread_id}).fetchone()
     assert counts is not None
     cps, writes, extra = (int(x) for x in counts)
     out = []
@@ -391,21 +358,12 @@ def saver_problems(conn: psycopg.Connection[Any], thread_id: str, schema: str) -
 
 def read_jsonl(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], str | None]:
     """Envelopes of ``events.jsonl`` and the first unreadable line, if any."""
-    envelopes: list[dict[str, Any]] = []
-    if not ws.exists(path):
+    envelopes, bad = read_file(ws, path)
+    if bad is None:
         return envelopes, None
-    with ws.fs.open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                env = json.loads(line)
-            except ValueError as exc:
-                return envelopes, f"line {lineno} is not valid JSON ({_one_line(exc)})"
-            if not isinstance(env, dict):
-                return envelopes, f"line {lineno} is not a JSON object"
-            envelopes.append(env)
-    return envelopes, None
+    if bad.error is not None:
+        return envelopes, f"line {bad.lineno} is not valid JSON ({_one_line(bad.error)})"
+    return envelopes, f"line {bad.lineno} is not a JSON object"
 
 
 def _chain_problem(envelopes: Sequence[Mapping[str, Any]]) -> str | None:
@@ -448,8 +406,6 @@ def _agreement_problem(
 
 
 # -- signed snapshots of every head ---------------------------------------------------------
-SELECT_HEADS = "select thread_id, last_seq, last_hash, deleted_at from {schema}.threads"
-SELECT_EVENT_HASH = "select hash from {schema}.events where thread_id = %s and seq = %s"
 
 
 def snapshot_heads(
@@ -461,9 +417,7 @@ def snapshot_heads(
     longer holds the head it had (rolled back to an older backup, rewritten), is found,
     which a per-thread tag alone cannot show. Take one periodically (``lgx heads FILE``).
     """
-    from datetime import datetime, timezone
-
-    rows = conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall()
+    rows = conn.execute(ledger.q(stmt.SELECT_HEADS, schema)).fetchall()
     body = {
         "v": 1,
         "schema": schema,
@@ -491,11 +445,13 @@ def heads_problems(
     if not isinstance(heads, Mapping):
         return ["heads snapshot: no heads"]
     deleted = {
-        r[0] for r in conn.execute(ledger.q(SELECT_HEADS, schema)).fetchall() if r[3] is not None
+        r[0]
+        for r in conn.execute(ledger.q(stmt.SELECT_HEADS, schema)).fetchall()
+        if r[3] is not None
     }
     out = []
     for tid, (seq, hash_) in sorted(heads.items()):
-        row = conn.execute(ledger.q(SELECT_EVENT_HASH, schema), (tid, seq)).fetchone()
+        row = conn.execute(ledger.q(stmt.SELECT_EVENT_HASH, schema), (tid, seq)).fetchone()
         if row is not None and row[0] == hash_:
             continue
         if tid in deleted:

@@ -1,8 +1,14 @@
-"""``copy_thread`` and ``delete_for_runs`` in SQL over the official Postgres saver tables.
+"""The official Postgres saver's tables: their names, and the SQL the record runs on them.
 
-The official savers have neither. Each operation runs in one transaction on the saver's
-own connection (and under its lock), so it is all-or-nothing and never races the
-saver's own statements on a shared connection.
+``copy_thread`` and ``delete_for_runs`` — the official savers have neither. Each runs in
+one transaction on the saver's own connection (and under its lock), so it is
+all-or-nothing and never races the saver's own statements on a shared connection.
+
+Also here, as named statements: what the operations read and change in the saver's
+tables (``lgx verify`` compares them with the ledger, ``lgx prune`` deletes checkpoints,
+``lgx import`` checks a thread is new, ``lgx setup --roles`` grants on them). The tables
+live in the search path's first schema (``public``) of the saver's database; the table
+layout was checked against langgraph-checkpoint-postgres 3.2.0 (``tests/test_compat.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +22,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external.upstream import langgraph as _compat
+
+CHECKPOINTS = "checkpoints"
+BLOBS = "checkpoint_blobs"
+WRITES = "checkpoint_writes"
+MIGRATIONS = "checkpoint_migrations"
+TABLES = (CHECKPOINTS, BLOBS, WRITES, MIGRATIONS)
+"""The official Postgres saver's tables (schema ``public``)."""
 
 # Returns (thread_id, checkpoint_ns, checkpoint_id) of the removed checkpoints.
 SELECT_RUN_CHECKPOINTS = """
@@ -118,10 +131,6 @@ def _sync_conn(saver: Any) -> Iterator[psycopg.Connection[Any]]:
             yield conn
 
 
-saver_connection = _sync_conn
-"""The sync saver's connection (one of its pool's), held under the saver's lock."""
-
-
 @asynccontextmanager
 async def _async_conn(saver: Any) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     async with saver.lock:
@@ -218,3 +227,57 @@ def _ids(rows: Sequence[Any]) -> dict[str, set[str]]:
         ns, cid = (r["checkpoint_ns"], r["checkpoint_id"]) if isinstance(r, dict) else r
         out.setdefault(ns, set()).add(cid)
     return out
+
+
+# -- what the operations run on the saver's tables -------------------------------------
+HAS_WRITES_TABLE = "select to_regclass('public.checkpoint_writes')"
+HAS_CHECKPOINTS_TABLE = "select to_regclass('public.checkpoints')"
+HAS_BLOBS_TABLE = "select to_regclass('public.checkpoint_blobs')"
+
+SAVER_THREAD_IDS = "select distinct thread_id from public.checkpoints"
+SAVER_THREADS_ORDERED = "select distinct thread_id from checkpoints order by thread_id"
+SAVER_HAS_THREAD = "select exists (select 1 from checkpoints where thread_id = %s)"
+
+LEDGER_AGREEMENT = """
+select
+  (select count(*) from public.checkpoints c where c.thread_id = %(t)s and not exists (
+     select 1 from {schema}.checkpoints l where l.thread_id = c.thread_id
+       and l.checkpoint_ns = c.checkpoint_ns and l.checkpoint_id = c.checkpoint_id)
+     and not exists (
+     select 1 from {schema}.captures k where k.thread_id = c.thread_id
+       and k.kind = 'checkpoint' and k.checkpoint_ns = c.checkpoint_ns
+       and k.checkpoint_id = c.checkpoint_id)),
+  (select count(*) from (select distinct checkpoint_ns, checkpoint_id, task_id
+     from public.checkpoint_writes where thread_id = %(t)s) w where not exists (
+     select 1 from {schema}.events e where e.thread_id = %(t)s and e.kind = 'writes'
+       and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
+       and e.task_id = w.task_id)
+     and not exists (
+     select 1 from {schema}.captures k where k.thread_id = %(t)s and k.kind = 'writes'
+       and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
+       and k.task_id = w.task_id)),
+  (select count(*) from {schema}.checkpoints l where l.thread_id = %(t)s and not exists (
+     select 1 from public.checkpoints c where c.thread_id = l.thread_id
+       and c.checkpoint_ns = l.checkpoint_ns and c.checkpoint_id = l.checkpoint_id))
+"""
+"""A thread's saver rows without their ledger record (checkpoints, task writes; captured
+counts as recorded) and ledger checkpoints the saver does not hold (``{schema}``: the
+ledger's)."""
+
+PRUNE_SELECT_CHECKPOINTS = """
+select checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint ->> 'ts' as ts,
+    coalesce(metadata -> 'counters_since_delta_snapshot', '{}'::jsonb) as counters,
+    metadata -> 'parents' ->> '' as root, checkpoint -> 'channel_versions' as versions
+from checkpoints where thread_id = %s
+"""
+PRUNE_DELETE_WRITES = """
+delete from checkpoint_writes
+where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
+"""
+PRUNE_DELETE_CHECKPOINTS = """
+delete from checkpoints where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
+"""
+PRUNE_DELETE_BLOBS = """
+delete from checkpoint_blobs
+where thread_id = %s and checkpoint_ns = %s and channel = %s and version = any(%s)
+"""

@@ -1,0 +1,154 @@
+"""Rows of the ledger's tables ↔ events and captures (the (de)serialization of the ledger).
+
+What the statements of :mod:`langgraph_external.ledger.statements` take and return:
+an event's row (envelope columns and the packed projection ``detail``), a thread's
+sealed events as one ``COMMIT_EVENTS`` parameter set, a checkpoint event's index row, a
+capture read back for sealing.
+
+Example:
+    >>> unpack_detail(pack_detail(Event.new("error", "t").replace(detail={"a": 1})))
+    ({'a': 1}, {})
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import ormsgpack
+from psycopg.types.json import Jsonb
+
+from langgraph_external.ledger.schema import row_to_envelope
+from langgraph_external.ledger.statements import CHECKPOINT_INDEX_COLUMNS
+from langgraph_external.pipeline.capture import Capture, unpack_inline, unpack_riders
+from langgraph_external.record.events import Event
+
+__all__ = [
+    "capture_from_row",
+    "checkpoint_row",
+    "commit_params",
+    "event_from_row",
+    "event_row",
+    "pack_detail",
+    "unpack_detail",
+]
+
+
+def _identity_text(s: str) -> str:
+    return s
+
+
+def pack_detail(e: Event) -> bytes | None:
+    """What a projection needs beyond the envelope: exact bytes, skeletons, artifacts."""
+    if not e.detail and not e.attachments:
+        return None
+    files = dict(e.attachments)
+    for address in (e.detail or {}).get("saver_blobs") or {}:
+        files.pop(f"checkpoints/blobs/{address}", None)  # the saver's row holds them
+    return ormsgpack.packb({"detail": e.detail or {}, "files": files})
+
+
+def unpack_detail(data: bytes | None) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+    """Inverse of :func:`pack_detail`."""
+    if not data:
+        return None, {}
+    obj = ormsgpack.unpackb(bytes(data))
+    return (obj.get("detail") or None), dict(obj.get("files") or {})
+
+
+def event_row(e: Event) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_EVENT`` for one sequenced event."""
+    return (
+        e.thread_id,
+        e.seq,
+        e.event_id,
+        e.v,
+        e.ts,
+        e.kind,
+        e.name,
+        e.status,
+        e.checkpoint_ns,
+        e.checkpoint_id,
+        e.run_id,
+        e.parent_run_id,
+        e.root_run_id,
+        e.node,
+        e.step,
+        e.task_id,
+        e.duration_ms,
+        Jsonb(e.payload_json(), dumps=_identity_text),
+        e.raw,
+        e.artifact,
+        e.redactions,
+        e.prev,
+        e.hash,
+        pack_detail(e),
+    )
+
+
+def commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str]:
+    """The events of ``COMMIT_EVENTS``: their lines, details, index rows."""
+    rows = "[" + ",".join(e.line for e in group if e.line) + "]"
+    details = [pack_detail(e) for e in group]
+    index = [
+        dict(zip(CHECKPOINT_INDEX_COLUMNS, checkpoint_row(e), strict=True))
+        for e in group
+        if e.kind == "checkpoint"
+    ]
+    return rows, details, json.dumps(index, default=_iso)
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def checkpoint_row(e: Event) -> tuple[Any, ...]:
+    """The checkpoint index row a ``checkpoint`` event stores (``lgx verify`` re-derives it)."""
+    p = e.payload
+    writers = p.get("writers") or []
+    return (
+        e.thread_id,
+        e.checkpoint_ns,
+        e.checkpoint_id,
+        p.get("parent_checkpoint_id"),
+        e.step,
+        p.get("source"),
+        e.run_id,
+        [w.get("task_id") for w in writers if w.get("task_id")],
+        sorted({w["node"] for w in writers if w.get("node")}),
+        sorted(p.get("changed") or p.get("channels") or {}),
+        e.ts,
+        int(p.get("size", 0)),
+        p.get("path"),
+        e.seq,
+    )
+
+
+def event_from_row(row: Sequence[Any]) -> Event:
+    """An event from a row of ``SELECT_EVENTS_AFTER`` (envelope columns, then ``detail``)."""
+    env = row_to_envelope(row[:-1])
+    detail, files = unpack_detail(row[-1])
+    return Event.from_envelope(env).replace(detail=detail, attachments=files)
+
+
+def capture_from_row(r: Sequence[Any]) -> Capture:
+    """A capture from a row of ``SELECT_CAPTURES``."""
+    return Capture(
+        id=int(r[0]),
+        event_id=r[1],
+        thread_id=r[2],
+        kind=r[3],
+        checkpoint_ns=r[4] or "",
+        checkpoint_id=r[5],
+        parent_id=r[6],
+        task_id=r[7],
+        task_path=r[8],
+        node=r[9],
+        changed=list(r[10]) if r[10] is not None else None,
+        idx=list(r[11]) if r[11] is not None else None,
+        riders=unpack_riders(r[12], r[2]),
+        captured_at=r[13],
+        recovered=bool(r[14]),
+        inline=unpack_inline(r[15]),
+    )

@@ -1,0 +1,309 @@
+"""The ledger's statements: every SQL text the Postgres ledger runs, as named constants.
+
+Each statement names the ledger schema as ``{schema}``; :class:`LedgerStatements` holds
+them composed for one schema (what :class:`~langgraph_external.ledger.postgres.
+PostgresLedger` executes). The schema itself — tables, views, functions — is built by the
+migrations in :mod:`langgraph_external.ledger.schema`.
+
+Example:
+    >>> from psycopg.sql import Composed
+    >>> isinstance(LedgerStatements("langgraph_external").insert_event, Composed)
+    True
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+POSITION_MOVED = "LX001"
+"""SQLSTATE raised when a writer's view of a thread's position is stale (see the v4
+migration's ``advance_thread``)."""
+
+
+def q(text: str, schema: str) -> sql.Composed:
+    """Compose ``text`` with ``{schema}`` replaced by the quoted schema identifier.
+
+    Example:
+        >>> q("select 1 from {schema}.events", "s").as_string(None)
+        'select 1 from "s".events'
+    """
+    return sql.SQL(text).format(schema=sql.Identifier(schema))
+
+
+INSERT_EVENT = """
+insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
+    checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+    duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
+values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+    %s::jsonb, %s, %s, %s, %s, %s, %s)
+"""
+
+SEAL_THREAD = (
+    "select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
+    " %s::timestamptz, %s::text, %s::bigint[])"
+)
+"""Moves a thread's head (``LX001`` when it moved meanwhile) and deletes the captures
+its new events were sealed from, in the transaction that stores them."""
+
+# One statement stores a thread's sealed events: the head move and the captures they
+# came from (``seal_thread`` raises LX001 when the thread moved), every event (rows parsed
+# from their hashed lines, so nothing is encoded twice) and the checkpoint index rows.
+# Used for commits without thread operations.
+COMMIT_EVENTS = """
+with adv as materialized (
+    select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
+        %s::timestamptz, %s::text, %s::bigint[]) as ok
+), src as (
+    select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
+), ins as (
+    insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
+        checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+        duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
+    select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
+        r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
+        r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
+        r.artifact, r.redactions, r.prev, r.hash, (%b::bytea[])[src.i]
+    from adv, src
+    cross join lateral jsonb_populate_record(null::{schema}.events, src.doc - 'raw') as r
+    returning 1
+), cps as (
+    insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+        parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
+        size_bytes, workspace_path, event_seq)
+    select c.* from adv, jsonb_to_recordset(%s::jsonb) as c(thread_id text,
+        checkpoint_ns text, checkpoint_id text, parent_checkpoint_id text, step integer,
+        source text, run_id text, task_ids text[], nodes text[], channels text[],
+        created_at timestamptz, size_bytes bigint, workspace_path text, event_seq bigint)
+    on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
+        parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
+        source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
+        nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
+        workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
+    returning 1
+)
+select (select count(*) from ins), (select count(*) from cps)
+"""
+
+CHECKPOINT_INDEX_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "step",
+    "source",
+    "run_id",
+    "task_ids",
+    "nodes",
+    "channels",
+    "created_at",
+    "size_bytes",
+    "workspace_path",
+    "event_seq",
+)
+"""The checkpoint index row's columns, in the order the statements take them."""
+
+UPSERT_CHECKPOINT = """
+insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
+    size_bytes, workspace_path, event_seq)
+values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
+    parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
+    source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
+    nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
+    workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
+"""
+
+INSERT_CAPTURE = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
+values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)
+"""
+"""One capture (:class:`~langgraph_external.pipeline.capture.Capture`): the one statement the
+record adds to a saver's transaction."""
+
+# The sealer's claim: the threads with captures every running transaction is younger
+# than (their order can no longer change), oldest first, each locked for the claiming
+# transaction; a thread another sealer holds is skipped.
+CLAIM_THREADS = """
+select thread_id from (
+    select thread_id, min(id) as first from {schema}.captures
+    where xid < pg_snapshot_xmin(pg_current_snapshot())
+    group by thread_id order by first limit %s
+) c where pg_try_advisory_xact_lock(%s, hashtext(thread_id))
+"""
+
+ASYNC_COMMIT = "set local synchronous_commit = off"
+"""For transactions whose loss in a server crash loses nothing (they are derived from what
+committed synchronously, and made again): sealing, projection cursors."""
+
+SELECT_CAPTURES = """
+select id, event_id::text, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, captured_at,
+    recovered, inline
+from {schema}.captures
+where thread_id = any(%s) and xid < pg_snapshot_xmin(pg_current_snapshot())
+order by id limit %s
+"""
+
+PENDING_CAPTURES = """
+select count(*), min(captured_at), count(distinct thread_id),
+    count(*) filter (where xid >= pg_snapshot_xmin(pg_current_snapshot()))
+from {schema}.captures
+"""
+"""Captures waiting for a sealer: how many, since when, of how many threads, and how
+many of them are not sealable yet (a transaction older than them is still running)."""
+
+PENDING_OF_THREADS = """
+select thread_id, count(*) from {schema}.captures
+where thread_id = any(%s) and xid < %s::xid8 group by thread_id
+"""
+
+CURRENT_XMAX = "select pg_snapshot_xmax(pg_current_snapshot())::text"
+
+SELECT_POSITIONS = """
+select thread_id, last_seq, last_hash from {schema}.threads
+where thread_id = any(%s) and last_seq > 0
+"""
+
+SELECT_EVENTS_AFTER = """
+select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+    duration_ms, payload, raw, artifact, redactions, prev, hash, detail
+from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
+"""
+
+SELECT_RECORDED = (
+    "select event_id::text from {schema}.events where thread_id = %s and event_id = any(%s::uuid[])"
+    " union select event_id::text from {schema}.captures"
+    " where thread_id = %s and event_id = any(%s::uuid[])"
+)
+
+SELECT_LAGGING = """
+select t.thread_id, t.last_seq, coalesce(c.seq, 0)
+from {schema}.threads t
+left join {schema}.projection_cursors c
+    on c.projection = %s and c.thread_id = t.thread_id
+where t.last_seq > coalesce(c.seq, 0) and c.error is null
+order by t.updated_at
+limit %s
+"""
+
+SELECT_QUARANTINED = """
+select thread_id, seq, error, updated_at from {schema}.projection_cursors
+where projection = %s and error is not null order by thread_id
+"""
+
+UPSERT_CURSOR = """
+insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
+values (%s, %s, %s, %s, now())
+on conflict (projection, thread_id) do update
+    set seq = excluded.seq, error = excluded.error, updated_at = now()
+"""
+
+CLEAR_QUARANTINE = """
+update {schema}.projection_cursors set error = null, updated_at = now()
+where projection = %s and error is not null
+"""
+
+UPSERT_CURSORS_UNLOCK = """
+with cursors as (
+    insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
+    select %s, t, s, null, now() from unnest(%s::text[], %s::bigint[]) as u(t, s)
+    on conflict (projection, thread_id) do update
+        set seq = excluded.seq, error = null, updated_at = now()
+    returning 1
+)
+select (select count(*) from cursors),
+       (select count(pg_advisory_unlock(hashtextextended(k, 0))) from unnest(%s::text[]) as k)
+"""
+
+TRY_PROJECTION_LOCKS = (
+    "select k, pg_try_advisory_lock(hashtextextended(k, 0)) from unnest(%s::text[]) as k"
+)
+TRY_PROJECTION_LOCK = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
+PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
+
+FORGET_THREAD = "select {schema}.forget_thread(%s::text, %s::bigint, %s::timestamptz)"
+
+DELETE_CHECKPOINT_ROWS = """
+delete from {schema}.checkpoints
+where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
+"""
+
+COPY_CHECKPOINT_ROWS = """
+insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
+    size_bytes, workspace_path, event_seq)
+select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id,
+    task_ids, nodes, channels, created_at, size_bytes,
+    replace(workspace_path, %(src_dir)s, %(dst_dir)s), null
+from {schema}.checkpoints where thread_id = %(src)s
+on conflict do nothing
+"""
+
+
+SELECT_THREAD_EVENTS = """
+select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
+    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
+    duration_ms, payload, raw, artifact, redactions, prev, hash
+from {schema}.events where thread_id = %s order by seq
+"""
+"""Every event of a thread as an envelope row (the columns of ``ENVELOPE_COLUMNS`` in
+:mod:`langgraph_external.ledger.schema`)."""
+
+# -- what the operations (``lgx verify``, ``prune``, ``export``/``import``) read --------
+SELECT_HEAD_TAG = "select last_seq, last_hash, head_mac from {schema}.threads where thread_id = %s"
+
+SELECT_CHECKPOINT_ROWS = """
+select checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id, nodes,
+    channels, size_bytes, workspace_path, event_seq
+from {schema}.checkpoints where thread_id = %s
+"""
+
+PENDING_OF_THREAD = "select count(*) from {schema}.captures where thread_id = %s"
+"""Captures of a thread a sealer has not turned into events yet (``lgx verify``: pending,
+not a failure: they commit with the saver's rows and are sealed moments later)."""
+
+SELECT_HEADS = "select thread_id, last_seq, last_hash, deleted_at from {schema}.threads"
+SELECT_EVENT_HASH = "select hash from {schema}.events where thread_id = %s and seq = %s"
+
+LOCK_HEAD = "select last_seq, last_hash from {schema}.threads where thread_id = %s for update"
+"""A thread's head row, locked for a transaction that appends to it directly (prune)."""
+
+SELECT_DETAILS = """
+select seq, detail from {schema}.events
+where thread_id = %s and detail is not null order by seq
+"""
+
+THREAD_EXISTS = "select exists (select 1 from {schema}.threads where thread_id = %s)"
+
+
+class LedgerStatements:
+    """The statements of the write, seal and projection paths, composed for one schema.
+
+    Composed once per ledger: the hot path (a capture in the saver's transaction) only
+    passes parameters.
+    """
+
+    def __init__(self, schema: str) -> None:
+        self.seal = q(SEAL_THREAD, schema)
+        self.capture = q(INSERT_CAPTURE, schema)
+        self.claim = q(CLAIM_THREADS, schema)
+        self.captures = q(SELECT_CAPTURES, schema)
+        self.pending = q(PENDING_CAPTURES, schema)
+        self.pending_of = q(PENDING_OF_THREADS, schema)
+        self.insert_event = q(INSERT_EVENT, schema)
+        self.checkpoint = q(UPSERT_CHECKPOINT, schema)
+        self.positions = q(SELECT_POSITIONS, schema)
+        self.after = q(SELECT_EVENTS_AFTER, schema)
+        self.lagging = q(SELECT_LAGGING, schema)
+        self.quarantined = q(SELECT_QUARANTINED, schema)
+        self.commit = q(COMMIT_EVENTS, schema)
+        self.recorded = q(SELECT_RECORDED, schema)
+        self.cursor = q(UPSERT_CURSOR, schema)
+        self.cursors = q(UPSERT_CURSORS_UNLOCK, schema)
+        self.clear = q(CLEAR_QUARANTINE, schema)
+        self.delete_checkpoints = q(DELETE_CHECKPOINT_ROWS, schema)
+        self.forget = q(FORGET_THREAD, schema)
+        self.copy_checkpoints = q(COPY_CHECKPOINT_ROWS, schema)
