@@ -28,7 +28,6 @@ from langgraph_external.assembly import (
     open_saver,
     resolve_redactor,
     resolve_sealing,
-    setup_saver,
 )
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
@@ -453,6 +452,3 @@ def _export_configs(
             f"two exports share a cursor ({', '.join(names)}): give each its own cursor="
         )
     return configs
-
-
-_saver_setup = setup_saver  # the earlier name (ops/transfer.py imports it)

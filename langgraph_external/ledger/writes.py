@@ -23,6 +23,7 @@ from langgraph_external.ledger.rows import checkpoint_row, commit_params, event_
 from langgraph_external.ledger.statements import LedgerStatements
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
+from langgraph_external.record.keys import head_tag as head_tag
 from langgraph_external.workspace.files import encode_thread_id
 
 __all__ = ["THREAD_OPS", "Statement", "execute_in", "head_tag", "write_statements"]
@@ -31,13 +32,6 @@ Statement = tuple[Any, Any]
 
 THREAD_OPS = frozenset({"thread_deleted", "thread_pruned", "runs_deleted", "thread_copied"})
 """Event kinds whose storing changes the checkpoint index (stored event by event)."""
-
-
-def head_tag(
-    cipher: WorkspaceCipher | None, thread_id: str, seq: int, hash_: str | None
-) -> str | None:
-    """The keyed tag of a thread's head ``(seq, hash)``; ``None`` without a key."""
-    return None if cipher is None else cipher.tag("head", thread_id, seq, hash_ or "")
 
 
 def write_statements(

@@ -46,11 +46,8 @@ from typing import Any
 import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
 
+from langgraph_external.assembly import setup_saver
 from langgraph_external.errors import ArchiveError, ImportConflictError, RestoreError
-
-# the official saver's setup, retried when another process runs it at the same time:
-# private until its one public home lands (issue 20's saver-setup helper)
-from langgraph_external.external import _saver_setup
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.postgres import PostgresLedger
@@ -399,7 +396,7 @@ def import_thread(
             conn.execute("set time zone 'UTC'")
             ledger.setup(conn, schema)
             saver = PostgresSaver(conn)
-            _saver_setup(saver.setup)
+            setup_saver(saver.setup)
             plan = decode_all(staged, tid, logs, saver.serde)
             _check_conflicts(conn, ws, tid, schema)
             events = []

@@ -30,15 +30,14 @@ from langgraph_external.errors import ExternalError, RestoreError
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.rows import checkpoint_row
-from langgraph_external.ledger.writes import head_tag
 from langgraph_external.ops.restore import verify_thread as verify_copies
 from langgraph_external.read import inspection
 from langgraph_external.record.crypto import WorkspaceCipher
-from langgraph_external.record.events import Event, canonical_json, verify_chain
+from langgraph_external.record.events import Event, verify_chain
+from langgraph_external.record.keys import head_tag, heads_tag, state_tag
 from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.files import Workspace, sha256_hex
 from langgraph_external.workspace.lines import events_path, read_file
-from langgraph_external.workspace.projection import state_tag
 
 
 class ThreadNotFoundError(ExternalError, LookupError):
@@ -425,7 +424,7 @@ def snapshot_heads(
         "key_id": cipher.key_id,
         "heads": {r[0]: [int(r[1]), r[2]] for r in rows if r[3] is None and int(r[1]) > 0},
     }
-    return {**body, "tag": cipher.tag("heads", canonical_json(body))}
+    return {**body, "tag": heads_tag(cipher, body)}
 
 
 def heads_problems(
@@ -437,9 +436,7 @@ def heads_problems(
     """What changed since ``snapshot`` other than appending (see :func:`snapshot_heads`)."""
     body = {k: v for k, v in snapshot.items() if k != "tag"}
     tag = snapshot.get("tag")
-    if not isinstance(tag, str) or not hmac.compare_digest(
-        tag, cipher.tag("heads", canonical_json(body))
-    ):
+    if not isinstance(tag, str) or not hmac.compare_digest(tag, heads_tag(cipher, body)):
         return ["heads snapshot: its keyed tag does not match (edited, or another key)"]
     heads = snapshot.get("heads")
     if not isinstance(heads, Mapping):

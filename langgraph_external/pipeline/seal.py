@@ -39,7 +39,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.pipeline.capture import Capture
-from langgraph_external.record.checkpoints import CheckpointMaterial, RecordBuilder, WritesMaterial
+from langgraph_external.record.checkpoints import (
+    CheckpointMaterial,
+    RecordBuilder,
+    WritesMaterial,
+    is_push_task_path,
+)
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.processors import Processor, Sequencer
@@ -285,7 +290,7 @@ class Sealer:
             return []
         assert c.id is not None
         m = materials.get(c.id)
-        if isinstance(m, WritesMaterial) and m.node is None and _is_push(m.task_path):
+        if isinstance(m, WritesMaterial) and m.node is None and is_push_task_path(m.task_path):
             node = self.builder.node_of(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.task_path)
             if node is None and _age(c) < _DEFER_AT_MOST:
                 raise _Defer  # the checkpoint with its Send packets is not committed yet
@@ -299,10 +304,6 @@ class Sealer:
         for proc in self.processors:
             event = proc(event)
         return [event]
-
-
-def _is_push(task_path: str) -> bool:
-    return task_path.startswith(_compat.TASK_PATH_PUSH)
 
 
 def _age(c: Capture) -> float:
