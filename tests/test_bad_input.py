@@ -21,7 +21,7 @@ from langgraph_external import (
     WorkspaceError,
     verify_chain,
 )
-from langgraph_external.pipeline.capture import unpack_riders
+from langgraph_external.record.capture import unpack_riders
 
 
 class S(TypedDict, total=False):

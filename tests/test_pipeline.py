@@ -18,7 +18,7 @@ from langgraph_external import Event, Pipeline, Workspace, verify_chain
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
 from langgraph_external.ledger.memory import InMemoryLedger
 from langgraph_external.ledger.postgres import LockedPass
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 from langgraph_external.workspace.files import sha256_hex
 from langgraph_external.workspace.projection import WorkspaceProjection
 

@@ -20,8 +20,8 @@ from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
 from langgraph_external.ledger.postgres import PostgresLedger
-from langgraph_external.pipeline.capture import Capture
 from langgraph_external.pipeline.seal import Sealer
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
 from langgraph_external.record.keys import load_key
 from tests.graphs import cpu_burner, fanout_with_subgraph, react_agent

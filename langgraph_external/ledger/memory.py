@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from langgraph_external.errors import PositionMovedError
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
 
 

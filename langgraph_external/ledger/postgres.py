@@ -36,7 +36,7 @@ from langgraph_external.ledger.rows import (
 )
 from langgraph_external.ledger.schema import DEFAULT_SCHEMA, validate_schema
 from langgraph_external.ledger.writes import Statement, execute_in, head_tag, write_statements
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 

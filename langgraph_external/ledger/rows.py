@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from langgraph_external.ledger.schema import row_to_envelope
 from langgraph_external.ledger.statements import CHECKPOINT_INDEX_COLUMNS
-from langgraph_external.pipeline.capture import Capture, unpack_inline, unpack_riders
+from langgraph_external.record.capture import Capture, unpack_inline, unpack_riders
 from langgraph_external.record.events import Event
 
 __all__ = [

@@ -119,7 +119,7 @@ insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpo
     parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
 values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)
 """
-"""One capture (:class:`~langgraph_external.pipeline.capture.Capture`): the one statement the
+"""One capture (:class:`~langgraph_external.record.capture.Capture`): the one statement the
 record adds to a saver's transaction."""
 
 # The sealer's claim: the threads with captures every running transaction is younger

@@ -30,10 +30,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import RestoreError
-from langgraph_external.ops.checkpoint_log import CheckpointLog, describe_error, verify_thread
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.upstream import saver_ops
+from langgraph_external.workspace.checkpoint_log import CheckpointLog, describe_error, verify_thread
 from langgraph_external.workspace.files import Workspace
 
 __all__ = [

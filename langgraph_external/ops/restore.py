@@ -3,7 +3,7 @@
 Decoding the workspace's checkpoint logs gives back the values the saver holds, so a
 thread can be restored into any saver (after a database loss, or to move it) without
 the original database. Everything is verified first
-(:func:`~langgraph_external.ops.checkpoint_log.verify_thread`) and decoded before the
+(:func:`~langgraph_external.workspace.checkpoint_log.verify_thread`) and decoded before the
 first write (:mod:`langgraph_external.ops.decode`); :func:`restore_recorded` also records
 the restore.
 
@@ -22,15 +22,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.errors import RestoreError
-from langgraph_external.ops.checkpoint_log import (
-    CheckpointLog,
-    has_checkpoints,
-    iter_checkpoint_ids,
-    read_verified_events,
-    read_verified_records,
-    verify_thread,
-    verify_thread_records,
-)
 from langgraph_external.ops.decode import (
     RestoredThread,
     decode_all,
@@ -40,6 +31,15 @@ from langgraph_external.ops.decode import (
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, EventKind
+from langgraph_external.workspace.checkpoint_log import (
+    CheckpointLog,
+    has_checkpoints,
+    iter_checkpoint_ids,
+    read_verified_events,
+    read_verified_records,
+    verify_thread,
+    verify_thread_records,
+)
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.lines import events_path
 

@@ -52,13 +52,13 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.ledger.rows import unpack_detail
-from langgraph_external.ops.checkpoint_log import verify_thread
 from langgraph_external.ops.decode import decode_all, put_all
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, EventKind, verify_chain
 from langgraph_external.record.keys import existing_key
 from langgraph_external.record.processors import Sequencer
 from langgraph_external.upstream import saver_ops
+from langgraph_external.workspace.checkpoint_log import verify_thread
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.lines import EVENTS_FILE, BadLine, events_path, parse_lines
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
 
 __all__ = ["Entry", "EventBuffer"]

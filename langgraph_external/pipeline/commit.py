@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 
 __all__ = ["Commit", "CommitTarget"]
 

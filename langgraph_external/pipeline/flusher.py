@@ -20,10 +20,10 @@ from typing import Any
 
 from langgraph_external.errors import RecordingError
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
-from langgraph_external.pipeline.capture import Capture
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.seal import is_poison
 from langgraph_external.pipeline.wal import WriteAheadLog
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
 
 logger = logging.getLogger("langgraph_external")

@@ -3,7 +3,7 @@ with the checkpoint, a sealer seals them after commit, projections follow.
 
 * **Sources** (checkpointer, callback handler, store, guard, memory adapter) know only
   :class:`~langgraph_external.record.events.Event`,
-  :class:`~langgraph_external.pipeline.capture.Capture` and this class.
+  :class:`~langgraph_external.record.capture.Capture` and this class.
 * **Processors** run in :meth:`Pipeline.emit`, on the caller's thread, so a value is
   recorded as it was when it was reported: ``materialize → Redact → Offload → normalize``.
 * **Capture.** A checkpoint's capture — a reference to the saver's rows and the thread's
@@ -55,7 +55,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_external.errors import RecordingError
 from langgraph_external.ledger.contract import Ledger, Projection
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
-from langgraph_external.pipeline.capture import Capture
 from langgraph_external.pipeline.commit import Commit
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.flusher import Flusher
@@ -65,6 +64,7 @@ from langgraph_external.pipeline.recovery import keep_leftover, replay_wal, reso
 from langgraph_external.pipeline.seal import is_poison
 from langgraph_external.pipeline.service import SealingService
 from langgraph_external.pipeline.wal import WriteAheadLog, default_spool_dir
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.processors import (

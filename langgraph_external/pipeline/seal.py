@@ -1,6 +1,6 @@
 """The sealer: captured rows become sequenced, hash-chained, keyed events after commit.
 
-What commits with a checkpoint is only a capture (:mod:`langgraph_external.pipeline.capture`).
+What commits with a checkpoint is only a capture (:mod:`langgraph_external.record.capture`).
 A :class:`Sealer` takes captures in commit order per thread — only rows below every
 running transaction, so none can still appear before them — reads what they reference
 from the saver's own rows, builds the events (:class:`~langgraph_external.sources.checkpointer.
@@ -12,7 +12,7 @@ compare-and-set stays as a second guard. A crash mid-batch rolls the batch back:
 captures are sealed again by the next pass (idempotent, restartable).
 
 Example:
-    >>> from langgraph_external.pipeline.capture import Capture
+    >>> from langgraph_external.record.capture import Capture
     >>> from langgraph_external.record.events import Event
     >>> from langgraph_external.ledger.memory import InMemoryLedger
     >>> ledger = InMemoryLedger()
@@ -38,7 +38,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
     CheckpointMaterial,
     RecordBuilder,

@@ -8,7 +8,7 @@ default), or in ``lgx worker`` processes. It seals captures in batches
 (:class:`~langgraph_external.pipeline.runner.ProjectionRunner`) and to listeners.
 
 Example:
-    >>> from langgraph_external.pipeline.capture import Capture
+    >>> from langgraph_external.record.capture import Capture
     >>> from langgraph_external.record.events import Event
     >>> from langgraph_external.ledger.memory import InMemoryLedger
     >>> ledger = InMemoryLedger()

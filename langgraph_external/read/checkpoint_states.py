@@ -2,9 +2,8 @@
 
 :func:`checkpoint_states` reads the readable state at each checkpoint from the
 workspace's checkpoint logs; :func:`state_change` is what one checkpoint changed against
-its parent (the thread view shows it under each checkpoint). Reading the logs needs
-LangGraph (:class:`~langgraph_external.ops.restore.CheckpointLog`), imported when they are
-read, so building a view from events alone does not load it.
+its parent (the thread view shows it under each checkpoint), read through
+:class:`~langgraph_external.workspace.checkpoint_log.CheckpointLog`.
 
 Example:
     >>> state_change({"n": 1}, {"n": 2})
@@ -20,6 +19,7 @@ from langgraph_external.errors import RestoreError
 from langgraph_external.read.state_diff import diff_messages, is_message
 from langgraph_external.read.states import is_internal_channel
 from langgraph_external.record.events import canonical_json
+from langgraph_external.workspace.checkpoint_log import CheckpointLog
 
 __all__ = ["checkpoint_states", "state_change"]
 
@@ -107,8 +107,6 @@ def checkpoint_states(
         namespaces: the checkpoint namespaces to read (the ledger's checkpoint events
             name them).
     """
-    from langgraph_external.ops.restore import CheckpointLog  # lazy: imports LangGraph
-
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for ns in dict.fromkeys(namespaces):
         try:

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph_external.read.errors import AmbiguousCheckpointError, NotFoundError
 from langgraph_external.record.keys import load_key
 from langgraph_external.record.redaction import as_redactor, redact_at
+from langgraph_external.workspace.checkpoint_log import CheckpointLog
 from langgraph_external.workspace.files import Workspace
-
-if TYPE_CHECKING:
-    from langgraph_external.ops.restore import CheckpointLog
 
 __all__ = [
     "INTERNAL_CHANNEL_PREFIXES",
@@ -166,8 +164,6 @@ def read_state(
         NotFoundError: the thread or the checkpoint is not in the workspace.
         AmbiguousCheckpointError: the prefix matches several checkpoints.
     """
-    from langgraph_external.ops.restore import CheckpointLog  # lazy: LangGraph, see module doc
-
     log = CheckpointLog(ws, thread_id, checkpoint_ns)
     if not log.docs:
         raise NotFoundError(

@@ -7,7 +7,7 @@ that arrived before the checkpoint naming their node. The checkpointer itself on
 delegates to the wrapped saver and calls in here.
 
 * On the official Postgres saver (the *outbox*), a store becomes a
-  :class:`~langgraph_external.pipeline.capture.Capture` — a reference to the saver's rows
+  :class:`~langgraph_external.record.capture.Capture` — a reference to the saver's rows
   and the thread's waiting events — queued in the saver's own transaction
   (:meth:`CheckpointRecorder.checkpoint_capture`, :meth:`~CheckpointRecorder.writes_capture`);
   nothing is hashed, encrypted or rendered on the app's thread.
@@ -45,8 +45,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_external.pipeline.capture import Capture
 from langgraph_external.pipeline.pipeline import Commit, Pipeline
+from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
     PER_THREAD,
     CheckpointMaterial,

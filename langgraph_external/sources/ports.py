@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from langgraph_external.pipeline.capture import Capture
+from langgraph_external.record.capture import Capture
 
 __all__ = ["CaptureInTransaction"]
 
