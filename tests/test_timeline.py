@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.read.timeline import build_timeline, render_timeline, timeline_html
+from langgraph_external.ui.timeline import build_timeline, render_timeline, timeline_html
 from tests import browser
 from tests.graphs import fanout_with_subgraph, react_agent
 from tests.test_guards_runtime import START_STATE, build

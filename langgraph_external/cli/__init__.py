@@ -1656,7 +1656,7 @@ def timeline(
     from langgraph_external import ui
     from langgraph_external.read.prices import load_prices
     from langgraph_external.read.thread_view import checkpoint_states
-    from langgraph_external.read.timeline import build_timeline, render_timeline
+    from langgraph_external.ui.timeline import build_timeline, render_timeline
     from langgraph_external.workspace.files import encode_thread_id
 
     with _command(ctx) as s:

@@ -46,7 +46,7 @@ from langgraph_external.read.envelopes import MAX_EVENT_BYTES, embedded_envelope
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.record.namespaces import scope_of
-from langgraph_external.ui import render_thread
+from langgraph_external.ui._pages import render_thread
 
 __all__ = ["GRAPH_LANE", "MAX_EVENT_BYTES", "build_timeline", "render_timeline", "timeline_html"]
 
