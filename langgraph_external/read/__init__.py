@@ -15,6 +15,6 @@ Thread view (``lgx ui``, ``lgx timeline``): :mod:`~langgraph_external.read.threa
 (the whole view), :mod:`~langgraph_external.read.run_tree`,
 :mod:`~langgraph_external.read.conversation`, :mod:`~langgraph_external.read.llm_calls`,
 :mod:`~langgraph_external.read.checkpoint_states`, :mod:`~langgraph_external.read.view_labels`,
-:mod:`~langgraph_external.read.envelopes` (the self-contained file: :mod:`~langgraph_external.ui.timeline`),
-:mod:`~langgraph_external.read.prices`.
+:mod:`~langgraph_external.read.envelopes`, :mod:`~langgraph_external.read.prices` (the
+self-contained file of ``lgx timeline``: :mod:`~langgraph_external.ui.timeline`).
 """
