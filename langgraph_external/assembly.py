@@ -39,7 +39,7 @@ from langgraph_external.ledger.embedded import EmbeddedPostgres
 from langgraph_external.ledger.pools import acheck_idle, check_idle
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.pipeline.pipeline import Pipeline, default_spool_dir
-from langgraph_external.pipeline.worker import HelperProcess, NotifyingBackend, WorkerConfig
+from langgraph_external.processes.worker import HelperProcess, NotifyingBackend, WorkerConfig
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
 from langgraph_external.record.processors import Redactor

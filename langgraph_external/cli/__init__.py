@@ -1334,7 +1334,7 @@ def worker(
     sealing what they hold. See docs/architecture.md for a systemd unit and a container.
     """
     from langgraph_external.assembly import resolve_redactor
-    from langgraph_external.pipeline.worker import WorkerConfig, run_worker, tune_gc
+    from langgraph_external.processes.worker import WorkerConfig, run_worker, tune_gc
     from langgraph_external.record.keys import load_key
 
     with _command(ctx) as s:

@@ -19,7 +19,7 @@ with the checkpoint, a sealer seals them after commit, projections follow.
   replayed by :mod:`~langgraph_external.pipeline.recovery`).
 * **Sealing** (:mod:`langgraph_external.pipeline.seal`) happens after commit, in batches, in a
   :class:`~langgraph_external.pipeline.service.SealingService`: a thread of this process
-  (``sealing="thread"``), the helper process :mod:`langgraph_external.pipeline.worker` starts, or
+  (``sealing="thread"``), the helper process :mod:`langgraph_external.processes.worker` starts, or
   ``lgx worker`` processes; the projections (the workspace mirror, exporters) follow the
   sealed events there.
 

@@ -1,6 +1,6 @@
 """The sealing zygote, as the app sees it: a process that imported what sealing needs
 once and forks helper processes on request (its own side is
-:func:`~langgraph_external.pipeline.helper_main.serve_zygote`).
+:func:`~langgraph_external.processes.helper_main.serve_zygote`).
 
 Example:
     >>> "PATH" in child_env()
@@ -48,7 +48,7 @@ class Zygote:
             [
                 sys.executable,
                 "-m",
-                "langgraph_external.pipeline.helper_main",
+                "langgraph_external.processes.helper_main",
                 "--zygote",
                 str(child.fileno()),
             ],

@@ -1,10 +1,10 @@
 """The app's side of its sealing helper process (:class:`HelperProcess`): started with the
 app (forked from the zygote, or a fresh interpreter), woken through a pipe each time the
 app captures, asked to flush, report health and close; started again if it died. The
-helper's own side is :mod:`~langgraph_external.pipeline.helper_main`.
+helper's own side is :mod:`~langgraph_external.processes.helper_main`.
 
 Example:
-    >>> from langgraph_external.pipeline.running import WorkerConfig
+    >>> from langgraph_external.processes.running import WorkerConfig
     >>> HelperProcess.picklable(WorkerConfig("postgresql://db/app")) is None
     True
 """
@@ -26,8 +26,8 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
 
-from langgraph_external.pipeline.running import WorkerConfig
-from langgraph_external.pipeline.zygote import Zygote, child_env
+from langgraph_external.processes.running import WorkerConfig
+from langgraph_external.processes.zygote import Zygote, child_env
 
 logger = logging.getLogger("langgraph_external")
 
@@ -85,7 +85,7 @@ class HelperProcess:
                 [
                     sys.executable,
                     "-m",
-                    "langgraph_external.pipeline.helper_main",
+                    "langgraph_external.processes.helper_main",
                     "--managed",
                     str(child.fileno()),
                     str(wake_r),

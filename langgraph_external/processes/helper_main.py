@@ -1,6 +1,6 @@
 """The sealing helper's own side (and the zygote's): ``python -m
-langgraph_external.pipeline.helper_main --managed <pipe> <wake>`` serves one app
-(:func:`serve_helper`): it reads its :class:`~langgraph_external.pipeline.running.
+langgraph_external.processes.helper_main --managed <pipe> <wake>`` serves one app
+(:func:`serve_helper`): it reads its :class:`~langgraph_external.processes.running.
 WorkerConfig`, runs the sealing service, answers requests, forwards its log records to
 the app, and exits when the app closes it or dies. ``--zygote <socket>`` imports all that
 once and forks helpers on request (:func:`serve_zygote`).
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from langgraph_external.pipeline.gc_tuning import tune_gc, yield_to_the_app
-from langgraph_external.pipeline.running import Running, WorkerConfig
+from langgraph_external.processes.gc_tuning import tune_gc, yield_to_the_app
+from langgraph_external.processes.running import Running, WorkerConfig
 
 __all__ = ["main", "serve_helper", "serve_zygote"]
 

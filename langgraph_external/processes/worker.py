@@ -3,7 +3,7 @@
 The app's threads share its GIL: sealing (hashing, encryption, canonical JSON), mirroring
 the workspace and exporting traces would slow the app down even in a background thread.
 So by default ``External(...)`` starts one helper process
-(:class:`~langgraph_external.pipeline.helper.HelperProcess`) that runs a
+(:class:`~langgraph_external.processes.helper.HelperProcess`) that runs a
 :class:`~langgraph_external.pipeline.service.SealingService` — sealer, workspace mirror,
 exporters — for the app's database, and stops it with itself; the app only captures. In
 production, ``lgx worker`` processes (:func:`run_worker`) do the same for every app
@@ -28,9 +28,9 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from langgraph_external.pipeline.gc_tuning import tune_gc
-from langgraph_external.pipeline.helper import HelperProcess
-from langgraph_external.pipeline.running import Running, WorkerConfig, notify_channel
+from langgraph_external.processes.gc_tuning import tune_gc
+from langgraph_external.processes.helper import HelperProcess
+from langgraph_external.processes.running import Running, WorkerConfig, notify_channel
 
 logger = logging.getLogger("langgraph_external")
 
