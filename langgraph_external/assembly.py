@@ -1,9 +1,12 @@
-"""The one place where the record is assembled: ledger, processors, projections.
+"""The one place where the record is assembled: ledger, processors, projections, and
+the official Postgres saver the record is captured with.
 
 Both :class:`~langgraph_external.External` and a standalone
 :class:`~langgraph_external.sources.checkpointer.ExternalCheckpointer` get their pipeline here,
 so every path a user can take has the same processors (redaction on by default) and the
-same projections.
+same projections. The official saver's tables are set up by :func:`setup_saver` on every
+path (``External``, ``lgx setup --roles``, ``lgx import``): two processes may run it at
+once on a fresh database, and it retries what that race raises.
 
 Example:
     >>> rec = Recording.__new__(Recording)  # doctest: +SKIP
@@ -13,20 +16,27 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.contract import Projection
 from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.ledger.pools import acheck_idle, check_idle
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.pipeline.pipeline import Pipeline, default_spool_dir
 from langgraph_external.pipeline.worker import HelperProcess, NotifyingBackend, WorkerConfig
@@ -34,6 +44,8 @@ from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
 from langgraph_external.record.processors import Redactor
 from langgraph_external.record.redaction import as_redactor
+from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.upstream.saver_lock import NoLock
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.projection import WorkspaceProjection
 
@@ -229,3 +241,123 @@ def assemble(
             server.release()
         raise
     return Recording(pipeline, dsn, ws, mirror, server if embedded is None else None, mode)
+
+
+# -- the official Postgres saver ---------------------------------------------------------
+SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+"""Connection settings the official saver needs of its pool."""
+
+SETUP_ATTEMPTS = 50
+SETUP_RACES = (
+    psycopg.errors.UniqueViolation,  # both recorded the same migration
+    psycopg.errors.DuplicateObject,  # both created the same table (its row type)
+    psycopg.errors.DuplicateTable,
+    # one's CREATE INDEX CONCURRENTLY waits for the other's transaction, which waits for it
+    psycopg.errors.DeadlockDetected,
+)
+"""What two processes running the official saver's ``setup()`` at once may raise."""
+
+
+def setup_saver(setup: Callable[[], Any]) -> None:
+    """Run the official saver's ``setup`` (e.g. ``PostgresSaver(conn).setup``), which two
+    processes cannot run at once.
+
+    On a fresh database both create the same tables or record the same migration and one
+    fails (a unique violation, a duplicate object); its migrations use ``CREATE INDEX
+    CONCURRENTLY``, so a lock around it would wait for the other process's lock request
+    forever. Retrying once the other is done is safe: every migration is idempotent and a
+    finished setup is a no-op.
+
+    Example:
+        >>> setup_saver(lambda: None)  # a setup that has nothing to do
+    """
+    for attempt in range(SETUP_ATTEMPTS):
+        try:
+            setup()
+            return
+        except SETUP_RACES:
+            if attempt == SETUP_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2)
+
+
+async def asetup_saver(setup: Callable[[], Awaitable[Any]]) -> None:
+    """Async :func:`setup_saver` (e.g. ``AsyncPostgresSaver(pool).setup``)."""
+    for attempt in range(SETUP_ATTEMPTS):
+        try:
+            await setup()
+            return
+        except SETUP_RACES:
+            if attempt == SETUP_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def saver_is_current(where: ConnectionPool[Any] | str, migrations: int) -> bool:
+    """Whether the official saver's tables are set up already (a read: no DDL rights needed).
+
+    An application role granted only data rights (``lgx setup --roles``) cannot run the
+    saver's ``setup()``, whose first statement is a ``CREATE TABLE IF NOT EXISTS``.
+    """
+    try:
+        if isinstance(where, str):
+            with psycopg.connect(where, autocommit=True, connect_timeout=10) as conn:
+                row = conn.execute(_compat.SAVER_VERSION_SQL).fetchone()
+                version = row[0] if row else -1
+        else:
+            with where.connection() as conn:
+                found = conn.execute(_compat.SAVER_VERSION_SQL).fetchone()
+                version = found["v"] if found else -1
+    except psycopg.Error:
+        return False
+    return int(version) >= migrations - 1
+
+
+def open_saver(dsn: str, pool_size: int) -> tuple[PostgresSaver, ConnectionPool[Any]]:
+    """The official sync saver on its own pool, its tables set up, its lock removed.
+
+    A connection that idled through a database restart is replaced before it is handed
+    out (:func:`~langgraph_external.ledger.pools.check_idle`); the saver's per-instance
+    lock, which would serialize the whole pool, is swapped for no lock. Close the pool.
+    """
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=pool_size,
+        kwargs=dict(SAVER_CONN_KWARGS),
+        check=check_idle,
+        open=True,
+    )
+    try:
+        saver = PostgresSaver(pool)
+        if not saver_is_current(pool, len(saver.MIGRATIONS)):
+            setup_saver(saver.setup)
+        _compat.replace_lock(saver, NoLock())
+    except BaseException:
+        pool.close()
+        raise
+    return saver, pool
+
+
+async def aopen_saver(
+    dsn: str, pool_size: int
+) -> tuple[AsyncPostgresSaver, AsyncConnectionPool[Any]]:
+    """Async :func:`open_saver`: the official async saver on its own pool."""
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=pool_size,
+        kwargs=dict(SAVER_CONN_KWARGS),
+        check=acheck_idle,
+        open=False,
+    )
+    await pool.open()
+    try:
+        saver = AsyncPostgresSaver(pool)
+        if not await asyncio.to_thread(saver_is_current, dsn, len(saver.MIGRATIONS)):
+            await asetup_saver(saver.setup)
+        _compat.replace_lock(saver, NoLock())
+    except BaseException:
+        await pool.close()
+        raise
+    return saver, pool

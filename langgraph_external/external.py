@@ -9,24 +9,26 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external.assembly import (
     Recording,
+    aopen_saver,
     assemble,
     embedded_for,
+    open_saver,
     resolve_redactor,
     resolve_sealing,
+    setup_saver,
 )
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
@@ -34,25 +36,17 @@ from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.contract import Projection
 from langgraph_external.ledger.embedded import EmbeddedPostgres
-from langgraph_external.ledger.pools import acheck_idle, check_idle
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
 from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import check_thread_id
-from langgraph_external.sources.callbacks import (
-    POLICY_HASH_KEY,
-    TAGS_KEY,
-    USER_ID_KEY,
-    AuditCallbackHandler,
-)
-from langgraph_external.sources.checkpointer import ExternalCheckpointer, untapped_serde
+from langgraph_external.sources.callbacks import AuditCallbackHandler
+from langgraph_external.sources.checkpointer import ExternalCheckpointer
+from langgraph_external.sources.run_context import POLICY_HASH_KEY, TAGS_KEY, USER_ID_KEY
+from langgraph_external.sources.serde_tap import untapped_serde
 from langgraph_external.sources.stores import AuditedStore
-from langgraph_external.upstream import langgraph as _compat
-from langgraph_external.upstream.saver_lock import NoLock
 from langgraph_external.workspace.files import Workspace
-
-_SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 
 
 class External:
@@ -228,23 +222,7 @@ class External:
             inner = self._inner_given
             outbox: bool | None = None
             if inner is None:
-                from langgraph.checkpoint.postgres import PostgresSaver
-
-                self._pool = ConnectionPool(
-                    dsn,
-                    min_size=1,
-                    max_size=self.pool_size,
-                    kwargs=dict(_SAVER_CONN_KWARGS),
-                    # a connection that idled through a database restart is replaced
-                    # before it is handed out (see _pools)
-                    check=check_idle,
-                    open=True,
-                )
-                saver = PostgresSaver(self._pool)
-                if not _saver_current(self._pool, len(saver.MIGRATIONS)):
-                    _saver_setup(saver.setup)
-                _compat.replace_lock(saver, NoLock())
-                inner = saver
+                inner, self._pool = open_saver(dsn, self.pool_size)
                 outbox = True  # same database as the ledger: the record commits with it
             self._wrap(inner, outbox)
         except BaseException:
@@ -257,36 +235,12 @@ class External:
         """Async :meth:`setup`: wraps the official async Postgres saver."""
         if self._is_setup:
             return self
-        import asyncio
-
         try:
             dsn = await asyncio.to_thread(self._prepare)
             inner = self._inner_given
             outbox: bool | None = None
             if inner is None:
-                from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-                self._apool = AsyncConnectionPool(
-                    dsn,
-                    min_size=1,
-                    max_size=self.pool_size,
-                    kwargs=dict(_SAVER_CONN_KWARGS),
-                    check=acheck_idle,
-                    open=False,
-                )
-                await self._apool.open()
-                saver = AsyncPostgresSaver(self._apool)
-                current = await asyncio.to_thread(_saver_current, dsn, len(saver.MIGRATIONS))
-                for attempt in range(0 if current else _SETUP_ATTEMPTS):
-                    try:
-                        await saver.setup()
-                        break
-                    except _SETUP_RACES:
-                        if attempt == _SETUP_ATTEMPTS - 1:
-                            raise
-                        await asyncio.sleep(0.2)
-                _compat.replace_lock(saver, NoLock())
-                inner = saver
+                inner, self._apool = await aopen_saver(dsn, self.pool_size)
                 outbox = True
             self._wrap(inner, outbox)
         except BaseException:
@@ -336,8 +290,6 @@ class External:
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
-        import asyncio
-
         if self._apool is not None:
             await self._apool.close()
             self._apool = None
@@ -477,16 +429,6 @@ class External:
         return out
 
 
-_SETUP_ATTEMPTS = 50
-_SETUP_RACES = (
-    psycopg.errors.UniqueViolation,  # both recorded the same migration
-    psycopg.errors.DuplicateObject,  # both created the same table (its row type)
-    psycopg.errors.DuplicateTable,
-    # one's CREATE INDEX CONCURRENTLY waits for the other's transaction, which waits for it
-    psycopg.errors.DeadlockDetected,
-)
-
-
 def _export_configs(
     langfuse: bool | LangfuseExport | None,
     export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None,
@@ -513,46 +455,4 @@ def _export_configs(
     return configs
 
 
-_SAVER_VERSION_SQL = (
-    "select case when to_regclass('checkpoint_migrations') is null then -1"
-    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
-)
-
-
-def _saver_current(where: ConnectionPool[Any] | str, migrations: int) -> bool:
-    """Whether the official saver's tables are set up already (a read: no DDL rights needed).
-
-    An application role granted only data rights (``lgx setup --roles``) cannot run the
-    saver's ``setup()``, whose first statement is a ``CREATE TABLE IF NOT EXISTS``.
-    """
-    try:
-        if isinstance(where, str):
-            with psycopg.connect(where, autocommit=True, connect_timeout=10) as conn:
-                row = conn.execute(_SAVER_VERSION_SQL).fetchone()
-                version = row[0] if row else -1
-        else:
-            with where.connection() as conn:
-                found = conn.execute(_SAVER_VERSION_SQL).fetchone()
-                version = found["v"] if found else -1
-    except psycopg.Error:
-        return False
-    return int(version) >= migrations - 1
-
-
-def _saver_setup(setup: Any) -> None:
-    """Run the official saver's ``setup()``, which two processes cannot run at once.
-
-    On a fresh database both create the same tables or record the same migration and one
-    fails (a unique violation, a duplicate object);
-    its migrations use ``CREATE INDEX CONCURRENTLY``, so a lock around it would wait for
-    the other process's lock request forever. Retrying once the other is done is safe:
-    every migration is idempotent and a finished setup is a no-op.
-    """
-    for attempt in range(_SETUP_ATTEMPTS):
-        try:
-            setup()
-            return
-        except _SETUP_RACES:
-            if attempt == _SETUP_ATTEMPTS - 1:
-                raise
-            time.sleep(0.2)
+_saver_setup = setup_saver  # the earlier name (ops/transfer.py imports it)

@@ -27,6 +27,8 @@ export LGX_TEST_REQUIRE_PHOENIX=1
 .venv/bin/ruff check langgraph_external tests benchmarks examples
 .venv/bin/ruff format --check langgraph_external
 .venv/bin/mypy
+# the layering (contracts in pyproject.toml [tool.importlinter])
+.venv/bin/lint-imports
 # a private temp dir under the checkout (several suites may run on one machine); a
 # --basetemp given on the command line comes later and wins
 .venv/bin/python -m pytest -q --basetemp="$PWD/.pytest_tmp" "$@"

@@ -215,3 +215,158 @@ def test_the_genai_attribute_names_are_the_conventions() -> None:
     assert ga.GEN_AI_TOOL_CALL_RESULT == "gen_ai.tool.call.result"
     assert ga.GEN_AI_RETRIEVAL_DOCUMENTS == "gen_ai.retrieval.documents"
     assert ga.GEN_AI_CONVERSATION_ID == "gen_ai.conversation.id"
+
+
+# -- LangGraph's task config keys and Mem0's internals (upstream/langgraph.py, upstream/mem0.py) --
+# The guard keys a run's state on ``__pregel_runtime`` and a task on ``__pregel_task_id``; the
+# Mem0 adapter reads the runtime's execution info for provenance and fills Mem0's seams
+# (``memory.db``, ``memory._entity_store``, ``PGVector._get_cursor``/``_collection_ensured``,
+# the ``MEM0_TELEMETRY`` flags, session scopes). Real LangGraph and Mem0 objects throughout.
+
+
+def test_the_task_config_keys_are_where_langgraph_puts_them() -> None:
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.config import get_config
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    seen: list[Any] = []
+
+    def node(state: S) -> S:
+        seen.append(get_config())
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(S)
+    builder.add_node("a", node)
+    builder.add_node("b", node)
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", END)
+    saver = InMemorySaver()
+    graph = builder.compile(checkpointer=saver, interrupt_before=["b"])
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})  # runs a, pauses before b
+    graph.invoke(None, {"configurable": {"thread_id": "t"}})  # resumes: runs b
+    (first, second) = seen
+    task_id = first["metadata"]["langgraph_checkpoint_ns"].split(":")[1]
+    assert _compat.task_id_of(first) == task_id, "__pregel_task_id moved"
+    info = _compat.execution_info(first)
+    assert info is not None, "__pregel_runtime (or its execution_info) moved"
+    assert (info.task_id, info.thread_id) == (task_id, "t")
+    assert isinstance(info.checkpoint_id, str) and info.checkpoint_id
+    assert _compat.run_key(first) is not None
+    assert _compat.run_key(first) is not _compat.run_key(second)  # one per invocation
+    assert _compat.checkpointer_of(first) is saver
+    assert not _compat.is_resuming(first) and _compat.is_resuming(second)
+    outside: Any = {"configurable": {}}
+    assert _compat.task_id_of(outside) is None and _compat.execution_info(outside) is None
+
+
+@pytest.fixture(scope="module")
+def mem0_module(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from langgraph_external.upstream import mem0 as m0
+
+    m0.import_mem0(tmp_path_factory.mktemp("mem0"))
+    return m0
+
+
+def test_mem0_is_the_version_checked_against(mem0_module: Any) -> None:
+    for package, checked in mem0_module.CHECKED_AGAINST.items():
+        installed = version(package)
+        assert installed.split(".")[:2] == checked.split(".")[:2], (package, installed, checked)
+
+
+def test_mem0_telemetry_is_off_where_mem0_reads_the_flag(mem0_module: Any) -> None:
+    import mem0.memory.main as mem0_main
+    import mem0.memory.telemetry as mem0_telemetry
+
+    assert mem0_main.MEM0_TELEMETRY is False and mem0_telemetry.MEM0_TELEMETRY is False
+    # the flags import_mem0 sets are the globals Mem0's code reads when it runs
+    assert "MEM0_TELEMETRY" in mem0_main.Memory.__init__.__code__.co_names
+    readers = [
+        f
+        for f in vars(mem0_telemetry).values()
+        if callable(f)
+        and getattr(f, "__module__", None) == mem0_telemetry.__name__
+        and "MEM0_TELEMETRY" in getattr(getattr(f, "__code__", None), "co_names", ())
+    ]
+    assert readers, "mem0.memory.telemetry no longer reads MEM0_TELEMETRY at call time"
+
+
+def test_the_memory_uses_the_stores_it_is_given(mem0_module: Any, dsn: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from langgraph_external.memory_adapters.mem0.store import PostgresHistory
+    from langgraph_external.memory_adapters.testing import HashingEmbeddings, ScriptedChatModel
+
+    pool: ConnectionPool[Any] = ConnectionPool(dsn, min_size=0, max_size=1, open=False)
+    vectors = mem0_module.new_pgvector(pool, "compat_memories", 8, lambda: None)
+    entities = mem0_module.new_pgvector(pool, "compat_memories_entities", 8, lambda: None)
+    history = PostgresHistory(pool, "lgx_compat", "compat_memories")
+    memory = mem0_module.build_memory(
+        dsn,
+        collection="compat_memories",
+        dims=8,
+        llm=ScriptedChatModel(),
+        embedder=HashingEmbeddings(dims=8),
+        vector_store=vectors,
+        history=history,
+        entity_store=entities,
+    )
+    assert memory.vector_store is vectors
+    assert memory.db is history
+    # Memory.entity_store builds a store on first use unless _entity_store holds one
+    assert memory.entity_store is entities, "Memory._entity_store moved"
+
+
+def test_pgvector_statements_run_on_the_cursor_given(mem0_module: Any, dsn: str) -> None:
+    import gc
+    import uuid
+
+    from psycopg_pool import ConnectionPool
+
+    joined: list[Any] = [None]  # the connection whose transaction the store joins
+
+    def cursor() -> Any:
+        return joined[0].cursor() if joined[0] is not None else None
+
+    with ConnectionPool(dsn, min_size=1, max_size=2) as pool:
+        store = mem0_module.new_pgvector(pool, "compat_vectors", 4, cursor)
+        store.create_col()  # no cursor given: Mem0 takes its own connection and commits
+        memory_id = str(uuid.uuid4())
+        with psycopg.connect(dsn) as conn:
+            with conn.transaction(force_rollback=True):
+                joined[0] = conn
+                store.insert(
+                    vectors=[[1.0, 0.0, 0.0, 0.0]], payloads=[{"data": "x"}], ids=[memory_id]
+                )
+                joined[0] = None
+                inside = conn.execute("select count(*) from compat_vectors").fetchone()
+                with psycopg.connect(dsn) as other:
+                    elsewhere = other.execute("select count(*) from compat_vectors").fetchone()
+            after = conn.execute("select count(*) from compat_vectors").fetchone()
+        assert inside == (1,), "PGVector._get_cursor is no longer where Mem0 takes its cursor"
+        assert elsewhere == (0,) and after == (0,)  # it ran in our transaction, rolled back
+
+        # a store told its table exists does not look for it (nor create it)
+        missing = mem0_module.new_pgvector(pool, "compat_not_created", 4, lambda: None)
+        mem0_module.mark_collection_ensured(missing)
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            missing.insert(vectors=[[1.0, 0.0, 0.0, 0.0]], payloads=[{}], ids=[memory_id])
+        del store, missing
+        gc.collect()
+        assert not pool.closed  # collecting a store leaves the adapter's pool open
+
+
+def test_session_scopes_parse_back_to_their_ids(mem0_module: Any) -> None:
+    from mem0.memory.main import _build_session_scope
+
+    filters = {"user_id": "a&b=c%d", "agent_id": "agent 1", "run_id": "r=1"}
+    scope = _build_session_scope(filters)
+    assert mem0_module.parse_session_scope(scope) == filters
+    assert mem0_module.parse_session_scope(_build_session_scope({"user_id": "u"})) == {
+        "user_id": "u"
+    }

@@ -107,9 +107,9 @@ def test_a_long_thread_and_a_fork_from_far_back_are_named_right(
     from one of its first checkpoints (its parent is read back from the saver)."""
     from langgraph.checkpoint.base import CheckpointTuple
 
-    from langgraph_external.sources import checkpointer as checkpointers
+    from langgraph_external.record.checkpoints import PER_THREAD
 
-    turns = checkpointers._PER_THREAD + 8  # well past what the caches keep per thread
+    turns = PER_THREAD + 8  # well past what the caches keep per thread
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
         app = fanout_gather(ext.checkpointer)
         cfg = ext.config("long")

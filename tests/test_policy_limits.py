@@ -122,8 +122,8 @@ def test_a_100_mb_file_is_refused_before_it_is_read(
     def never(*_: Any) -> Any:
         raise AssertionError("a file over the size limit must not be parsed")
 
-    monkeypatch.setattr(_policy, "_parse_yaml", never)
-    monkeypatch.setattr(_policy, "_parse_json", never)
+    monkeypatch.setattr(_policy, "parse_yaml", never)
+    monkeypatch.setattr(_policy, "parse_json", never)
     err = refused(f)
     assert type(err) is PolicyLimitError
     assert str(err) == (

@@ -189,8 +189,7 @@ def test_two_sealers_never_seal_one_thread_twice(dsn: str, tmp_path: Path) -> No
 
 
 def test_a_batch_that_dies_before_its_commit_is_sealed_by_the_next_sealer(dsn: str) -> None:
-    from langgraph_external.sinks import postgres
-
+    from langgraph_external.ledger import postgres
     from langgraph_external.ledger import schema as ledger_sql
 
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -171,6 +171,39 @@ def test_recorded_text_cannot_close_the_script_element() -> None:
     assert json.loads(data)["envelopes"][0]["payload"]["text"] == hostile
 
 
+def test_a_node_update_shows_its_values_not_the_dicts_update_method() -> None:
+    # Jinja's `d.update` finds dict.update before the "update" key: the page showed
+    # "<built-in method update of dict object at 0x...>" for every node and checkpoint
+    t0, t1 = (datetime(2026, 1, 31, 12) + timedelta(milliseconds=ms) for ms in (0, 5))
+    node = {"node": "agent", "task_id": "t1", "name": "agent", "checkpoint_ns": "", "step": 1}
+    page = timeline_html(
+        "t",
+        [
+            {"seq": 1, "ts": t0.isoformat(), "kind": "node_start", **node},
+            {
+                "seq": 2,
+                "ts": t1.isoformat(),
+                "kind": "node_end",
+                "status": "ok",
+                **node,
+                "payload": {"update": {"counter": 41}},
+            },
+            {
+                "seq": 3,
+                "ts": t1.isoformat(),
+                "kind": "checkpoint",
+                "checkpoint_id": "c1",
+                "checkpoint_ns": "",
+                "step": 1,
+                "name": "loop",
+                "payload": {"nodes": ["agent"]},
+            },
+        ],
+    )
+    assert "built-in method" not in page
+    assert "&#34;counter&#34;: 41" in page or '"counter": 41' in page
+
+
 def test_a_huge_event_is_cut_in_the_page_and_says_where_to_get_it_whole() -> None:
     t = datetime(2026, 1, 31, 12).isoformat()
     tl = build_timeline(

@@ -1,36 +1,61 @@
 """Ledger events → spans: Langfuse observations, and with ``MapperOptions.semconv`` also
 the OpenInference, OpenTelemetry GenAI and ``lgx.*`` attributes (pure: no I/O,
-deterministic ids; :mod:`~langgraph_external.exporters._semconv`).
+deterministic ids).
 
 One :class:`ThreadMapper` per thread reads the thread's events in ``seq`` order and
 returns :class:`SpanRecord` objects once an observation is complete (its end event has
 been read). Everything a record holds comes from the ledger, so mapping the same events
-twice gives byte-identical records:
+twice gives byte-identical records. Like Langfuse's own callback handler, there is one
+mapping per event kind (a graph run, a node, a tool, a model call, a retrieval, a point
+event); the parts they share are in their own modules:
 
-* trace id: ``sha256(root run id)[:16]`` of the run that opened the trace — the same value
-  as ``Langfuse.create_trace_id(seed=root_run_id)``. A resume (``Command(resume=...)``
-  after an interrupt, in any process) continues the trace of the run it resumes.
-* span id: ``sha256("run|" + run_id)[:8]`` for runs (graph, node, tool, model,
-  retriever), ``sha256("event|" + event_id)[:8]`` for point events (interrupt, resume,
-  policy violation, error, memory writes).
+* :mod:`~langgraph_external.exporters._span_tree`: trace and span ids, which trace an
+  event belongs to and which span is its parent;
+* :mod:`~langgraph_external.exporters._span_values`: values as attribute text (previews
+  with the record's address when too large);
+* :mod:`~langgraph_external.exporters._semconv`: the OpenInference and GenAI attributes.
 
 Example:
-    >>> trace_id_for_run("run-1") == hashlib.sha256(b"run-1").digest()[:16].hex()
-    True
+    >>> from langgraph_external.record.events import Event
+    >>> m = ThreadMapper("t")
+    >>> m.feed([Event(kind="run_start", thread_id="t", run_id="r1", seq=1, name="g")])
+    []
+    >>> [(r.name, r.trace_id == trace_id_for_run("r1")) for r in m.feed(
+    ...     [Event(kind="run_end", thread_id="t", run_id="r1", seq=2, name="g")])]
+    [('g', True)]
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
+from types import ModuleType
 from typing import Any
 
+from langgraph_external.exporters._span_tree import (
+    SpanRecord,
+    SpanTree,
+    Trace,
+    chain_start,
+    span_id_for_event,
+    span_id_for_run,
+    timestamp_ns,
+    trace_id_for_run,
+)
+from langgraph_external.exporters._span_values import MapperOptions, SpanValues, json_text
 from langgraph_external.record.events import Event
-from langgraph_external.record.namespaces import split_task
-from langgraph_external.workspace.files import encode_thread_id
+
+__all__ = [
+    "END_KINDS",
+    "POINT_KINDS",
+    "MapperOptions",
+    "SpanRecord",
+    "ThreadMapper",
+    "chain_start",
+    "span_id_for_run",
+    "trace_id_for_run",
+]
 
 TRACE_NAME = "langfuse.trace.name"
 TRACE_TAGS = "langfuse.trace.tags"
@@ -68,78 +93,6 @@ POINT_KINDS = (*_RETRIEVER_KINDS, *_POINT_KINDS)
 _QUERY_KEYS = ("query_hash", "collection", "namespace", "filter", "top_k", "limit", "threshold")
 
 
-def trace_id_for_run(root_run_id: str) -> str:
-    """The Langfuse trace id (32 hex) of the run ``root_run_id`` and its resumes.
-
-    Equal to ``Langfuse.create_trace_id(seed=root_run_id)``.
-    """
-    return hashlib.sha256(root_run_id.encode()).digest()[:16].hex()
-
-
-def span_id_for_run(run_id: str) -> str:
-    """The observation id (16 hex) of a graph, node, tool, model or retriever run."""
-    return hashlib.sha256(f"run|{run_id}".encode()).digest()[:8].hex()
-
-
-def _span_id_for_event(event_id: str) -> str:
-    return hashlib.sha256(f"event|{event_id}".encode()).digest()[:8].hex()
-
-
-@dataclass(frozen=True)
-class SpanRecord:
-    """One finished observation, ready to encode as an OTLP span."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: Mapping[str, Any]
-    error: str | None = None
-    seq: int = 0  # the ledger event that completed it
-    ok: bool = False  # OTel status OK (only with semantic conventions; Langfuse: unset)
-
-
-@dataclass
-class _Chain:
-    """A trace: a run and every resume of it."""
-
-    trace_id: str
-    root_span: str
-    interrupted: bool = False
-
-
-@dataclass
-class _Open:
-    """A run whose start was read and whose end was not yet."""
-
-    event: Event
-    route: Any = None
-
-
-def _ns(ts: datetime) -> int:
-    return int(ts.timestamp()) * 1_000_000_000 + ts.microsecond * 1000
-
-
-def _is_continuation(e: Event) -> bool:
-    p = e.payload
-    return p.get("command") == "resume" or ("input" in p and p.get("input") is None)
-
-
-@dataclass
-class MapperOptions:
-    """How values are rendered into attributes."""
-
-    max_value_bytes: int = 256 * 1024
-    """A value whose JSON is larger becomes a preview plus its address in the workspace."""
-    preview_chars: int = 2000
-    environment: str | None = None
-    release: str | None = None
-    semconv: bool = False
-    """Also the OpenInference, OpenTelemetry GenAI and our own (``lgx.*``) attributes."""
-
-
 @dataclass
 class ThreadMapper:
     """Maps one thread's events, in ``seq`` order, to finished observations."""
@@ -147,22 +100,16 @@ class ThreadMapper:
     thread_id: str
     options: MapperOptions = field(default_factory=MapperOptions)
     pos: int = 0
-    _open: dict[str, _Open] = field(default_factory=dict)
-    _runs: dict[str, str] = field(default_factory=dict)  # run id -> span id (recorded runs)
-    _graph_chain: dict[str, _Chain] = field(default_factory=dict)  # graph run id -> trace
-    _task_node: dict[tuple[str, str], str] = field(default_factory=dict)
-    _last_chain: _Chain | None = None
-    _trace_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _offloaded: dict[str, str] = field(default_factory=dict)  # event id -> artifact digest
-    _ckpt: dict[tuple[str, int], str] = field(default_factory=dict)  # (ns, step) -> id
-    _last_ckpt: dict[str, str] = field(default_factory=dict)  # ns -> latest checkpoint id
-    _conv: Any = field(default=None, repr=False, compare=False)
+    _tree: SpanTree = field(default_factory=SpanTree, init=False, repr=False, compare=False)
+    _values: SpanValues = field(init=False, repr=False, compare=False)
+    _conv: ModuleType | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.options.semconv:  # the attribute names come with the export's extra
-            from langgraph_external.exporters import _semconv
+        self._values = SpanValues(self.thread_id, self.options)
+        if self.options.semconv:
+            import langgraph_external.exporters._semconv as conventions  # lazy: optional extra
 
-            self._conv = _semconv
+            self._conv = conventions
 
     # -- public ---------------------------------------------------------------------------
     def feed(self, events: list[Event]) -> list[SpanRecord]:
@@ -177,84 +124,55 @@ class ThreadMapper:
 
     # -- per kind -------------------------------------------------------------------------
     def _one(self, e: Event) -> SpanRecord | None:
-        e = self._expand(e)
+        e = self._values.expand(e)
         k = e.kind
         if k == "run_start":
             self._run_start(e)
-            return None
-        if k in ("node_start", "tool_start", "llm_start"):
-            if e.run_id:
-                self._open[e.run_id] = _Open(e)
-                self._runs[e.run_id] = span_id_for_run(e.run_id)
-                if k == "node_start" and e.task_id and e.root_run_id:
-                    self._task_node[(e.root_run_id, e.task_id)] = e.run_id
-            return None
-        if k == "route":
-            parent = self._open.get(e.parent_run_id or "")
-            if parent is not None:
-                parent.route = e.payload.get("destination")
-            return None
-        if k == "run_end":
-            return self._run_end(e)
-        if k == "node_end":
-            return self._node_end(e)
-        if k in ("tool_end", "tool_error"):
-            return self._tool_end(e)
-        if k == "llm_end":
-            return self._llm_end(e)
-        if k in _RETRIEVER_KINDS:
+        elif k in ("node_start", "tool_start", "llm_start"):
+            self._tree.start_run(e)
+        elif k == "route":
+            self._tree.route(e)
+        elif k in _ENDS:
+            return _ENDS[k](self, e)
+        elif k in _RETRIEVER_KINDS:
             return self._retrieval(e)
-        if k in _POINT_KINDS:
+        elif k in _POINT_KINDS:
             return self._point(e)
-        if k == "checkpoint" and self._conv is not None and e.checkpoint_id:
-            ns = e.checkpoint_ns or ""
-            if e.step is not None:
-                self._ckpt[(ns, e.step)] = e.checkpoint_id
-            self._last_ckpt[ns] = e.checkpoint_id
-        return None  # checkpoints, writes, thread bookkeeping: not behaviour
+        elif k == "checkpoint" and self._conv is not None:
+            self._tree.checkpoint(e)
+        return None  # starts, checkpoints, writes, thread bookkeeping: not spans yet
 
     def _run_start(self, e: Event) -> None:
         if not e.run_id:
             return
-        last = self._last_chain
-        if last is not None and last.interrupted and _is_continuation(e):
-            chain = last
-            chain.interrupted = False
-        else:
-            # a new trace: what earlier traces needed is no longer needed (a late event of
-            # an earlier run still finds its trace: the id comes from its root run id)
-            self._forget_earlier_traces()
-            self._ckpt.clear()  # a trace's checkpoints are read from its first event on
-            self._last_ckpt.clear()
-            chain = _Chain(trace_id_for_run(e.run_id), span_id_for_run(e.run_id))
-            self._trace_attrs[chain.trace_id] = self._trace_level(e)
-        self._last_chain = chain
-        self._graph_chain[e.run_id] = chain
-        self._runs[e.run_id] = span_id_for_run(e.run_id)
-        self._open[e.run_id] = _Open(e)
+        trace = self._tree.continued(e)
+        if trace is None:
+            if self._tree.forget_earlier_traces():
+                self._values.forget()
+            trace = self._tree.new_trace(e.run_id, self._trace_level(e))
+        self._tree.start_graph(e, trace)
 
     def _run_end(self, e: Event) -> SpanRecord | None:
-        chain = self._graph_chain.get(e.run_id or "")
-        if chain is None or e.run_id is None:
+        trace = self._tree.graph_trace(e.run_id)
+        if trace is None or e.run_id is None:
             return None
-        start = self._take_start(e)
+        start = self._tree.take_start(e)
         span_id = span_id_for_run(e.run_id)
-        resumed = span_id != chain.root_span
+        resumed = span_id != trace.root_span
         attrs = {
             OBS_TYPE: "agent",
-            OBS_OUTPUT: self._value(e.payload.get("output"), e, "output"),
-            **self._meta({"run_id": e.run_id, "resumed": resumed or None, "seq": e.seq}),
+            OBS_OUTPUT: self._values.value(e.payload.get("output"), e, "output"),
+            **metadata({"run_id": e.run_id, "resumed": resumed or None, "seq": e.seq}),
         }
         given: Any = None
         if start is not None and start.payload.get("command") == "resume":
             given = start.payload
-            attrs[OBS_INPUT] = self._value(given, start, "input")
+            attrs[OBS_INPUT] = self._values.value(given, start, "input")
         elif start is not None:
             given = start.payload.get("input")
-            attrs[OBS_INPUT] = self._value(given, start, "input")
+            attrs[OBS_INPUT] = self._values.value(given, start, "input")
         if not resumed:
-            trace = self._trace_attrs.get(chain.trace_id, {})
-            attrs.update(trace)
+            attrs.update(self._tree.trace_attrs.get(trace.trace_id, {}))
             attrs[TRACE_NAME] = e.name or "LangGraph"
         conv = None
         if self._conv is not None:
@@ -262,33 +180,24 @@ class ThreadMapper:
                 **self._conv.agent_attrs(e.name or "LangGraph", self.thread_id),
                 **self._io("input", attrs.get(OBS_INPUT), given),
                 **self._io("output", attrs[OBS_OUTPUT], e.payload.get("output")),
-                **self._ours(e, self._last_ckpt.get(e.checkpoint_ns or "")),
+                **self._ours(e, self._tree.last_checkpoint.get(e.checkpoint_ns or "")),
             }
         return self._record(
             e,
-            chain,
+            trace,
             span_id,
-            chain.root_span if resumed else None,
+            trace.root_span if resumed else None,
             e.name or "LangGraph",
             start,
             attrs,
             conv,
         )
 
-    def _closing(self, e: Event) -> tuple[_Open | None, _Chain, str] | None:
-        """For an end event: the run it closes (if its start was read), its trace, its id."""
-        if not e.run_id:
-            return None
-        chain = self._chain_of(e)
-        if chain is None:
-            return None
-        return self._open.pop(e.run_id, None), chain, span_id_for_run(e.run_id)
-
     def _node_end(self, e: Event) -> SpanRecord | None:
-        closing = self._closing(e)
+        closing = self._tree.closing(e)
         if closing is None:
             return None
-        opened, chain, span_id = closing
+        opened, trace, span_id = closing
         start = opened.event if opened else None
         sp = start.payload if start else {}
         meta = {
@@ -303,41 +212,43 @@ class ThreadMapper:
         }
         attrs = {
             OBS_TYPE: "span",
-            OBS_OUTPUT: self._value(e.payload.get("update"), e, "output"),
-            **self._meta(meta),
+            OBS_OUTPUT: self._values.value(e.payload.get("update"), e, "output"),
+            **metadata(meta),
         }
         conv = None
         if self._conv is not None:
             conv = {
                 **self._conv.chain_attrs(self.thread_id),
                 **self._io("output", attrs[OBS_OUTPUT], e.payload.get("update")),
-                **self._ours(e, self._step_checkpoint(e)),
+                **self._ours(e, self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id, self._parent(e), e.node or e.name or "node", start, attrs, conv
+            e, trace, span_id, self._tree.parent(e), e.node or e.name or "node", start, attrs, conv
         )
 
     def _tool_end(self, e: Event) -> SpanRecord | None:
-        closing = self._closing(e)
+        closing = self._tree.closing(e)
         if closing is None:
             return None
-        opened, chain, span_id = closing
+        opened, trace, span_id = closing
         start = opened.event if opened else None
         raw: Any = None
         if e.raw is not None:
             raw = e.raw.decode("utf-8", "replace")
         elif e.artifact:
-            raw = {"artifact": self._artifact_path(e.artifact)}
+            raw = {"artifact": self._values.artifact_path(e.artifact)}
         attrs = {
             OBS_TYPE: "tool",
-            OBS_INPUT: self._value(
+            OBS_INPUT: self._values.value(
                 start.payload.get("args") if start else None, start or e, "input"
             ),
-            OBS_OUTPUT: self._value(e.payload.get("parsed", e.payload.get("result")), e, "output"),
-            **self._meta(
+            OBS_OUTPUT: self._values.value(
+                e.payload.get("parsed", e.payload.get("result")), e, "output"
+            ),
+            **metadata(
                 {
                     "tool_call_id": e.payload.get("tool_call_id"),
-                    "raw_result": self._value(raw, e, "raw"),
+                    "raw_result": self._values.value(raw, e, "raw"),
                     "artifact": e.payload.get("artifact"),
                     "node": e.node,
                     "step": e.step,
@@ -360,17 +271,17 @@ class ThreadMapper:
                 ),
                 **self._io("input", attrs[OBS_INPUT], args),
                 **self._io("output", attrs[OBS_OUTPUT], result),
-                **self._ours(e, self._step_checkpoint(e)),
+                **self._ours(e, self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, span_id, self._parent(e), e.name or "tool", start, attrs, conv
+            e, trace, span_id, self._tree.parent(e), e.name or "tool", start, attrs, conv
         )
 
     def _llm_end(self, e: Event) -> SpanRecord | None:
-        closing = self._closing(e)
+        closing = self._tree.closing(e)
         if closing is None:
             return None
-        opened, chain, span_id = closing
+        opened, trace, span_id = closing
         start = opened.event if opened else None
         sp = start.payload if start else {}
         gens = e.payload.get("generations") or []
@@ -384,12 +295,12 @@ class ThreadMapper:
         attrs: dict[str, Any] = {
             OBS_TYPE: "generation",
             OBS_MODEL: sp.get("model") or e.name,
-            OBS_MODEL_PARAMS: _json({k: v for k, v in params.items() if v is not None}),
-            OBS_INPUT: self._value(
+            OBS_MODEL_PARAMS: json_text({k: v for k, v in params.items() if v is not None}),
+            OBS_INPUT: self._values.value(
                 sp.get("messages") if "messages" in sp else sp.get("prompts"), start or e, "input"
             ),
-            OBS_OUTPUT: self._value(output, e, "output"),
-            **self._meta(
+            OBS_OUTPUT: self._values.value(output, e, "output"),
+            **metadata(
                 {
                     "tools": sp.get("tools"),
                     "prompt_context_hash": sp.get("prompt_context_hash"),
@@ -401,7 +312,7 @@ class ThreadMapper:
             ),
         }
         if usage:
-            attrs[OBS_USAGE] = _json(usage)
+            attrs[OBS_USAGE] = json_text(usage)
         conv = None
         if self._conv is not None:
             messages = sp.get("messages")
@@ -416,17 +327,19 @@ class ThreadMapper:
                     prompts=prompts if isinstance(prompts, list) else None,
                     generations=gens if isinstance(gens, list) else [],
                     usage=e.payload.get("usage") or {},
-                    clip=lambda text: self._clip(text, e),
+                    clip=lambda text: self._values.clip(text, e),
                 ),
                 **self._io("input", attrs[OBS_INPUT], messages if "messages" in sp else prompts),
                 **self._io("output", attrs[OBS_OUTPUT], output),
-                **self._ours(e, self._step_checkpoint(e)),
+                **self._ours(e, self._tree.step_checkpoint(e)),
             }
-        return self._record(e, chain, span_id, self._parent(e), e.name or "llm", start, attrs, conv)
+        return self._record(
+            e, trace, span_id, self._tree.parent(e), e.name or "llm", start, attrs, conv
+        )
 
     def _retrieval(self, e: Event) -> SpanRecord | None:
-        chain = self._chain_of(e)
-        if chain is None:
+        trace = self._tree.trace_of(e)
+        if trace is None:
             return None
         p = e.payload
         hits = p.get("hits", p.get("results", p))
@@ -435,13 +348,13 @@ class ThreadMapper:
             query = {k: p[k] for k in _QUERY_KEYS if p.get(k) is not None} or None
         attrs = {
             OBS_TYPE: "retriever",
-            OBS_INPUT: self._value(query, e, "input"),
-            OBS_OUTPUT: self._value(hits, e, "output"),
-            **self._meta({"node": e.node, "step": e.step, "kind": e.kind, "seq": e.seq}),
+            OBS_INPUT: self._values.value(query, e, "input"),
+            OBS_OUTPUT: self._values.value(hits, e, "output"),
+            **metadata({"node": e.node, "step": e.step, "kind": e.kind, "seq": e.seq}),
         }
-        span_id = span_id_for_run(e.run_id) if e.run_id else _span_id_for_event(e.event_id)
+        span_id = span_id_for_run(e.run_id) if e.run_id else span_id_for_event(e.event_id)
         if e.run_id and e.kind != "retrieval":
-            span_id = _span_id_for_event(e.event_id)  # memory adapters share the node's run
+            span_id = span_id_for_event(e.event_id)  # memory adapters share the node's run
         conv = None
         if self._conv is not None:
             scope = p.get("collection") or p.get("namespace")
@@ -452,31 +365,20 @@ class ThreadMapper:
                     query=p.get("query"),
                     hits=hits,
                     source=str(source) if source else None,
-                    clip=lambda text: self._clip(text, e),
+                    clip=lambda text: self._values.clip(text, e),
                 ),
                 **self._io("input", attrs[OBS_INPUT], query),
                 **self._io("output", attrs[OBS_OUTPUT], hits),
-                **self._ours(e, self._step_checkpoint(e)),
+                **self._ours(e, self._tree.step_checkpoint(e)),
             }
-        return self._record(e, chain, span_id, self._parent(e), e.name or e.kind, None, attrs, conv)
+        return self._record(
+            e, trace, span_id, self._tree.parent(e), e.name or e.kind, None, attrs, conv
+        )
 
     def _point(self, e: Event) -> SpanRecord | None:
-        last = self._last_chain
-        if (
-            e.kind == "resume"
-            and e.run_id
-            and e.run_id not in self._graph_chain
-            and last is not None
-            and last.interrupted
-        ):
-            # the resume value is recorded just before the resumed run starts: same trace
-            self._graph_chain[e.run_id] = last
-        if e.kind == "interrupt":
-            chain = self._graph_chain.get(e.run_id or "")
-            if chain is not None:
-                chain.interrupted = True
-        chain = self._chain_of(e)
-        if chain is None:
+        self._tree.point(e)
+        trace = self._tree.trace_of(e)
+        if trace is None:
             return None
         otype, level = _POINT_KINDS[e.kind]
         if e.kind == "error" and e.status == "quarantined":
@@ -484,8 +386,8 @@ class ThreadMapper:
         attrs: dict[str, Any] = {
             OBS_TYPE: otype,
             OBS_LEVEL: level,
-            OBS_OUTPUT: self._value(dict(e.payload), e, "output"),
-            **self._meta(
+            OBS_OUTPUT: self._values.value(dict(e.payload), e, "output"),
+            **metadata(
                 {"kind": e.kind, "status": e.status, "node": e.node, "step": e.step, "seq": e.seq}
             ),
         }
@@ -493,7 +395,7 @@ class ThreadMapper:
         if level != "DEFAULT" and message:
             attrs[OBS_STATUS] = str(message)[:2000]
         name = e.kind if e.kind != "resume" or e.name != "checkpoint" else "resume (checkpoint)"
-        parent = self._graph_parent(e)
+        parent = self._tree.graph_parent(e)
         conv = None
         if self._conv is not None:
             if e.kind == "policy_violation":
@@ -506,18 +408,11 @@ class ThreadMapper:
             conv = {
                 **kind_attrs,
                 **self._io("output", attrs[OBS_OUTPUT], dict(e.payload)),
-                **self._ours(e, e.checkpoint_id or self._step_checkpoint(e)),
+                **self._ours(e, e.checkpoint_id or self._tree.step_checkpoint(e)),
             }
         return self._record(
-            e, chain, _span_id_for_event(e.event_id), parent, name, None, attrs, conv
+            e, trace, span_id_for_event(e.event_id), parent, name, None, attrs, conv
         )
-
-    # -- helpers --------------------------------------------------------------------------
-    def _step_checkpoint(self, e: Event) -> str | None:
-        """The checkpoint the event's step ran from (the latest of step - 1 in its namespace)."""
-        if e.step is None:
-            return None
-        return self._ckpt.get((e.checkpoint_ns or "", e.step - 1))
 
     def _ours(self, e: Event, checkpoint_id: str | None) -> dict[str, Any]:
         """``lgx.*`` attributes and OpenInference ``metadata`` of a span ending at ``e``."""
@@ -541,150 +436,14 @@ class ThreadMapper:
         assert self._conv is not None
         return self._conv.io_attrs(part, text, is_text=isinstance(value, str) and text == value)
 
-    def _clip(self, text: str, e: Event) -> str:
-        """``text``, or its first characters and the record's address when too large."""
-        if len(text.encode("utf-8", "replace")) <= self.options.max_value_bytes:
-            return text
-        if e.event_id in self._offloaded:
-            where = self._artifact_path(self._offloaded[e.event_id])
-        else:
-            where = f"threads/{encode_thread_id(self.thread_id)}/events.jsonl#seq={e.seq}"
-        return (
-            f"{text[: self.options.preview_chars]}… [truncated: {len(text)} characters;"
-            f" the whole value is in {where}]"
-        )
-
-    def _forget_earlier_traces(self) -> None:
-        if self._open and len(self._runs) < 10_000:
-            return  # a run of the thread is still going: keep what its events need
-        for known in (
-            self._runs,
-            self._task_node,
-            self._graph_chain,
-            self._trace_attrs,
-            self._offloaded,
-            self._open,  # left open by a process that died: bounded memory anyway
-        ):
-            known.clear()
-
-    def _expand(self, e: Event) -> Event:
-        """An event whose payload was offloaded to an artifact, with the payload back."""
-        p = e.payload
-        if not (isinstance(p, Mapping) and "$artifact" in p and len(p) <= 2):
-            return e
-        body = e.attachments.get(f"artifacts/{p['$artifact']}")
-        if body is None:
-            return e
-        try:
-            full = json.loads(body)
-        except ValueError:
-            return e
-        self._offloaded[e.event_id] = str(p["$artifact"])
-        while len(self._offloaded) > 10_000:
-            self._offloaded.pop(next(iter(self._offloaded)))
-        return e.replace(payload=full if isinstance(full, dict) else {"value": full})
-
-    def _take_start(self, e: Event) -> Event | None:
-        opened = self._open.pop(e.run_id or "", None)
-        return opened.event if opened else None
-
-    def _chain_of(self, e: Event) -> _Chain | None:
-        root = e.root_run_id or e.run_id
-        chain = self._graph_chain.get(root or "")
-        if chain is None and self._last_chain is not None and root is None:
-            chain = self._last_chain  # e.g. a guard or memory event outside a callback run
-        if chain is None and root:
-            # a run whose start is not in the record (e.g. recorded without the handler)
-            chain = _Chain(trace_id_for_run(root), span_id_for_run(root))
-            self._graph_chain[root] = chain
-        return chain
-
-    def _graph_parent(self, e: Event) -> str | None:
-        """The span of the graph run an event belongs to."""
-        root = e.root_run_id or e.run_id
-        if root and root in self._runs:
-            return self._runs[root]
-        chain = self._chain_of(e)
-        return chain.root_span if chain else None
-
-    def _parent(self, e: Event) -> str | None:
-        """The nearest recorded ancestor: the parent run, the task's node, the graph run."""
-        if e.parent_run_id and e.parent_run_id in self._runs:
-            return self._runs[e.parent_run_id]
-        ns = e.checkpoint_ns
-        if ns and e.root_run_id:
-            task = split_task(ns).task_id
-            node = self._task_node.get((e.root_run_id, task or ""))
-            if node is not None and node != e.run_id:
-                return self._runs[node]
-        if e.kind not in ("node_end",) and e.task_id and e.root_run_id:
-            node = self._task_node.get((e.root_run_id, e.task_id))
-            if node is not None and node != e.run_id:
-                return self._runs[node]
-        return self._graph_parent(e)
-
     def _trace_level(self, e: Event) -> dict[str, Any]:
         """Attributes every span of the trace carries: session, user, tags, environment."""
-        p = e.payload
-        out: dict[str, Any] = {SESSION_ID: self.thread_id}
-        if p.get("user_id"):
-            out[USER_ID] = str(p["user_id"])
-        tags = p.get("tags")
-        if tags:
-            out[TRACE_TAGS] = [str(t) for t in tags]
-            if self._conv is not None:
-                out["tag.tags"] = [str(t) for t in tags]
-        if self.options.environment:
-            out["langfuse.environment"] = self.options.environment
-        if self.options.release:
-            out["langfuse.release"] = self.options.release
-        out[f"{TRACE_METADATA}.thread_id"] = _json(self.thread_id)
-        return out
-
-    def _meta(self, values: Mapping[str, Any]) -> dict[str, str]:
-        return {f"{OBS_METADATA}.{k}": _json(v) for k, v in values.items() if v is not None}
-
-    def _artifact_path(self, digest: str) -> str:
-        return f"threads/{encode_thread_id(self.thread_id)}/artifacts/{digest}"
-
-    def _value(self, value: Any, e: Event, part: str) -> str | None:
-        """JSON of ``value``; a preview plus the workspace address when it is too large."""
-        if value is None:
-            return None
-        if isinstance(value, Mapping) and "$artifact" in value and len(value) <= 2:
-            digest = str(value["$artifact"])
-            body = e.attachments.get(f"artifacts/{digest}")
-            preview = body[: self.options.preview_chars].decode("utf-8", "replace") if body else ""
-            return _json(
-                {
-                    "preview": preview,
-                    "truncated": True,
-                    "size": value.get("size"),
-                    "artifact": self._artifact_path(digest),
-                }
-            )
-        text = value if isinstance(value, str) else _json(value)
-        if len(text.encode("utf-8", "replace")) <= self.options.max_value_bytes:
-            return text
-        if e.artifact and part == "raw":
-            where = self._artifact_path(e.artifact)
-        elif e.event_id in self._offloaded:
-            where = self._artifact_path(self._offloaded[e.event_id])
-        else:
-            where = f"threads/{encode_thread_id(self.thread_id)}/events.jsonl#seq={e.seq}"
-        return _json(
-            {
-                "preview": text[: self.options.preview_chars],
-                "truncated": True,
-                "size": len(text),
-                "artifact": where,
-            }
-        )
+        return trace_attributes(self.thread_id, e.payload, self.options, self._conv is not None)
 
     def _record(
         self,
         e: Event,
-        chain: _Chain,
+        trace: Trace,
         span_id: str,
         parent: str | None,
         name: str,
@@ -692,71 +451,87 @@ class ThreadMapper:
         attrs: dict[str, Any],
         conv: dict[str, Any] | None = None,
     ) -> SpanRecord:
-        end_ns = _ns(e.ts)
-        if start is not None:
-            start_ns = _ns(start.ts)
-        elif e.duration_ms:
-            start_ns = _ns(e.ts - timedelta(milliseconds=e.duration_ms))
-        else:
-            start_ns = end_ns
-        attrs = {k: v for k, v in attrs.items() if v is not None}
-        if conv:  # the other conventions, after Langfuse's (whose bytes stay as they were)
-            attrs.update((k, v) for k, v in conv.items() if v is not None)
-        for k, v in self._trace_attrs.get(chain.trace_id, {}).items():
-            attrs.setdefault(k, v)
-        error = None
-        if e.status == "error":
-            error = str(e.payload.get("error") or "error")[:2000]
-            attrs[OBS_LEVEL] = "ERROR"
-            attrs[OBS_STATUS] = f"{e.payload.get('error_type') or 'Error'}: {error}"
-        elif e.status == "interrupted":
-            attrs.setdefault(OBS_STATUS, "interrupted")
-        return SpanRecord(
-            trace_id=chain.trace_id,
-            span_id=span_id,
-            parent_id=parent if parent != span_id else None,
-            name=name,
-            start_ns=min(start_ns, end_ns),
-            end_ns=end_ns,
-            attributes=attrs,
-            error=error,
-            seq=e.seq or 0,
-            ok=conv is not None and e.status == "ok",
-        )
+        trace_attrs = self._tree.trace_attrs.get(trace.trace_id, {})
+        return finish_span(e, trace, span_id, parent, name, start, attrs, conv, trace_attrs)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=True)
+def metadata(values: Mapping[str, Any]) -> dict[str, str]:
+    """Langfuse's observation metadata attributes of ``values`` (``None`` left out)."""
+    return {f"{OBS_METADATA}.{k}": json_text(v) for k, v in values.items() if v is not None}
 
 
-ChainStartFinder = Callable[[str, int], int]
-"""``(thread_id, seq) -> seq`` of the first event of the trace that holds ``seq``."""
+def trace_attributes(
+    thread_id: str, payload: Mapping[str, Any], options: MapperOptions, semconv: bool
+) -> dict[str, Any]:
+    """What every span of a trace carries (session, user, tags, environment), from the
+    ``run_start`` payload that opened it."""
+    p = payload
+    out: dict[str, Any] = {SESSION_ID: thread_id}
+    if p.get("user_id"):
+        out[USER_ID] = str(p["user_id"])
+    tags = p.get("tags")
+    if tags:
+        out[TRACE_TAGS] = [str(t) for t in tags]
+        if semconv:
+            out["tag.tags"] = [str(t) for t in tags]
+    if options.environment:
+        out["langfuse.environment"] = options.environment
+    if options.release:
+        out["langfuse.release"] = options.release
+    out[f"{TRACE_METADATA}.thread_id"] = json_text(thread_id)
+    return out
 
 
-def chain_start(runs: list[tuple[int, str, Mapping[str, Any]]], upto: int) -> int:
-    """Where to start re-reading a thread to rebuild a mapper positioned at ``upto``.
+def finish_span(
+    e: Event,
+    trace: Trace,
+    span_id: str,
+    parent: str | None,
+    name: str,
+    start: Event | None,
+    attrs: dict[str, Any],
+    conv: dict[str, Any] | None,
+    trace_attrs: Mapping[str, Any],
+) -> SpanRecord:
+    """The span ``e`` completes: its times, its attributes (Langfuse's first, then the
+    other conventions ``conv``, then the trace's), and its status."""
+    end_ns = timestamp_ns(e.ts)
+    if start is not None:
+        start_ns = timestamp_ns(start.ts)
+    elif e.duration_ms:
+        start_ns = timestamp_ns(e.ts - timedelta(milliseconds=e.duration_ms))
+    else:
+        start_ns = end_ns
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    if conv:  # the other conventions, after Langfuse's (whose bytes stay as they were)
+        attrs.update((k, v) for k, v in conv.items() if v is not None)
+    for k, v in trace_attrs.items():
+        attrs.setdefault(k, v)
+    error = None
+    if e.status == "error":
+        error = str(e.payload.get("error") or "error")[:2000]
+        attrs[OBS_LEVEL] = "ERROR"
+        attrs[OBS_STATUS] = f"{e.payload.get('error_type') or 'Error'}: {error}"
+    elif e.status == "interrupted":
+        attrs.setdefault(OBS_STATUS, "interrupted")
+    return SpanRecord(
+        trace_id=trace.trace_id,
+        span_id=span_id,
+        parent_id=parent if parent != span_id else None,
+        name=name,
+        start_ns=min(start_ns, end_ns),
+        end_ns=end_ns,
+        attributes=attrs,
+        error=error,
+        seq=e.seq or 0,
+        ok=conv is not None and e.status == "ok",
+    )
 
-    ``runs`` are the thread's ``(seq, kind, payload)`` of ``run_start`` and ``interrupt``
-    events with ``seq <= upto``, in order. The answer is the ``seq`` of the run_start
-    that opened the trace still possibly open at ``upto`` (1 if none).
 
-    Example:
-        >>> chain_start([(1, "run_start", {"input": 1}), (5, "interrupt", {}),
-        ...              (9, "run_start", {"command": "resume"})], 12)
-        1
-        >>> chain_start([(1, "run_start", {"input": 1}), (9, "run_start", {"input": 2})], 12)
-        9
-    """
-    start = 1
-    interrupted = False
-    for seq, kind, payload in runs:
-        if kind == "interrupt":
-            interrupted = True
-        elif kind == "run_start":
-            cont = payload.get("command") == "resume" or (
-                "input" in payload and payload.get("input") is None
-            )
-            if not (interrupted and cont):
-                start = seq
-            interrupted = False
-    return start
+_ENDS = {
+    "run_end": ThreadMapper._run_end,
+    "node_end": ThreadMapper._node_end,
+    "tool_end": ThreadMapper._tool_end,
+    "tool_error": ThreadMapper._tool_end,
+    "llm_end": ThreadMapper._llm_end,
+}

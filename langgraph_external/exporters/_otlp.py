@@ -31,8 +31,6 @@ from langgraph_external.exporters._langfuse_map import SpanRecord
 logger = logging.getLogger("langgraph_external")
 
 SCOPE_NAME = "langgraph-external"
-TRACES_PATH = "/api/public/otel/v1/traces"
-"""Langfuse's OTLP traces path (the ``langfuse`` preset)."""
 
 
 class Verdict(str, Enum):

@@ -36,16 +36,9 @@ Example:
 from langgraph_external.guards._check import CheckReport, Issue, Topology, check
 from langgraph_external.guards._errors import PolicyError, PolicyLimitError, TransitionViolation
 from langgraph_external.guards._guard import guard, guarded
+from langgraph_external.guards._loading import DEFAULT_LIMITS, PolicyLimits
 from langgraph_external.guards._mermaid import mermaid
-from langgraph_external.guards._policy import (
-    DEFAULT_LIMITS,
-    TIERS,
-    NodeRule,
-    OnViolation,
-    PolicyLimits,
-    Tier,
-    TransitionPolicy,
-)
+from langgraph_external.guards._policy import TIERS, NodeRule, OnViolation, Tier, TransitionPolicy
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph_external.guards._policy import END, START, TransitionPolicy
+from langgraph_external.guards._states import END, START, DeclaredTransitions, state_label
 
 if TYPE_CHECKING:
     from langgraph.graph import StateGraph
@@ -162,11 +162,7 @@ class CheckReport:
         }
 
 
-def _label(state: str) -> str:
-    return {START: "START", END: "END"}.get(state, state)
-
-
-def check(policy: TransitionPolicy, graph: Any) -> CheckReport:
+def check(policy: DeclaredTransitions, graph: Any) -> CheckReport:
     """Compare ``policy`` with ``graph`` (a ``StateGraph`` or a compiled graph).
 
     Reports graph edges the policy forbids, graph nodes the policy does not declare,
@@ -176,6 +172,7 @@ def check(policy: TransitionPolicy, graph: Any) -> CheckReport:
     Example:
         >>> from typing import TypedDict
         >>> from langgraph.graph import StateGraph, START, END
+        >>> from langgraph_external.guards import TransitionPolicy
         >>> class S(TypedDict):
         ...     x: int
         >>> b = StateGraph(S)
@@ -205,7 +202,7 @@ def check(policy: TransitionPolicy, graph: Any) -> CheckReport:
     for src, dst, kind in topo.edges:
         if policy.allows(src, dst):
             continue
-        edge = f"{_label(src)} -> {_label(dst)}"
+        edge = f"{state_label(src)} -> {state_label(dst)}"
         if kind in ("edge", "join"):
             msg = f"{edge} is an edge of the graph the policy forbids"
             issues.append(Issue("error", "forbidden_edge", msg, src, dst))
@@ -216,17 +213,17 @@ def check(policy: TransitionPolicy, graph: Any) -> CheckReport:
             issues.append(Issue("warning", "forbidden_route", msg, src, dst))
     for src, name in topo.open_routers:
         msg = (
-            f"router {name!r} of {_label(src)} has no path map: its destinations are not "
+            f"router {name!r} of {state_label(src)} has no path map: its destinations are not "
             "declared (pass path_map= to add_conditional_edges); checked only at run time"
         )
         issues.append(Issue("warning", "undeclared_router", msg, src))
     for state in _unreachable(policy):
-        msg = f"{_label(state)} cannot be reached from START under the policy"
+        msg = f"{state_label(state)} cannot be reached from START under the policy"
         issues.append(Issue("warning", "unreachable_state", msg, state))
     return CheckReport(policy.name, policy.hash, tuple(issues))
 
 
-def _unreachable(policy: TransitionPolicy) -> list[str]:
+def _unreachable(policy: DeclaredTransitions) -> list[str]:
     seen = {START}
     todo = [START]
     while todo:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+import reprlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +28,32 @@ def _clean(text: str, limit: int | None = MAX_PROBLEM_CHARS) -> str:
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line (its type's name when it has none)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _Preview(reprlib.Repr):
+    """A short ``repr`` of untrusted input: bounded in depth, items and characters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 2
+        self.maxdict = self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = 4
+        self.maxstring = self.maxother = 60
+        self.maxlong = 40
+
+    def repr_int(self, x: int, level: int) -> str:
+        # repr() of an int beyond 4300 digits raises ValueError; its size is the point
+        if x.bit_length() > 128:
+            return f"<int of {math.floor(x.bit_length() * math.log10(2)) + 1} digits>"
+        return super().repr_int(x, level)
+
+
+preview = _Preview().repr
+"""A short ``repr`` of untrusted input (see :class:`_Preview`)."""
 
 
 class PolicyError(ExternalError, ValueError):

@@ -12,13 +12,12 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import START, StateGraph
 
 from langgraph_external.guards._check import CheckReport, Topology, check
+from langgraph_external.guards._enforcer import Enforcer, ViolationHook
 from langgraph_external.guards._errors import PolicyError
 from langgraph_external.guards._policy import TransitionPolicy
 from langgraph_external.guards._runtime import (
     EDGES_BRANCH,
     FALLBACK_KEY,
-    ViolationHook,
-    _Guard,
     guard_node,
     guard_router,
     static_edges,
@@ -106,7 +105,7 @@ def guard(
         raise PolicyError("this StateGraph is already guarded")
     topology = Topology.of(builder)
     _static_check(check(policy, builder), check_graph)
-    g = _Guard(policy, frozenset(builder.nodes), pipeline, on_violation, refusal)
+    g = Enforcer(policy, frozenset(builder.nodes), pipeline, on_violation, refusal)
     declared_tool_nodes = set(tool_nodes)
     unknown = sorted(declared_tool_nodes - set(builder.nodes))
     if unknown:
@@ -259,7 +258,7 @@ def guarded(
         if not node:
             raise PolicyError("guarded(): pass the node name")
         states = frozenset(s for s in pol.states if s != START)
-        g = _Guard(pol, states, pipeline, on_violation, refusal)
+        g = Enforcer(pol, states, pipeline, on_violation, refusal)
         inner = coerce_to_runnable(fn, name=node, trace=False)
         return guard_node(
             g,

@@ -6,14 +6,14 @@ import re
 from typing import Any
 
 from langgraph_external.guards._check import Topology
-from langgraph_external.guards._policy import END, START, TransitionPolicy
+from langgraph_external.guards._states import END, START, DeclaredTransitions, state_label
 
 _STYLE_ALLOWED = "stroke:#2b8a3e,stroke-width:2px"
 _STYLE_FORBIDDEN = "stroke:#c92a2a,stroke-width:2px"
 _STYLE_POLICY_ONLY = "stroke:#868e96,stroke-dasharray:4"
 
 
-def mermaid(policy: TransitionPolicy, graph: Any = None) -> str:
+def mermaid(policy: DeclaredTransitions, graph: Any = None) -> str:
     """A Mermaid ``flowchart`` of ``policy``; with ``graph``, policy vs graph.
 
     Edge legend: green solid — in the graph and allowed; red with ``forbidden`` — in
@@ -22,6 +22,7 @@ def mermaid(policy: TransitionPolicy, graph: Any = None) -> str:
     red; policy states the graph lacks are dashed.
 
     Example:
+        >>> from langgraph_external.guards import TransitionPolicy
         >>> p = TransitionPolicy(states=["a"], transitions={"START": ["a"], "a": ["END"]})
         >>> print(mermaid(p))
         flowchart TD
@@ -40,7 +41,7 @@ def mermaid(policy: TransitionPolicy, graph: Any = None) -> str:
     graph_nodes = set(topo.nodes) if topo is not None else set()
     declared = set(policy.states)
     for s in states:
-        shape = f"([{_label(s)}])" if s in (START, END) else f'["{_escape(s)}"]'
+        shape = f"([{state_label(s)}])" if s in (START, END) else f'["{_escape(s)}"]'
         cls = ""
         if topo is not None and s not in (START, END):
             if s not in declared:
@@ -75,10 +76,6 @@ def mermaid(policy: TransitionPolicy, graph: Any = None) -> str:
         lines.append("  classDef undeclared fill:#ffe3e3,stroke:#c92a2a")
         lines.append("  classDef missing stroke-dasharray:4,color:#868e96")
     return "\n".join(lines + styles)
-
-
-def _label(state: str) -> str:
-    return {START: "START", END: "END"}.get(state, state)
 
 
 def _escape(name: str) -> str:

@@ -1,4 +1,4 @@
-"""Enforcement at run time: node wrappers, router wrappers and the tool-tier check.
+"""Enforcement at run time: node wrappers, router wrappers, per-invocation state.
 
 Every way LangGraph can enter a node is a decision made by the node (or router) before
 it: a static edge, a conditional router, a returned ``Command(goto=...)`` or ``Send``.
@@ -6,7 +6,8 @@ The guard checks each decision *where it is made*, inside the deciding task, so 
 illegal target is blocked before it is scheduled — its body never runs. Checks that
 belong to the node itself (visit limit on entry, tool tiers before and while it runs,
 its state update on exit, a ``Command(graph=PARENT)`` one of its subgraphs sends up) run
-in the node's own wrapper.
+in the node's own wrapper. What a violation leads to is the :class:`Enforcer`'s call
+(``_enforcer``); refused tool calls are stopped by ``_tool_check``.
 
 ``route`` must replace a decision, not add to it, so the static edges of a node that
 may be rerouted are turned into an equivalent guard branch (same ``branch:to:<node>``
@@ -16,23 +17,26 @@ channels, same checkpoints) that stays silent when the node was rerouted.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import patch_config, var_child_runnable_config
-from langgraph.errors import GraphInterrupt
-from langgraph.graph import END, START
-from langgraph.types import Command, Send, interrupt
+from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.graph import START
+from langgraph.types import Command, Send
 
+from langgraph_external.guards._enforcer import Enforcer, goto_targets
 from langgraph_external.guards._errors import TransitionViolation
-from langgraph_external.guards._policy import TransitionPolicy
+from langgraph_external.guards._tool_check import (
+    ToolPlan,
+    ToolStop,
+    ToolTierCheck,
+    tool_violation,
+    with_handler,
+)
 from langgraph_external.guards._tools import (
-    DEFAULT_REFUSAL,
     add_answers,
     pending_tool_calls,
     refusal_message,
@@ -40,28 +44,19 @@ from langgraph_external.guards._tools import (
     updates_only,
 )
 from langgraph_external.guards._visits import aearlier_visits, earlier_visits
-from langgraph_external.pipeline.pipeline import Pipeline
-from langgraph_external.record.events import Event, EventKind
-from langgraph_external.record.namespaces import parent_of, split_task
-from langgraph_external.record.render import to_readable
-from langgraph_external.record.thread_ids import check_thread_id
-from langgraph_external.sources.callbacks import AuditCallbackHandler
+from langgraph_external.record.namespaces import parent_of
 from langgraph_external.upstream.langgraph import (
     ParentCommand,
     RunnableCallable,
     is_resuming,
     run_key,
+    task_id_of,
 )
-
-logger = logging.getLogger("langgraph_external.guards")
 
 FALLBACK_KEY = "__lgx_fallback__"
 """Router key the guard adds to a router's path map to reach the fallback node."""
 EDGES_BRANCH = "__lgx_edges__"
 """Name of the branch that replaces the static edges of a reroutable node."""
-
-ViolationHook = Callable[[TransitionViolation, str], None]
-"""Called with each violation and its outcome (``raised``, ``routed``, ...)."""
 
 
 # -- per-invocation state -----------------------------------------------------------------
@@ -76,7 +71,8 @@ class _RunState:
 
 
 # Keyed by an object LangGraph creates once per ``stream()`` call and shares with every
-# task of that call (see ``_compat.run_key``), so the state lives exactly as long as the run.
+# task of that call (see ``upstream.langgraph.run_key``), so the state lives exactly as
+# long as the run.
 _RUNS: weakref.WeakKeyDictionary[Any, _RunState] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
@@ -96,7 +92,7 @@ def _run_state(config: RunnableConfig) -> _RunState:
 
 def _task_key(config: RunnableConfig) -> str:
     conf = config.get("configurable") or {}
-    return str(conf.get("checkpoint_ns") or conf.get("__pregel_task_id") or "")
+    return str(conf.get("checkpoint_ns") or task_id_of(config) or "")
 
 
 def _seed(run: _RunState, counts: Mapping[str, int]) -> None:
@@ -106,413 +102,6 @@ def _seed(run: _RunState, counts: Mapping[str, int]) -> None:
         run.seeded = True
         for node, n in counts.items():
             run.visits.setdefault(("", node), set()).update(f"earlier:{i}" for i in range(n))
-
-
-# -- decisions ----------------------------------------------------------------------------
-class _Guard:
-    """Shared by all wrappers of one guarded graph: the policy and where to record."""
-
-    def __init__(
-        self,
-        policy: TransitionPolicy,
-        nodes: frozenset[str],
-        pipeline: Pipeline | None,
-        hook: ViolationHook | None,
-        refusal: str = DEFAULT_REFUSAL,
-    ) -> None:
-        self.policy = policy
-        self.nodes = nodes
-        self.pipeline = pipeline
-        self.hook = hook
-        self.refusal = refusal
-        self.counts_visits = policy.default_max_visits is not None or any(
-            r.max_visits is not None for r in policy.nodes.values()
-        )
-
-    def violation(
-        self,
-        rule: str,
-        source: str | None,
-        target: str | None,
-        message: str,
-        *,
-        node: str | None,
-        config: RunnableConfig | None = None,
-        would_be: Any = None,
-        tool_call_id: str | None = None,
-    ) -> TransitionViolation:
-        where: dict[str, Any] = {"node": node}
-        if config is not None:
-            meta = config.get("metadata") or {}
-            conf = config.get("configurable") or {}
-            where["step"] = meta.get("langgraph_step")
-            where["task"] = conf.get("checkpoint_ns") or None
-        if tool_call_id is not None:
-            where["tool_call_id"] = tool_call_id
-        return TransitionViolation(
-            rule,
-            source,
-            target,
-            message,
-            node=node,
-            would_be=to_readable(would_be),
-            policy_hash=self.policy.hash,
-            policy_rule=_clause(self.policy, rule, node, source, target),
-            where=where,
-        )
-
-    def decide(self, v: TransitionViolation, config: RunnableConfig) -> str | None:
-        """Apply the node's action to ``v``.
-
-        Returns ``None`` when a human approved the decision, else the node to route to.
-        Raises ``v`` for ``raise`` (and for a rejection without fallback); raises
-        ``GraphInterrupt`` while waiting for a human.
-        """
-        action = self.policy.action_for(v.node)
-        fallback = action.fallback
-        if fallback is not None and fallback == v.node:
-            fallback = None  # routing a node to itself would loop; stop instead
-        if action.action == "interrupt":
-            # interrupt() reads the task's config from the context; routers run without it
-            token = var_child_runnable_config.set(config)
-            try:
-                answer = interrupt(self._request(v, fallback))
-            except GraphInterrupt:
-                self._record(v, config, "interrupted", action.action, fallback)
-                raise
-            finally:
-                var_child_runnable_config.reset(token)
-            if _approved(answer):
-                self._record(v, config, "approved", action.action, fallback)
-                return None
-            self._record(v, config, "rejected", action.action, fallback)
-            if fallback is None:
-                raise v
-            return fallback
-        if action.action == "route" and fallback is not None:
-            self._record(v, config, "routed", action.action, fallback)
-            return fallback
-        self._record(v, config, "raised", action.action, fallback)
-        raise v
-
-    def refusal_text(self, v: TransitionViolation) -> str:
-        """The text of the ``ToolMessage`` answering a tool call refused by ``v``."""
-        fields = {
-            "tool": v.target,
-            "node": v.node,
-            "tier": (v.would_be or {}).get("tier") if isinstance(v.would_be, dict) else None,
-            "rule": v.rule,
-            "message": v.message,
-            "policy": self.policy.name or self.policy.hash[:12],
-        }
-        return self.refusal.format_map(fields)
-
-    def _request(self, v: TransitionViolation, fallback: str | None) -> dict[str, Any]:
-        return {
-            "type": "policy_violation",
-            "rule": v.rule,
-            "from": v.source,
-            "to": v.target,
-            "node": v.node,
-            "message": v.message,
-            "would_be": v.would_be,
-            "where": v.where,
-            "policy_rule": v.policy_rule,
-            "fallback": fallback,
-            "policy_name": self.policy.name,
-            "policy_hash": v.policy_hash,
-            "resume": "Command(resume=True) approves; Command(resume=False) rejects",
-        }
-
-    def _record(
-        self,
-        v: TransitionViolation,
-        config: RunnableConfig,
-        outcome: str,
-        action: str,
-        fallback: str | None,
-    ) -> None:
-        payload = {
-            "from": v.source,
-            "to": v.target,
-            "rule": v.rule,
-            "action": action,
-            "outcome": outcome,
-            "fallback": fallback if outcome in ("routed", "rejected") else None,
-            "message": v.message,
-            "would_be": v.would_be,
-            "where": v.where,
-            "policy_rule": v.policy_rule,
-            "policy_hash": self.policy.hash,
-            "policy_name": self.policy.name,
-        }
-        # one WARNING per violation (when it is found); a human's answer is INFO
-        level = logging.INFO if outcome in ("approved", "rejected") else logging.WARNING
-        logger.log(
-            level,
-            "policy violation %s at %s: %s (%s)",
-            v.rule,
-            v.node or "input",
-            v.message,
-            outcome,
-            extra={"lgx_policy_violation": payload},
-        )
-        if self.hook is not None:
-            self.hook(v, outcome)
-        pipeline = self.pipeline or audit_pipeline(config)
-        if pipeline is None:
-            return
-        conf = config.get("configurable") or {}
-        thread_id = conf.get("thread_id")
-        if thread_id is None:
-            logger.debug("policy violation not recorded: the run has no thread_id")
-            return
-        thread_id = check_thread_id(thread_id)  # refused as the checkpointer refuses it
-        meta = config.get("metadata") or {}
-        task_id, parent_ns = split_task(str(conf.get("checkpoint_ns") or ""))
-        pipeline.emit(
-            Event.new(
-                EventKind.POLICY_VIOLATION,
-                thread_id,
-                node=v.node,
-                step=meta.get("langgraph_step"),
-                task_id=task_id,
-                checkpoint_ns=parent_ns,
-                name=v.rule,
-                status=outcome,
-                payload=payload,
-            )
-        )
-
-    # -- checks -------------------------------------------------------------------------
-    def check_target(
-        self,
-        source: str,
-        target: Any,
-        via: str,
-        *,
-        node: str | None,
-        would_be: Any,
-        config: RunnableConfig | None = None,
-    ) -> TransitionViolation | None:
-        """A violation if ``source -> target`` is unknown or not allowed, else ``None``."""
-        if not isinstance(target, str) or (target not in self.nodes and target != END):
-            return self.violation(
-                "unknown_target",
-                source,
-                str(target),
-                f"{source} -> {target!r} ({via}): no such node in the graph",
-                node=node,
-                config=config,
-                would_be=would_be,
-            )
-        if not self.policy.allows(source, target):
-            return self.violation(
-                "illegal_transition",
-                source,
-                target,
-                f"{source} -> {target} ({via}) is not an allowed transition",
-                node=node,
-                config=config,
-                would_be=would_be,
-            )
-        return None
-
-    def check_input(self, value: Any, config: RunnableConfig | None) -> Any:
-        """Check a ``Command(goto=...)`` given as a run's input, as a decision of START.
-
-        Nothing has run yet, so there is no task to interrupt: ``interrupt`` behaves as
-        ``raise`` here, ``route`` replaces the targets with the fallback.
-        """
-        if not isinstance(value, Command) or value.graph is not None or not value.goto:
-            return value
-        config = config or {}
-        for target, via in _goto_targets(value.goto):
-            v = self.check_target(
-                START, target, f"input {via}", node=None, would_be=value.goto, config=config
-            )
-            if v is None:
-                continue
-            action = self.policy.action_for(None)
-            if action.action == "route" and action.fallback is not None:
-                self._record(v, config, "routed", action.action, action.fallback)
-                return dataclasses.replace(value, goto=action.fallback)
-            self._record(v, config, "raised", action.action, action.fallback)
-            raise v
-        return value
-
-
-def audit_pipeline(config: RunnableConfig) -> Pipeline | None:
-    """The pipeline of the ``AuditCallbackHandler`` in the run's callbacks, if there is one.
-
-    ``External.config(...)`` puts that handler in the config; finding it there lets the
-    guard record violations without being given the pipeline.
-    """
-    callbacks = config.get("callbacks")
-    if callbacks is None:
-        return None
-    if isinstance(callbacks, (list, tuple)):
-        handlers: list[Any] = list(callbacks)
-    else:
-        handlers = [
-            *(getattr(callbacks, "handlers", None) or ()),
-            *(getattr(callbacks, "inheritable_handlers", None) or ()),
-        ]
-    for handler in handlers:
-        if isinstance(handler, AuditCallbackHandler):
-            return handler.pipeline
-    return None
-
-
-def _clause(
-    policy: TransitionPolicy, rule: str, node: str | None, source: str | None, target: str | None
-) -> dict[str, Any] | None:
-    """The part of the policy that a violation of ``rule`` breaks."""
-    if rule in ("illegal_transition", "unknown_target", "unmapped_route") and source:
-        return {"path": f"transitions.{source}", "value": sorted(policy.targets(source))}
-    if node is None:
-        return None
-    declared = policy.nodes.get(node)
-    if rule == "visit_limit":
-        if declared is not None and declared.max_visits is not None:
-            return {"path": f"nodes.{node}.max_visits", "value": declared.max_visits}
-        return {"path": "default_max_visits", "value": policy.default_max_visits}
-    if rule == "tool_tier" and target is not None:
-        has_tier = declared is not None and declared.tier is not None
-        tool_path = f"tools.{target}" if target in policy.tools else "unlisted_tool_tier"
-        return {
-            "path": f"nodes.{node}.tier" if has_tier else "default_tier",
-            "value": declared.tier if has_tier and declared else policy.default_tier,
-            "tools_allowed_by_name": list(policy.node_rule(node).tools),
-            "tool_tier": {"path": tool_path, "value": policy.tool_tier(target)},
-        }
-    if rule == "state_write":
-        return {"path": f"nodes.{node}.writes", "value": policy.node_rule(node).writes}
-    return None
-
-
-def _approved(answer: Any) -> bool:
-    if isinstance(answer, bool):
-        return answer
-    if isinstance(answer, str):
-        return answer.strip().lower() in ("approve", "approved", "allow", "yes", "y", "true")
-    if isinstance(answer, Mapping):
-        return any(answer.get(k) is True for k in ("approve", "approved", "allow"))
-    return False
-
-
-# -- tools --------------------------------------------------------------------------------
-class _Stop(BaseException):
-    """Stops a refused tool call from inside LangChain's ``on_tool_start`` callback.
-
-    A ``BaseException`` on purpose: ``ToolNode(handle_tool_errors=...)``, agents and most
-    user code catch ``Exception``, and must not turn a policy decision into a tool error
-    the model can read and the run can continue from. LangChain's callback manager also
-    logs every ``Exception`` a handler raises; this one it lets through silently. It
-    never leaves the guarded node: the node's wrapper turns it into the decision.
-    """
-
-    def __init__(
-        self,
-        violation: TransitionViolation,
-        *,
-        error: BaseException | None = None,
-        fallback: str | None = None,
-        tool_call_id: str | None = None,
-    ) -> None:
-        super().__init__(violation.message)
-        self.violation = violation
-        self.error = error
-        self.fallback = fallback
-        self.tool_call_id = tool_call_id
-
-
-class _ToolTierCheck(BaseCallbackHandler):
-    """Refuses a tool call the node may not make, before the tool's body runs.
-
-    LangChain calls ``on_tool_start`` before executing any tool (``tool.invoke``,
-    ``ToolNode``, agents); raising there skips the body. This is the backstop for tools
-    the node calls on its own; tool calls a tool node answers from the latest
-    ``AIMessage`` are decided before the node runs (see ``_NodeCall.plan_tools``).
-    """
-
-    raise_error = True
-    run_inline = True
-
-    def __init__(
-        self, guard: _Guard, node: str, config: RunnableConfig, approved: set[str]
-    ) -> None:
-        self.guard = guard
-        self.node = node
-        self.config = config
-        self.approved = approved
-        self.stop: _Stop | None = None
-
-    def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
-        name = str((serialized or {}).get("name") or kwargs.get("name") or "")
-        call_id = kwargs.get("tool_call_id")
-        policy = self.guard.policy
-        if policy.may_call(self.node, name) or (call_id is not None and call_id in self.approved):
-            return
-        v = _tool_violation(
-            self.guard, self.node, name, kwargs.get("inputs") or input_str, call_id, self.config
-        )
-        try:
-            fallback = self.guard.decide(v, self.config)
-        except (TransitionViolation, GraphInterrupt) as exc:
-            self.stop = _Stop(v, error=exc, tool_call_id=call_id)
-            raise self.stop from None
-        if fallback is None:  # a human approved it
-            return
-        self.stop = _Stop(v, fallback=fallback, tool_call_id=call_id)
-        raise self.stop
-
-
-def _tool_violation(
-    guard: _Guard,
-    node: str,
-    tool: str,
-    args: Any,
-    call_id: str | None,
-    config: RunnableConfig,
-) -> TransitionViolation:
-    tier = guard.policy.tool_tier(tool)
-    return guard.violation(
-        "tool_tier",
-        node,
-        tool,
-        f"{node} may not call tool {tool!r} (tier {tier})",
-        node=node,
-        config=config,
-        would_be={"tool": tool, "tier": tier, "input": args, "tool_call_id": call_id},
-        tool_call_id=call_id,
-    )
-
-
-def _with_handler(config: RunnableConfig, handler: BaseCallbackHandler) -> RunnableConfig:
-    # first in line: a refused tool must stop before any other handler (the audit
-    # handler included) records it as started
-    callbacks = config.get("callbacks")
-    if callbacks is None:
-        new: Any = [handler]
-    elif isinstance(callbacks, list):
-        new = [handler, *callbacks]
-    else:
-        new = callbacks.copy()
-        new.handlers.insert(0, handler)
-        new.inheritable_handlers.insert(0, handler)
-    return patch_config(config, callbacks=new)
-
-
-@dataclasses.dataclass
-class _ToolPlan:
-    """What a tool node runs after the guard decided on its pending tool calls."""
-
-    input: Any
-    run_node: bool
-    answers: list[Any]
-    order: list[str]
-    fallback: str | None
 
 
 # -- nodes --------------------------------------------------------------------------------
@@ -533,7 +122,7 @@ class _NodeCall:
 
     def __init__(
         self,
-        guard: _Guard,
+        guard: Enforcer,
         name: str,
         config: RunnableConfig,
         reroutable: bool,
@@ -546,7 +135,7 @@ class _NodeCall:
         self.reroutable = reroutable
         self.tool_node = tool_node
         self.messages_key = messages_key
-        self.handler: _ToolTierCheck | None = None
+        self.handler: ToolTierCheck | None = None
         self.approved: set[str] = set()
         # the invocation's first tasks create it in its first step, the one step in which
         # LangGraph tells whether the invocation resumes a paused run
@@ -592,7 +181,7 @@ class _NodeCall:
         fallback = self.guard.decide(v, self.config)
         return None if fallback is None else self.divert(fallback)
 
-    def plan_tools(self, value: Any) -> _ToolPlan | None:
+    def plan_tools(self, value: Any) -> ToolPlan | None:
         """Decide on the tool calls a tool node is about to run, before it runs them.
 
         Refused calls are left out of the node's input and answered by the guard, so the
@@ -612,7 +201,7 @@ class _NodeCall:
                 allowed.append(call)
                 continue
             call_id = call.get("id")
-            v = _tool_violation(self.guard, self.name, name, call.get("args"), call_id, self.config)
+            v = tool_violation(self.guard, self.name, name, call.get("args"), call_id, self.config)
             routed = self.guard.decide(v, self.config)  # raises for raise / a rejection
             if routed is None:  # approved by a human
                 allowed.append(call)
@@ -624,20 +213,20 @@ class _NodeCall:
         if fallback is None:
             return None
         order = [str(c.get("id")) for c in pending.calls]
-        return _ToolPlan(pending.rebuild(allowed), bool(allowed), answers, order, fallback)
+        return ToolPlan(pending.rebuild(allowed), bool(allowed), answers, order, fallback)
 
     def inner_config(self) -> RunnableConfig:
         if not self.guard.policy.guards_tools:
             return self.config
-        self.handler = _ToolTierCheck(self.guard, self.name, self.config, self.approved)
-        return _with_handler(self.config, self.handler)
+        self.handler = ToolTierCheck(self.guard, self.name, self.config, self.approved)
+        return with_handler(self.config, self.handler)
 
     def divert(self, fallback: str, update: Any = None) -> Command[Any]:
         if self.reroutable:
             _run_state(self.config).diverted.add(_task_key(self.config))
         return Command(goto=fallback, update=update)
 
-    def stopped(self, stop: _Stop, value: Any) -> Command[Any]:
+    def stopped(self, stop: ToolStop, value: Any) -> Command[Any]:
         """The node's result after the tool callback stopped a refused tool call.
 
         The node did not finish, so its update is lost. Tool calls of the latest
@@ -661,7 +250,7 @@ class _NodeCall:
         update = {self.messages_key: answers} if answers else None
         return self.divert(stop.fallback, update)
 
-    def finish(self, output: Any, plan: _ToolPlan | None) -> Any:
+    def finish(self, output: Any, plan: ToolPlan | None) -> Any:
         """The node's output after the exit check and the answers to refused calls."""
         checked = self.exit(output)
         if plan is None or checked is not output:
@@ -705,7 +294,7 @@ class _NodeCall:
         for cmd in _commands(output):
             if cmd.graph is not None:
                 continue  # addressed to the parent graph: its own guard decides
-            for target, via_ in _goto_targets(cmd.goto, via):
+            for target, via_ in goto_targets(cmd.goto, via):
                 bad = self.guard.check_target(
                     self.name, target, via_, node=self.name, would_be=output, config=self.config
                 )
@@ -723,17 +312,6 @@ def _commands(output: Any) -> list[Command[Any]]:
     if isinstance(output, (list, tuple)):
         return [c for c in output if isinstance(c, Command)]
     return []
-
-
-def _goto_targets(goto: Any, via: str = "Command.goto") -> list[tuple[Any, str]]:
-    items = goto if isinstance(goto, (list, tuple)) else [goto]
-    out: list[tuple[Any, str]] = []
-    for item in items:
-        if isinstance(item, Send):
-            out.append((item.node, "Send"))
-        elif item is not None and item != ():
-            out.append((item, via))
-    return out
 
 
 def _update_keys(output: Any) -> set[str]:
@@ -760,7 +338,7 @@ def _update_keys(output: Any) -> set[str]:
 
 
 def guard_node(
-    guard: _Guard,
+    guard: Enforcer,
     name: str,
     inner: Runnable[Any, Any],
     reroutable: bool,
@@ -790,7 +368,7 @@ def guard_node(
         token = var_child_runnable_config.set(inner_config) if call.handler else None
         try:
             output = inner.invoke(plan.input if plan else input, inner_config)
-        except _Stop as stop:
+        except ToolStop as stop:
             return call.stopped(stop, input)
         except ParentCommand as exc:
             rerouted = call.parent_command(exc.args[0])
@@ -818,7 +396,7 @@ def guard_node(
         token = var_child_runnable_config.set(inner_config) if call.handler else None
         try:
             output = await inner.ainvoke(plan.input if plan else input, inner_config)
-        except _Stop as stop:
+        except ToolStop as stop:
             return call.stopped(stop, input)
         except ParentCommand as exc:
             rerouted = call.parent_command(exc.args[0])
@@ -837,7 +415,7 @@ def guard_node(
 
 # -- routers and static edges -----------------------------------------------------------
 def _route_result(
-    guard: _Guard,
+    guard: Enforcer,
     source: str,
     result: Any,
     ends: Mapping[Hashable, str] | None,
@@ -884,7 +462,7 @@ def _route_result(
 
 
 def guard_router(
-    guard: _Guard,
+    guard: Enforcer,
     source: str,
     path: Runnable[Any, Any],
     ends: Mapping[Hashable, str] | None,
@@ -908,7 +486,7 @@ def guard_router(
 
 
 def static_edges(
-    guard: _Guard, source: str, targets: Sequence[str], fallback_key: Hashable | None
+    guard: Enforcer, source: str, targets: Sequence[str], fallback_key: Hashable | None
 ) -> Runnable:
     """The static edges of ``source`` as a router: same targets, silent when rerouted."""
     fixed = list(targets)

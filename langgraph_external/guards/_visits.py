@@ -21,12 +21,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_external.upstream import langgraph as _compat
-from langgraph_external.upstream.langgraph import checkpointer_of
+from langgraph_external.upstream.langgraph import SEEN_NOT_A_NODE, checkpointer_of
 
 logger = logging.getLogger("langgraph_external.guards")
 
-_NOT_NODES = frozenset({"__input__", "__start__"}) | _compat.SEEN_NOT_A_NODE
+_NOT_NODES = frozenset({"__input__", "__start__"}) | SEEN_NOT_A_NODE
 
 
 def ran_in_step(older: Mapping[str, Any], newer: Mapping[str, Any]) -> set[str]:

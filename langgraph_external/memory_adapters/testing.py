@@ -99,6 +99,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        del run_manager  # LangChain's signature: this model reports nothing of its own
         with self._lock:
             self.prompts.append([{"role": m.type, "content": m.content} for m in messages])
             answer = self.responses.pop(0) if self.responses else self.default

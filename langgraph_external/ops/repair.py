@@ -32,8 +32,8 @@ from typing import Any
 from langgraph_external.assembly import assemble
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.record.crypto import WorkspaceCipher
-from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.workspace.files import Workspace
+from langgraph_external.workspace.projection import WorkspaceProjection
 
 # what the official saver holds that nothing captured or recorded (a plain saver wrote it,
 # or a write's capture was lost with its process before v7): captured now, in order, and
@@ -114,8 +114,6 @@ def repair(
     report = RepairReport()
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     if rebuild:
-        from langgraph_external.workspace.projection import WorkspaceProjection
-
         name = WorkspaceProjection(ws).name
         with ledger.connect(dsn, autocommit=True) as conn:
             for tid in rebuild:
@@ -170,21 +168,3 @@ def _seal_all(pipeline: Any, timeout: float) -> int:
     while service.sealer.seal_batch() and time.monotonic() < deadline:
         pass
     return int(service.sealer.sealed_captures - before)
-
-
-def _node_of(saver: Any, tid: str, ns: str, cid: str, task_path: str) -> str | None:
-    parts = [p.strip() for p in task_path.split(",")] if task_path else []
-    if len(parts) < 2:
-        return None
-    if parts[0] == _compat.TASK_PATH_PULL:
-        return parts[1]
-    if parts[0] == _compat.TASK_PATH_PUSH:
-        tup = saver.get_tuple(
-            {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
-        )
-        targets = _compat.send_targets(tup.checkpoint["channel_values"]) if tup else []
-        try:
-            return targets[int(parts[1])]
-        except (ValueError, IndexError):
-            return None
-    return None

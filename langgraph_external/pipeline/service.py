@@ -5,7 +5,7 @@ The same service runs wherever sealing runs: in a background thread of the app
 default), or in ``lgx worker`` processes. It seals captures in batches
 (:class:`~langgraph_external.pipeline.seal.Sealer`) when woken — by the app capturing, by a
 ``NOTIFY``, or every ``poll_interval`` — and hands what it sealed to the projections
-(:class:`~langgraph_external.pipeline.projector.Projector`) and to listeners.
+(:class:`~langgraph_external.pipeline.runner.ProjectionRunner`) and to listeners.
 
 Example:
     >>> from langgraph_external.pipeline.capture import Capture
@@ -32,7 +32,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.contract import Projection
-from langgraph_external.pipeline.projector import Failures, Projector
+from langgraph_external.pipeline.failures import Failures
+from langgraph_external.pipeline.runner import ProjectionRunner
 from langgraph_external.pipeline.seal import Sealer, SealResult
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
@@ -88,7 +89,7 @@ class SealingService:
             on_sealed=self._on_sealed,
             quarantine_dir=quarantine_dir,
         )
-        self.projector = Projector(
+        self.projector = ProjectionRunner(
             ledger,
             projections,
             poll_interval=poll_interval,

@@ -39,16 +39,16 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
+from langgraph_external.read.envelopes import MAX_EVENT_BYTES, embedded_envelope, ts_ms
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.record.namespaces import scope_of
+from langgraph_external.ui import render_thread
 
-__all__ = ["build_timeline", "render_timeline", "timeline_html"]
+__all__ = ["GRAPH_LANE", "MAX_EVENT_BYTES", "build_timeline", "render_timeline", "timeline_html"]
 
 GRAPH_LANE = "(graph)"
 """Lane of events that belong to no node (runs, the root graph's checkpoints)."""
@@ -81,12 +81,6 @@ _MARKS = {
     "writes": "writes",
     "route": "route",
 }
-MAX_EVENT_BYTES = 64 * 1024
-"""Largest event (as JSON) embedded whole; a larger one is cut and says so."""
-
-
-def _parse_ts(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp() * 1000.0
 
 
 def _lane_path(env: Mapping[str, Any]) -> tuple[str, ...]:
@@ -108,19 +102,6 @@ def _lane_path(env: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(path)
 
 
-def _embedded(env: Mapping[str, Any], limit: int) -> dict[str, Any]:
-    """The envelope as embedded in the page (cut to ``limit`` bytes of JSON)."""
-    text = json.dumps(env, ensure_ascii=False, default=str)
-    if len(text.encode()) <= limit:
-        return dict(env)
-    cut = {k: v for k, v in env.items() if k not in ("payload", "raw")}
-    cut["payload"] = {
-        "$truncated": f"{len(text.encode())} bytes; `lgx events THREAD --json` prints it whole",
-        "preview": text[: limit // 2],
-    }
-    return cut
-
-
 def build_timeline(
     thread_id: str,
     envelopes: Iterable[Mapping[str, Any]],
@@ -140,7 +121,7 @@ def build_timeline(
         in milliseconds since the first event, ``s0``/``s1`` are sequence numbers.
     """
     envs = list(envelopes)
-    base = _parse_ts(envs[0]["ts"]) if envs else 0.0
+    base = ts_ms(envs[0]["ts"]) if envs else 0.0
     lanes: dict[tuple[str, ...], dict[str, Any]] = {}
     items: list[dict[str, Any]] = []
     open_spans: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -169,10 +150,10 @@ def build_timeline(
 
     for env in envs:
         kind = str(env.get("kind"))
-        t = _parse_ts(env["ts"]) - base
+        t = ts_ms(env["ts"]) - base
         seq = int(env.get("seq") or 0)
         index = len(embedded)
-        embedded.append(_embedded(env, max_event_bytes))
+        embedded.append(embedded_envelope(env, max_event_bytes))
         lane = lane_of(_lane_path(env))
         payload = env.get("payload") or {}
         if kind in _SPANS:
@@ -207,7 +188,7 @@ def build_timeline(
         item = _item(len(items), lane, _MARKS.get(kind, "other"), env, t, seq, index)
         item["status"] = env.get("status") or ""
         items.append(item)
-    end_t = (_parse_ts(envs[-1]["ts"]) - base) if envs else 0.0
+    end_t = (ts_ms(envs[-1]["ts"]) - base) if envs else 0.0
     end_s = int(envs[-1].get("seq") or 0) if envs else 0
     for waiting in open_spans.values():
         for item in waiting:
@@ -272,8 +253,6 @@ def render_timeline(
             checkpoint_states`), so each checkpoint shows the change it made.
         verification: the thread's verification, as ``lgx ui`` shows it.
     """
-    from langgraph_external.ui import render_thread
-
     thread_id = str(timeline.get("thread_id"))
     envelopes = timeline.get("envelopes") or []
     view = build_thread_view(thread_id, envelopes, prices=prices, states=states)

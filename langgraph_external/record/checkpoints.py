@@ -38,16 +38,16 @@ from typing import Any
 
 from langgraph_external.record.crypto import ALGORITHM
 from langgraph_external.record.events import Event, EventKind, new_id
+from langgraph_external.record.locations import checkpoints_relpath, sha256_hex
 from langgraph_external.record.render import to_readable
 from langgraph_external.upstream import langgraph as _compat
-from langgraph_external.workspace.files import encode_ns, encode_thread_id, sha256_hex
 
 __all__ = [
     "INLINE_MAX",
     "CheckpointMaterial",
     "RecordBuilder",
     "WritesMaterial",
-    "checkpoint_relpath",
+    "is_push_task_path",
     "node_of_task_path",
 ]
 
@@ -351,7 +351,7 @@ class RecordBuilder:
             "complete": True,
             "full": full,
             "size": blobs.size,
-            "path": checkpoint_relpath(tid, ns),
+            "path": checkpoints_relpath(tid, ns),
         }
         if m.recovered:
             payload["recovered"] = True
@@ -451,6 +451,12 @@ def node_of_task_path(
     return None
 
 
-def checkpoint_relpath(tid: str, ns: str) -> str:
-    """The namespace's checkpoint log; a checkpoint is the line with its checkpoint_id."""
-    return f"threads/{encode_thread_id(tid)}/checkpoints/{encode_ns(ns)}.jsonl"
+def is_push_task_path(task_path: str) -> bool:
+    """Whether a task path is a ``Send`` (push) task's (its node is named by the packets of
+    the checkpoint it ran from, not by the path).
+
+    Example:
+        >>> is_push_task_path("~__pregel_push, 1"), is_push_task_path("~__pregel_pull, agent")
+        (True, False)
+    """
+    return task_path.startswith(_PUSH)

@@ -6,8 +6,8 @@ files) are encrypted with AES-256-GCM where they are made, before they reach the
 the write-ahead log or the workspace, and their content addresses are keyed
 (HMAC-SHA256), so a reader without the key can neither decrypt a value nor confirm a guess
 of it from its address. :meth:`WorkspaceCipher.tag` keys the other hashes the record keeps
-(chain heads, ``state.json``, prompt hashes). The key itself is found by
-:mod:`langgraph_external.record.keys`.
+(chain heads, ``state.json``, prompt hashes), each under a tag domain named in
+:mod:`langgraph_external.record.keys`, which also finds the key itself.
 
 Example:
     >>> key = WorkspaceCipher.generate_key()
@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph_external.errors import ConfigurationError, RestoreError
 
-__all__ = ["DecryptionError", "WorkspaceCipher"]
+__all__ = ["ALGORITHM", "DecryptionError", "WorkspaceCipher", "parse_key"]
 
 ALGORITHM = "aes-256-gcm"
 
@@ -45,7 +45,7 @@ class WorkspaceCipher:
     """
 
     def __init__(self, key: bytes | str) -> None:
-        raw = _parse_key(key)
+        raw = parse_key(key)
         self._raw = raw
         self._aead_impl: Any = None  # AES-GCM, made on first use (see _aead)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
@@ -115,7 +115,8 @@ class WorkspaceCipher:
             >>> c.seal(b"v", a) == c.seal(b"v", a) and c.decrypt(c.seal(b"v", a), a) == b"v"
             True
         """
-        # tag("nonce", address)'s first 12 bytes (an address is ASCII hex)
+        # tag(keys.NONCE, address)'s first 12 bytes (an address is ASCII hex); the domain
+        # is spelled here because keys.py imports this module (tests/test_keys.py pins it)
         text = address if address.isascii() else address.decode("ascii", "replace").encode()
         mac = self._tag.copy()
         mac.update(b"nonce\x1f" + text)
@@ -136,7 +137,16 @@ class WorkspaceCipher:
             raise DecryptionError("cannot decrypt workspace bytes: wrong key or altered") from exc
 
 
-def _parse_key(key: bytes | str) -> bytes:
+def parse_key(key: bytes | str) -> bytes:
+    """The 32 raw bytes of a key given as raw bytes, URL-safe base64 or hex text.
+
+    Raises:
+        ConfigurationError: anything else (the message never shows the key).
+
+    Example:
+        >>> parse_key("00" * 32) == bytes(32)
+        True
+    """
     if isinstance(key, bytes) and len(key) == 32:
         return key
     text = key.decode() if isinstance(key, bytes) else key

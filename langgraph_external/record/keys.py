@@ -14,6 +14,14 @@ from (HMAC-SHA256 instead of a bare sha256), encrypts the exact checkpoint copie
 The key file must not lie inside the workspace: whoever reads the workspace would read
 the key with it.
 
+Every keyed hash the record keeps is made here, under its own *tag domain* (the first
+part of :meth:`WorkspaceCipher.tag`, so a tag of one kind can never pass for another):
+:data:`HEAD` (a thread's chain head in the ledger), :data:`HEADS` (a snapshot of every
+head), :data:`STATE` (``state.json``), :data:`PROMPT` (what a chat model saw),
+:data:`MEMORY` (a Mem0 text's fingerprint) and :data:`NONCE` (reserved: the nonce of a
+sealed exact copy, :meth:`WorkspaceCipher.seal`). Content addresses of exact bytes are
+:meth:`WorkspaceCipher.address` (a key of their own).
+
 Example:
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "key")
@@ -26,13 +34,55 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Final
 
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.record.crypto import WorkspaceCipher, _parse_key
+from langgraph_external.record.crypto import WorkspaceCipher, parse_key
+from langgraph_external.record.events import canonical_json
 
-__all__ = ["default_key_file", "key_from_env", "load_key"]
+__all__ = [
+    "HEAD",
+    "HEADS",
+    "MEMORY",
+    "NONCE",
+    "PROMPT",
+    "STATE",
+    "TAG_DOMAINS",
+    "default_key_file",
+    "existing_key",
+    "head_tag",
+    "heads_tag",
+    "key_from_env",
+    "load_key",
+    "memory_hash",
+    "prompt_hash",
+    "same_tag",
+    "state_tag",
+]
+
+# -- tag domains -----------------------------------------------------------------------
+HEAD: Final = "head"
+"""A thread's chain head ``(seq, hash)``, stored in the ledger's ``threads`` row."""
+HEADS: Final = "heads"
+"""A snapshot of every thread's head, kept outside the database (``lgx heads FILE``)."""
+STATE: Final = "state"
+"""``state.json``: its thread, checkpoint, step and values."""
+PROMPT: Final = "prompt"
+"""Everything a chat model saw (the callback handler's ``prompt_context_hash``)."""
+MEMORY: Final = "memory"
+"""The fingerprint of a memory's or a query's text (the Mem0 adapter)."""
+NONCE: Final = "nonce"
+"""Reserved: :meth:`WorkspaceCipher.seal` derives a sealed copy's nonce under it."""
+TAG_DOMAINS: Final = (HEAD, HEADS, STATE, PROMPT, MEMORY, NONCE)
+"""Every tag domain of the record; a new kind of keyed hash gets a new one here."""
+
+STATE_FIELDS = ("thread_id", "checkpoint_id", "step", "values")
+"""What the tag of ``state.json`` covers (not its ``updated`` time or the tag itself)."""
 
 
 def default_key_file() -> Path:
@@ -118,7 +168,7 @@ def _read_key_file(path: Path) -> str:
         raise
     except OSError as exc:
         raise ConfigurationError(f"cannot read the key file {path}: {exc}") from exc
-    _parse_key(text)  # malformed: a ConfigurationError naming the problem
+    parse_key(text)  # malformed: a ConfigurationError naming the problem
     return text
 
 
@@ -147,3 +197,90 @@ def _inside(path: Path, root: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+# -- keyed hashes ----------------------------------------------------------------------
+def head_tag(
+    cipher: WorkspaceCipher | None, thread_id: str, seq: int, hash_: str | None
+) -> str | None:
+    """The keyed tag of a thread's head ``(seq, hash)``; ``None`` without a key.
+
+    Example:
+        >>> len(head_tag(WorkspaceCipher(bytes(32)), "t", 3, "ab")), head_tag(None, "t", 3, "ab")
+        (64, None)
+    """
+    return None if cipher is None else cipher.tag(HEAD, thread_id, seq, hash_ or "")
+
+
+def heads_tag(cipher: WorkspaceCipher, body: Mapping[str, Any]) -> str:
+    """The keyed tag of a snapshot of every head (the snapshot without its ``tag``).
+
+    Example:
+        >>> c = WorkspaceCipher(bytes(32))
+        >>> heads_tag(c, {"heads": {"t": [3, "ab"]}}) == heads_tag(c, {"heads": {"t": [4, "cd"]}})
+        False
+    """
+    return cipher.tag(HEADS, canonical_json(body))
+
+
+def state_tag(cipher: WorkspaceCipher, doc: Mapping[str, Any]) -> str:
+    """The keyed tag of a ``state.json`` document (its thread, checkpoint, step and values).
+
+    ``lgx verify`` recomputes it: a ``state.json`` edited without the key no longer matches.
+
+    Example:
+        >>> c = WorkspaceCipher(bytes(32))
+        >>> d = {"thread_id": "t", "checkpoint_id": "c", "step": 1, "values": {"x": 1}}
+        >>> state_tag(c, d) == state_tag(c, {**d, "updated": "now"})
+        True
+        >>> state_tag(c, d) == state_tag(c, {**d, "step": 2})
+        False
+    """
+    return cipher.tag(STATE, canonical_json({k: doc.get(k) for k in STATE_FIELDS}))
+
+
+def prompt_hash(text: str, key: WorkspaceCipher | None = None) -> str:
+    """The hash of a chat model's prompt context (its canonical JSON ``text``).
+
+    Keyed with the deployment ``key``: it is taken before redaction, and an unkeyed sha256
+    of a short prompt holding a secret could be brute-forced. Without a key: sha256 hex.
+
+    Example:
+        >>> prompt_hash("hi") == hashlib.sha256(b"hi").hexdigest()
+        True
+        >>> prompt_hash("hi", WorkspaceCipher(bytes(32))) != prompt_hash("hi")
+        True
+    """
+    return _keyed(PROMPT, text, key)
+
+
+def memory_hash(text: str, key: WorkspaceCipher | None = None) -> str:
+    """The content-free fingerprint of a memory's or a query's ``text``.
+
+    Keyed with the deployment ``key``: a plain sha256 of a short memory, kept after the
+    text was erased, would let anyone confirm a guess of it. Without a key: sha256 hex.
+
+    Example:
+        >>> c = WorkspaceCipher(bytes(32))
+        >>> memory_hash("tea", c) == memory_hash("tea", c) != prompt_hash("tea", c)
+        True
+    """
+    return _keyed(MEMORY, text, key)
+
+
+def same_tag(found: object, expected: str | None) -> bool:
+    """Whether a stored tag is the one expected, compared in constant time.
+
+    Example:
+        >>> same_tag("ab", "ab"), same_tag(None, "ab"), same_tag("ab", None)
+        (True, False, False)
+    """
+    if not isinstance(found, str) or expected is None:
+        return False
+    return hmac.compare_digest(found, expected)
+
+
+def _keyed(domain: str, text: str, key: WorkspaceCipher | None) -> str:
+    if key is not None:
+        return key.tag(domain, text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from langgraph_external.record.events import Event, canonical_json, json_safe, safe_text
-from langgraph_external.workspace.files import sha256_hex
+from langgraph_external.record.locations import sha256_hex
 
 Redactor = Callable[[Any], tuple[Any, int]]
 """Returns ``(redacted_value, number_of_redactions)`` for any JSON-like value."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from langgraph_external.errors import InvalidThreadIdError
 
-__all__ = ["check_thread_id"]
+__all__ = ["REPLAY_PREFIX", "check_thread_id", "is_replay_copy"]
 
 
 def check_thread_id(value: Any, *, reject_nul: bool = True) -> str:
@@ -66,3 +66,21 @@ def check_thread_id(value: Any, *, reject_nul: bool = True) -> str:
         except UnicodeEncodeError as exc:
             raise InvalidThreadIdError(f"thread id {tid[:80]!r} is not valid Unicode text") from exc
     return tid
+
+
+# -- replay copies -----------------------------------------------------------------------
+REPLAY_PREFIX = "lgx-replay:"
+"""Thread ids starting with this are replay copies (``lgx replay`` runs a recorded thread
+again into ``lgx-replay:<thread>:<8 hex digits>``). ``lgx threads`` leaves them out unless
+asked (``--replays``), and the Langfuse export never sends them. Ids are compared as
+given: a copy is a copy by its id alone, from its first event on."""
+
+
+def is_replay_copy(thread_id: str) -> bool:
+    """Whether ``thread_id`` names a replay copy (see :data:`REPLAY_PREFIX`).
+
+    Example:
+        >>> is_replay_copy("lgx-replay:thread-42:1a2b3c4d"), is_replay_copy("thread-42")
+        (True, False)
+    """
+    return thread_id.startswith(REPLAY_PREFIX)

@@ -25,10 +25,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage, mess
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from langgraph_external.read.diff import diff_messages
 from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.render import message_to_dict, to_readable
 from langgraph_external.replay._record import CallIndex, RecordedCall, live_context
-from langgraph_external.sources.callbacks import prompt_context_hash
+from langgraph_external.sources.callback_render import prompt_context_hash
 from langgraph_external.upstream import langgraph as _compat
 
 ACTIVE: contextvars.ContextVar[ReplaySession | None] = contextvars.ContextVar(
@@ -210,8 +211,6 @@ def _model_input_divergence(
     The live prompt is redacted as the record was (so a secret in it is neither printed
     nor reported as a difference the redaction made).
     """
-    from langgraph_external.read.diff import diff_messages
-
     actual: Any = [message_to_dict(m) for m in messages]
     if redactor is not None:
         actual = redactor(to_readable(actual))[0]

@@ -26,12 +26,12 @@ from langgraph_external.read.diff import (
 )
 from langgraph_external.read.inspection import (
     REPLAY_PREFIX,
-    AmbiguousCheckpointError,
     NotFoundError,
 )
 from langgraph_external.record.events import canonical_json, new_id
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.record.render import to_readable
+from langgraph_external.replay._fork import afork, fork, resolve_checkpoint
 from langgraph_external.replay._intercept import (
     Divergence,
     ReplayDivergenceError,
@@ -71,7 +71,7 @@ class ReplayReport:
         kept: the replay's thread was kept (``keep``, or ``into`` named it); otherwise
             it was deleted after the comparison, like ``delete_thread`` deletes a thread
             (only its tombstone stays, under
-            :data:`~langgraph_external.read.inspection.REPLAY_PREFIX`).
+            :data:`~langgraph_external.record.thread_ids.REPLAY_PREFIX`).
     """
 
     source_thread_id: str
@@ -206,62 +206,6 @@ def _remap_resume(value: Any, recorded: Mapping[str, Any], pending: Sequence[Any
         free.remove(match)
         out[match.id] = answer
     return out
-
-
-def _resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapping[str, Any]:
-    roots = [e for e in events if e["kind"] == "checkpoint" and not e.get("checkpoint_ns")]
-    found = [e for e in roots if str(e.get("checkpoint_id") or "").startswith(wanted)]
-    exact = [e for e in found if e.get("checkpoint_id") == wanted]
-    if exact or len(found) == 1:
-        return (exact or found)[0]
-    if not found:
-        raise NotFoundError(f"checkpoint {wanted!r} is not in the record of the thread")
-    raise AmbiguousCheckpointError(
-        f"checkpoint prefix {wanted!r} matches {len(found)} checkpoints; give more characters"
-    )
-
-
-def _fork_plan(tuples: Sequence[Any], target: str, upto: str) -> list[tuple[Any, Any, Any]]:
-    """What :func:`_fork` puts: ``(config, tuple, writes by task)``, parents first."""
-    plan = []
-    for t in sorted(
-        (t for t in tuples if t.checkpoint["id"] <= upto), key=lambda t: t.checkpoint["id"]
-    ):
-        conf: dict[str, Any] = {
-            "thread_id": target,
-            "checkpoint_ns": t.config["configurable"].get("checkpoint_ns", ""),
-        }
-        if t.parent_config:
-            conf["checkpoint_id"] = t.parent_config["configurable"]["checkpoint_id"]
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        if t.checkpoint["id"] != upto:
-            for task_id, channel, value in t.pending_writes or ():
-                by_task.setdefault(task_id, []).append((channel, value))
-        plan.append(({"configurable": conf}, t, by_task))
-    return plan
-
-
-def _fork(saver: Any, source: str, target: str, upto: str) -> None:
-    """Copy the checkpoints (every namespace) and writes of ``source`` up to ``upto``
-    into ``target``, ids kept: task ids derive from checkpoint ids, so the tasks that run
-    next have the recorded ids and namespaces. The writes recorded against ``upto``
-    itself are left out: they are the next step's results, which the replay re-runs."""
-    tuples = list(saver.list({"configurable": {"thread_id": source}}))
-    for conf, t, by_task in _fork_plan(tuples, target, upto):
-        stored = saver.put(conf, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"]))
-        for task_id, writes in by_task.items():
-            saver.put_writes(stored, writes, task_id)
-
-
-async def _afork(saver: Any, source: str, target: str, upto: str) -> None:
-    """Async :func:`_fork`."""
-    tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
-    for conf, t, by_task in _fork_plan(tuples, target, upto):
-        stored = await saver.aput(
-            conf, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"])
-        )
-        for task_id, writes in by_task.items():
-            await saver.aput_writes(stored, writes, task_id)
 
 
 @dataclass
@@ -401,7 +345,7 @@ def _plan(
     resolve = _resolver(ext, thread_id)
     start_seq, start_id = 0, None
     if checkpoint_id is not None:
-        start = _resolve_checkpoint(events, checkpoint_id)
+        start = resolve_checkpoint(events, checkpoint_id)
         start_seq, start_id = int(start["seq"]), str(start["checkpoint_id"])
     return _Replay(
         ext=ext,
@@ -525,7 +469,7 @@ def replay(
         with intercepting(run.session):
             try:
                 if run.start_id is not None:
-                    _fork(saver, thread_id, run.target, run.start_id)
+                    fork(saver, thread_id, run.target, run.start_id)
                     if graph.get_state(config).next:
                         run.issued += 1
                         graph.invoke(None, config)
@@ -578,7 +522,7 @@ async def areplay(
         with intercepting(run.session):
             try:
                 if run.start_id is not None:
-                    await _afork(saver, thread_id, run.target, run.start_id)
+                    await afork(saver, thread_id, run.target, run.start_id)
                     if (await graph.aget_state(config)).next:
                         run.issued += 1
                         await graph.ainvoke(None, config)

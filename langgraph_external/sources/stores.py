@@ -41,37 +41,10 @@ from langgraph.store.base import (
 
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.events import Event, EventKind
-from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.render import to_readable
-from langgraph_external.record.thread_ids import check_thread_id
-from langgraph_external.sources.callbacks import NO_THREAD
+from langgraph_external.sources.run_context import graph_context
 
 __all__ = ["AuditedStore"]
-
-
-def _graph_context() -> dict[str, Any]:
-    """Thread, node, step and task of the graph task running this code, if any.
-
-    Raises:
-        InvalidThreadIdError: the graph's thread id cannot be recorded.
-    """
-    try:
-        from langgraph.config import get_config
-
-        config = get_config()
-    except (ImportError, RuntimeError):
-        return {"thread_id": NO_THREAD}
-    md = config.get("metadata") or {}
-    conf = config.get("configurable") or {}
-    task_id, checkpoint_ns = where_of(md)
-    return {
-        "thread_id": check_thread_id(conf.get("thread_id") or md.get("thread_id") or NO_THREAD),
-        "node": md.get("langgraph_node"),
-        "step": md.get("langgraph_step"),
-        "task_id": task_id,
-        "checkpoint_ns": checkpoint_ns,
-        "checkpoint_id": conf.get("checkpoint_id"),
-    }
 
 
 class AuditedStore(BaseStore):
@@ -98,7 +71,7 @@ class AuditedStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` on the wrapped store and record each."""
         ops = list(ops)
-        ctx = _graph_context()  # an invalid thread id is refused before the store runs
+        ctx = graph_context()  # an invalid thread id is refused before the store runs
         started = time.perf_counter()
         results = self.inner.batch(ops)
         self._record(ops, results, started, ctx)
@@ -107,7 +80,7 @@ class AuditedStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async twin of :meth:`batch`."""
         ops = list(ops)
-        ctx = _graph_context()
+        ctx = graph_context()
         started = time.perf_counter()
         results = await self.inner.abatch(ops)
         self._record(ops, results, started, ctx)

@@ -34,12 +34,10 @@ from langgraph_external.ui._app import (
     serve,
 )
 from langgraph_external.ui._compare import compare_data
+from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
 from langgraph_external.ui._pages import (
-    NotFound,
-    UiConfig,
     compare_page,
     load_thread,
-    read_only_options,
     render_row,
     render_thread,
     thread_page,

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ui import _queries
+from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
 from langgraph_external.ui._pages import (
-    NotFound,
-    UiConfig,
     compare_page,
     load_thread,
-    read_only_options,
     render_row,
     render_thread,
     thread_page,
@@ -22,6 +25,9 @@ from langgraph_external.ui._pages import (
     verification,
 )
 from langgraph_external.ui._render import render
+from langgraph_external.workspace.files import encode_thread_id
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "SECURITY_HEADERS", "ThreadCache", "create_app", "serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -43,9 +49,6 @@ class ThreadCache:
     that moved on is loaded again)."""
 
     def __init__(self, size: int = 4) -> None:
-        import threading
-        from collections import OrderedDict
-
         self.size = size
         self.items: OrderedDict[tuple[str, Any], dict[str, Any]] = OrderedDict()
         self.lock = threading.Lock()
@@ -162,8 +165,6 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
         return html(text) if text is not None else not_found("no such row")
 
     def timeline(request: Request) -> Response:
-        from langgraph_external.workspace.files import encode_thread_id
-
         tid = request.query_params.get("id", "")
         try:
             with pool.connection() as conn:
@@ -218,8 +219,6 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
             )
         return html(text)
 
-    from contextlib import asynccontextmanager
-
     def warm() -> None:  # every thread's summary, before the first list asks for it
         try:
             with pool.connection() as conn:
@@ -229,8 +228,6 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
-        import threading
-
         pool.open(wait=True, timeout=30)
         threading.Thread(target=warm, name="lgx-ui-warm", daemon=True).start()
         try:
@@ -270,10 +267,6 @@ def serve(
     ``ready``: called with the bound URL once the server listens (port 0 picks a free
     port).
     """
-    import socket
-    import threading
-    import time
-
     import uvicorn
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

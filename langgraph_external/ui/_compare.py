@@ -14,9 +14,13 @@ from typing import Any
 
 import psycopg
 
+from langgraph_external.read import diff
+from langgraph_external.read.llm_calls import prompt_messages
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.ui import _queries
-from langgraph_external.ui._pages import NotFound, UiConfig
+from langgraph_external.ui._config import NotFound, UiConfig
+
+__all__ = ["COMPARE_ROWS", "compare_data"]
 
 
 def _checkpoint_seq(envs: Sequence[Mapping[str, Any]], wanted: str) -> tuple[int, str]:
@@ -73,15 +77,9 @@ def _side(
     by_seq = {int(e["seq"]): e for e in envs}
     for call in view["llm_calls"]:
         env = by_seq.get(int(call.get("seq") or 0)) or {}
-        payload = env.get("payload") or {}
-        msgs = payload.get("messages")
-        if msgs is None:
-            msgs = [{"role": "user", "content": t} for t in payload.get("prompts") or ()]
-        call["full_messages"] = msgs
+        call["full_messages"] = prompt_messages(env.get("payload") or {})
     tools = [r for r in view["rows"] if r["kind"] == "tool"]
-    from langgraph_external.read.diff import load_path
-
-    path = [e for s, e in load_path(conn, thread_id, cfg.schema) if cut is None or s <= cut]
+    path = [e for s, e in diff.load_path(conn, thread_id, cfg.schema) if cut is None or s <= cut]
     return {
         "thread_id": thread_id,
         "checkpoint_id": cid,
@@ -114,8 +112,6 @@ def compare_data(
     Raises:
         NotFound: a thread or checkpoint is not recorded.
     """
-    from langgraph_external.read import diff
-
     sa, sb = _side(conn, cfg, a, acp), _side(conn, cfg, b, bcp)
     path = diff.diff_paths(sa["path"], sb["path"])
     state: Any = None

@@ -9,44 +9,31 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.read.prices import PriceTable
+from langgraph_external.ops.verify import ThreadNotFoundError, verify_thread
 from langgraph_external.read.thread_view import build_thread_view, checkpoint_states
 from langgraph_external.ui import _queries
+from langgraph_external.ui._compare import compare_data
+from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
 from langgraph_external.ui._render import render, thread_context
 
-
-@dataclass
-class UiConfig:
-    """Where the app reads from.
-
-    Attributes:
-        dsn: the ledger's database.
-        schema: the ledger schema.
-        workspace: the workspace (for readable states and the workspace side of the
-            verification); ``None`` shows what the ledger alone holds.
-        prices: the price table for costs.
-    """
-
-    dsn: str
-    schema: str = ledger.DEFAULT_SCHEMA
-    workspace: Any = None
-    prices: PriceTable = field(default_factory=PriceTable)
-
-
-def read_only_options() -> str:
-    """libpq ``options`` of the app's sessions: read-only transactions, UTC."""
-    return "-c default_transaction_read_only=on -c timezone=UTC"
-
-
-class NotFound(LookupError):
-    """The thread or checkpoint asked for is not in the ledger."""
+__all__ = [
+    "NotFound",
+    "UiConfig",
+    "compare_page",
+    "load_thread",
+    "read_only_options",
+    "render_row",
+    "render_thread",
+    "thread_page",
+    "threads_page",
+    "verification",
+]
 
 
 # -- data for the pages -------------------------------------------------------------------
@@ -54,8 +41,6 @@ def verification(
     conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str
 ) -> dict[str, Any] | None:
     """The checks of ``lgx verify THREAD``, reused (not re-implemented) from verify.py."""
-    from langgraph_external.ops.verify import ThreadNotFoundError, verify_thread
-
     if cfg.workspace is None:
         return {
             "ok": None,
@@ -256,8 +241,6 @@ def threads_page(
 
 
 # -- compare ------------------------------------------------------------------------------
-
-
 def compare_page(
     conn: psycopg.Connection[Any] | None,
     cfg: UiConfig,
@@ -269,8 +252,6 @@ def compare_page(
     root: str = "",
 ) -> str:
     """The HTML of the compare page (a form until both sides are given)."""
-    from langgraph_external.ui._compare import compare_data
-
     data = None
     error = None
     if conn is not None and a and (b or bcp):
@@ -291,6 +272,3 @@ def compare_page(
         error=error,
         currency=cfg.prices.currency,
     )
-
-
-# -- the app ------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ a NULL parameter switches its condition off, so each statement is one fixed text
 from __future__ import annotations
 
 import shlex
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -180,6 +182,9 @@ select thread_id, created_at, updated_at, last_seq, deleted_at
 from {schema}.threads where thread_id = %s
 """
 
+# Mem0's tables (memory_adapters/mem0/sql.py creates them) are there only where the adapter ran
+MEMORY_TABLES_PRESENT = "select to_regclass(%s)"
+
 MEMORY_TEXTS = """
 select memory_id::text, memory from {schema}.memory_current where memory_id = any(%s::uuid[])
 """
@@ -295,8 +300,6 @@ class Summaries:
     CHUNK = 2000
 
     def __init__(self) -> None:
-        import threading
-
         self.rows: dict[str, tuple[int, ThreadRow]] = {}
         self.lock = threading.Lock()
         self.computed = 0
@@ -397,7 +400,7 @@ def memory_details(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Current text of memories and the text of searches, when the Mem0 tables are here
     (erased memories and other databases give nothing)."""
-    row = conn.execute("select to_regclass(%s)", (f"{schema}.memory_current",)).fetchone()
+    row = conn.execute(MEMORY_TABLES_PRESENT, (f"{schema}.memory_current",)).fetchone()
     if row is None or row[0] is None:
         return {}, {}
     texts: dict[str, str] = {}
@@ -412,8 +415,6 @@ def memory_details(
 
 
 def _is_uuid(text: Any) -> bool:
-    import uuid
-
     try:
         uuid.UUID(str(text))
     except ValueError:

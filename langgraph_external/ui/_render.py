@@ -22,10 +22,17 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from langgraph_external.read.thread_view import KIND_NAMES, _call_args, _messages_of, format_cost
+from langgraph_external.read.envelopes import embedded_envelope
+from langgraph_external.read.view_labels import KIND_NAMES, call_args, format_cost, messages_of
 
-MAX_EVENT_BYTES = 64 * 1024
-"""Largest event (as JSON) embedded whole in a page; a larger one is cut and says so."""
+__all__ = [
+    "asset",
+    "environment",
+    "fmt_ms",
+    "render",
+    "script_json",
+    "thread_context",
+]
 
 
 def script_json(data: Any) -> str:
@@ -43,19 +50,6 @@ def script_json(data: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
-
-
-def embedded(env: Mapping[str, Any], limit: int = MAX_EVENT_BYTES) -> dict[str, Any]:
-    """An envelope as embedded in a page (cut to ``limit`` bytes of JSON)."""
-    text = json.dumps(env, ensure_ascii=False, default=str)
-    if len(text.encode()) <= limit:
-        return dict(env)
-    cut = {k: v for k, v in env.items() if k not in ("payload", "raw")}
-    cut["payload"] = {
-        "$truncated": f"{len(text.encode())} bytes; `lgx events THREAD --json` prints it whole",
-        "preview": text[: limit // 2],
-    }
-    return cut
 
 
 def fmt_ms(value: Any) -> str:
@@ -122,8 +116,8 @@ def environment() -> Environment:
     env.filters["cost"] = lambda v, currency="USD": format_cost(v, currency)
     env.filters["when"] = _when
     env.filters["pretty"] = _pretty
-    env.filters["args"] = lambda a: _call_args(a, 200)
-    env.filters["messages"] = _messages_of
+    env.filters["args"] = lambda a: call_args(a, 200)
+    env.filters["messages"] = messages_of
     env.filters["without_messages"] = _without_messages
     env.globals["kind_names"] = KIND_NAMES
     return env
@@ -167,7 +161,10 @@ def thread_context(
         if envelopes is None
         else Markup(
             script_json(
-                {"thread_id": view["thread_id"], "envelopes": [embedded(e) for e in envelopes]}
+                {
+                    "thread_id": view["thread_id"],
+                    "envelopes": [embedded_envelope(e) for e in envelopes],
+                }
             )
         ),
     }

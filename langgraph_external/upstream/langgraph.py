@@ -14,11 +14,13 @@ langchain-core 1.8.3 (the transition guard); opentelemetry-semantic-conventions 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._runnable import RunnableCallable as RunnableCallable
 from langgraph._internal._runnable import coerce_to_runnable as coerce_to_runnable
@@ -190,6 +192,33 @@ async def asaver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str
         return _identity(await cur.fetchone())
 
 
+def dsn_database_identity(dsn: str) -> tuple[str, str]:
+    """``(system identifier, database)`` of the database ``dsn`` connects to."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        return _identity(conn.execute(IDENTITY_SQL).fetchone())
+
+
+def same_database(saver: BaseCheckpointSaver[Any], dsn: str) -> bool:
+    """Whether the official sync saver writes to the database of ``dsn`` (``False`` when
+    it is another saver, or either cannot be asked)."""
+    try:
+        mine = saver_database_identity(saver)
+        return mine is not None and mine == dsn_database_identity(dsn)
+    except Exception:
+        return False
+
+
+async def asame_database(saver: BaseCheckpointSaver[Any], dsn: str) -> bool:
+    """Async twin of :func:`same_database` (the async saver is asked asynchronously)."""
+    if not is_async_postgres_saver(saver):
+        return await asyncio.to_thread(same_database, saver, dsn)
+    try:
+        mine = await asaver_database_identity(saver)
+        return mine == await asyncio.to_thread(dsn_database_identity, dsn)
+    except Exception:
+        return False
+
+
 # the official Postgres saver's channel values, by (thread, namespace, channel, version);
 # unqualified like the saver's own statements (the same connection settings find them)
 SAVER_BLOBS_SQL = (
@@ -262,6 +291,12 @@ def inline_value_is_primitive(value: Any) -> bool:
     (not in ``checkpoint_blobs``): ``None``, ``str``, ``int``, ``float``, ``bool``."""
     return value is None or isinstance(value, (str, int, float, bool))
 
+
+SAVER_VERSION_SQL = (
+    "select case when to_regclass('checkpoint_migrations') is null then -1"
+    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
+)
+"""The last migration the official saver's ``setup()`` ran here (-1: none, no table)."""
 
 IDENTITY_SQL = (
     "select (select system_identifier::text from pg_control_system()) as sysid, "
@@ -407,6 +442,8 @@ _CHECKPOINTER = "__pregel_checkpointer"
 _RESUMING = "__pregel_resuming"
 """True in the first step of an invocation that continues a thread (``None`` or ``Command``
 input on a thread with checkpoints); the loop removes it after that step."""
+_TASK_ID = "__pregel_task_id"
+"""The id of the running task (also where ``checkpoint_ns`` is empty: the root graph)."""
 
 # Other facts relied on (no import needed):
 # * ``ParentCommand(Command)`` raised inside a subgraph reaches the parent's task with
@@ -443,6 +480,29 @@ def checkpointer_of(config: RunnableConfig) -> Any:
 def is_resuming(config: RunnableConfig) -> bool:
     """Whether this task belongs to the first step of an invocation resuming a thread."""
     return bool((config.get("configurable") or {}).get(_RESUMING))
+
+
+def task_id_of(config: RunnableConfig) -> str | None:
+    """The id of the task running with ``config``, if it runs in a LangGraph task.
+
+    Example:
+        >>> task_id_of({"configurable": {}}) is None
+        True
+    """
+    task_id = (config.get("configurable") or {}).get(_TASK_ID)
+    return str(task_id) if task_id else None
+
+
+def execution_info(config: RunnableConfig) -> Any:
+    """The runtime's ``ExecutionInfo`` of the running task (``checkpoint_id``, ``run_id``
+    of the invocation, ...), or ``None`` outside a LangGraph task.
+
+    Example:
+        >>> execution_info({"configurable": {}}) is None
+        True
+    """
+    conf = config.get("configurable") or {}
+    return getattr(conf.get(_RUNTIME), "execution_info", None)
 
 
 def is_tool_node(runnable: Any) -> bool:

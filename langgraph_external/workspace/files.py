@@ -24,78 +24,20 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
 
-from langgraph_external.errors import InvalidThreadIdError, WorkspaceError
-
-_PLAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
-_ENCODED_MAX = 200  # leave room under the 255-byte file-name limit
-_HASHED_PREFIX = "~~"
-_ENCODED_PREFIX = "~"
-ROOT_NS_DIR = "_root"
-
-
-def _b32(text: str) -> str:
-    return base64.b32encode(text.encode("utf-8", "surrogatepass")).decode().rstrip("=").lower()
-
-
-def _unb32(name: str) -> str:
-    pad = "=" * (-len(name) % 8)
-    return base64.b32decode(name.upper() + pad).decode("utf-8", "surrogatepass")
-
-
-def encode_thread_id(thread_id: str) -> str:
-    """Encode a thread id as one safe directory name.
-
-    Lower-case ids made of ``[a-z0-9_.-]`` (starting with a letter or digit) are kept
-    as they are; anything else becomes ``~`` + lower-case base32 of its UTF-8 bytes, so
-    the name is safe on case-insensitive file systems and never contains a separator.
-    Ids whose encoding would exceed 200 characters become ``~~`` + sha256; their real
-    id is kept in ``thread.json``.
-
-    Raises:
-        InvalidThreadIdError: the id is not a non-empty ``str``.
-
-    Example:
-        >>> encode_thread_id("a/b")
-        '~mexwe'
-    """
-    if not isinstance(thread_id, str) or thread_id == "":
-        raise InvalidThreadIdError(f"thread id must be a non-empty str, got {thread_id!r}")
-    if _PLAIN.match(thread_id):
-        return thread_id
-    encoded = _ENCODED_PREFIX + _b32(thread_id)
-    if len(encoded) <= _ENCODED_MAX:
-        return encoded
-    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return _HASHED_PREFIX + digest
-
-
-def decode_thread_id(name: str) -> str | None:
-    """Invert :func:`encode_thread_id`; ``None`` for hashed names (read ``thread.json``)."""
-    if name.startswith(_HASHED_PREFIX):
-        return None
-    if name.startswith(_ENCODED_PREFIX):
-        return _unb32(name[1:])
-    return name
-
-
-def encode_ns(checkpoint_ns: str) -> str:
-    """Directory name of a checkpoint namespace (``""`` is ``_root``)."""
-    return ROOT_NS_DIR if checkpoint_ns == "" else encode_thread_id(checkpoint_ns)
-
-
-def sha256_hex(data: bytes) -> str:
-    """Hex sha256 of ``data``; the name of content-addressed files."""
-    return hashlib.sha256(data).hexdigest()
+from langgraph_external.errors import WorkspaceError
+from langgraph_external.record.events import json_safe
+from langgraph_external.record.locations import ROOT_NS_DIR as ROOT_NS_DIR
+from langgraph_external.record.locations import decode_thread_id as decode_thread_id
+from langgraph_external.record.locations import encode_ns as encode_ns
+from langgraph_external.record.locations import encode_thread_id as encode_thread_id
+from langgraph_external.record.locations import sha256_hex as sha256_hex
 
 
 class Workspace:
@@ -185,17 +127,6 @@ class Workspace:
         tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
         self._write_local(tmp, data)
         os.replace(tmp, path)
-
-    def write_new(self, path: str, data: bytes) -> None:
-        """Write a file that is written once and never replaced (a checkpoint's mirror).
-
-        No temp file: a torn write can only happen in a crash, and replaying the spool or
-        re-running restore rewrites it.
-        """
-        if not self.is_local:
-            self.write_atomic(path, data)
-            return
-        self._write_local(path, data)
 
     def _inside(self, path: str) -> None:
         """Refuse a local write whose directory resolves outside the root (a symlink).
@@ -359,25 +290,6 @@ class Workspace:
                 if line.strip():
                     yield json.loads(line)
 
-    def last_event(self, thread_id: str) -> dict[str, Any] | None:
-        """The last envelope of ``events.jsonl`` (reads only the file's tail)."""
-        path = f"{self.thread_dir(thread_id)}/events.jsonl"
-        if not self.exists(path):
-            return None
-        size = self.fs.size(path)
-        chunk = 65536
-        while True:
-            start = max(0, size - chunk)
-            with self.fs.open(path, "rb") as f:
-                f.seek(start)
-                tail = f.read()
-            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
-            if not lines:
-                return None
-            if start == 0 or len(lines) > 1:
-                return dict(json.loads(lines[-1]))
-            chunk *= 4
-
     def list_threads(self) -> list[str]:
         """Thread ids present in the workspace, sorted."""
         base = self.path("threads")
@@ -428,8 +340,6 @@ def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) 
             sort_keys=sort_keys,
         )
     except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
-        from langgraph_external.record.events import json_safe
-
         return json.dumps(
             json_safe(obj), indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys
         )

@@ -23,29 +23,23 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_external.record.crypto import ALGORITHM, DecryptionError, WorkspaceCipher
-from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_json, canonical_line
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_line
 from langgraph_external.record.processors import Redactor
-from langgraph_external.record.redaction import redact_at
-from langgraph_external.record.render import to_readable
+from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
 from langgraph_external.workspace.files import Workspace, dumps_json, encode_thread_id
+from langgraph_external.workspace.readable import ReadableViews, state_tag
 
 logger = logging.getLogger("langgraph_external")
 
+__all__ = ["STATE_INTERVAL", "WorkspaceProjection", "state_tag"]
+
 _CACHE = 4096
-_BYTES_BUDGET = 2 * 1024 * 1024  # exact bytes kept for rendering readable views
-_READABLE_CACHE = 256  # rendered values, each from at most RENDER_MAX bytes
-_INTERNAL = ("__", "branch:")  # LangGraph's own channels: exact copies only, no rendering
-# a checkpoint line renders changed channels up to this size; a larger value (a long
-# message list) is what its writes lines already render, so the line refers to them
-# instead of rendering the whole value again at every step
-RENDER_MAX = 16 * 1024
 # a deferred state.json whose thread another writer appended to after it was due: the
 # newest root checkpoint is then read from the log (our own later appends of writes lines
 # must not make the old one look current)
@@ -83,11 +77,16 @@ class WorkspaceProjection:
         self.name = f"workspace-{digest}"
         self._last_seq: OrderedDict[str, int] = OrderedDict()  # thread -> last seq written
         self._file_seq: OrderedDict[str, int] = OrderedDict()  # log path -> last seq held
-        # (thread, ns, checkpoint_id) -> full channel map {ch: {version, type, sha256, ...}}
-        self._channel_maps: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
-        self._readable: OrderedDict[str, Any] = OrderedDict()  # sha -> readable value
-        self._bytes: OrderedDict[str, bytes] = OrderedDict()  # sha -> bytes (this batch+)
-        self._bytes_size = 0
+        self.views = ReadableViews(
+            workspace,
+            lambda tid, ns, cid: read_checkpoint_line(workspace, tid, ns, cid),
+            serde=self.serde,
+            redactor=redactor,
+            cipher=cipher,
+        )
+        """Readable renderings (checkpoint and writes lines, ``state.json``)."""
+        self.lines = CheckpointLines(workspace, self.views)
+        """Checkpoint lines and the full channel maps of recent checkpoints."""
         self._described: set[str] = set()  # threads whose thread.json exists
         self._file_size: dict[str, int | None] = {}  # path -> size after our last append
         self._by_dir: dict[str, set[str]] = {}  # thread directory -> its cached log paths
@@ -251,29 +250,27 @@ class WorkspaceProjection:
             return
         tdir = ws.thread_dir(tid)
         if tid not in self._described:
-            self._write_thread_json(tid, fresh[0], known_new=last == 0)
+            self._write_thread_json(tid, fresh[0])
             self._described.add(tid)
             if len(self._described) > _CACHE:
                 self._described.clear()
         for e in fresh:
             for sha, b64 in ((e.detail or {}).get("inline") or {}).items():
-                self._remember_bytes(sha, base64.b64decode(b64))
+                self.views.remember_bytes(sha, base64.b64decode(b64))
             for rel, data in e.attachments.items():
                 name = rel.rsplit("/", 1)[-1]
-                self._remember_bytes(name, data)
+                self.views.remember_bytes(name, data)
                 ws.write_if_absent(f"{tdir}/{rel}", data)
         logs: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # ns -> (seq, line)
         latest_root: Event | None = None
         for e in fresh:
             if e.kind == "checkpoint" and e.checkpoint_id is not None:
-                logs.setdefault(e.checkpoint_ns, []).append(
-                    (e.seq or 0, self._checkpoint_doc(tid, e))
-                )
+                logs.setdefault(e.checkpoint_ns, []).append((e.seq or 0, self.lines.line(tid, e)))
                 if e.checkpoint_ns == "":
                     latest_root = e
             elif e.kind == "writes" and e.checkpoint_id is not None:
                 lines = logs.setdefault(e.checkpoint_ns, [])
-                lines.extend((e.seq or 0, x) for x in self._writes_lines(tid, e))
+                lines.extend((e.seq or 0, x) for x in self.views.writes_lines(tid, e))
             elif e.kind in ("thread_pruned", "runs_deleted"):
                 self._flush_logs(tid, logs)
                 self._remove_checkpoints(tid, e)
@@ -301,7 +298,7 @@ class WorkspaceProjection:
                 )
         logs.clear()
 
-    def _write_thread_json(self, tid: str, first: Event, *, known_new: bool) -> None:
+    def _write_thread_json(self, tid: str, first: Event) -> None:
         path = f"{self.ws.thread_dir(tid)}/thread.json"
         if self.ws.exists(path):
             return
@@ -317,172 +314,9 @@ class WorkspaceProjection:
             },
         )
 
-    # -- checkpoints -------------------------------------------------------------------
-    def _checkpoint_doc(self, tid: str, e: Event) -> dict[str, Any]:
-        assert e.checkpoint_id is not None
-        detail = e.detail or {}
-        skel = detail.get("checkpoint") or {}
-        full = self._full_channel_map(tid, e, skel.get("channel_versions") or {})
-        self._channel_maps[(tid, e.checkpoint_ns, e.checkpoint_id)] = full
-        while len(self._channel_maps) > _CACHE:
-            self._channel_maps.popitem(last=False)
-        updated = e.payload.get("changed") or e.payload.get("channels", {})
-        return {
-            "record": "checkpoint",
-            "thread_id": tid,
-            "checkpoint_ns": e.checkpoint_ns,
-            "checkpoint_id": e.checkpoint_id,
-            "parent_checkpoint_id": e.payload.get("parent_checkpoint_id"),
-            "step": e.step,
-            "source": e.payload.get("source"),
-            "seq": e.seq,
-            "metadata": e.payload.get("metadata"),
-            "writers": [dict(w) for w in e.payload.get("writers", [])],
-            "updates": self._redact(
-                {
-                    ch: self._render_update(tid, full[ch], e.checkpoint_ns)
-                    for ch in updated
-                    if not ch.startswith(_INTERNAL) and ch in full
-                }
-            ),
-            "checkpoint": skel,
-            "channels": full,
-            "blobs": dict(detail.get("inline") or {}),
-            **({"enc": ALGORITHM} if detail.get("enc") else {}),
-        }
-
-    def _full_channel_map(self, tid: str, e: Event, versions: dict[str, Any]) -> dict[str, Any]:
-        p = e.payload
-        updated: dict[str, Any] = p.get("channels", {})
-        if p.get("complete"):  # the event names every channel: nothing to look up
-            return {ch: updated[ch] for ch in versions if ch in updated}
-        base: dict[str, Any] = {}
-        if not p.get("full") and p.get("parent_checkpoint_id"):
-            base = self._channel_map(tid, e.checkpoint_ns, p["parent_checkpoint_id"]) or {}
-        full = {}
-        for ch, ver in versions.items():
-            if ch in updated:
-                full[ch] = updated[ch]
-            elif ch in base and base[ch].get("version") == ver:
-                full[ch] = base[ch]
-            else:
-                full[ch] = {"version": ver, "type": None, "sha256": None, "size": 0}
-        return full
-
-    def _channel_map(self, tid: str, ns: str, cid: str) -> dict[str, Any] | None:
-        key = (tid, ns, cid)
-        if key in self._channel_maps:
-            self._channel_maps.move_to_end(key)
-            return self._channel_maps[key]
-        doc = self._read_doc(tid, ns, cid)
-        return dict(doc.get("channels", {})) if doc else None
-
-    def _read_doc(self, tid: str, ns: str, cid: str) -> dict[str, Any] | None:
-        path = self.ws.checkpoint_log_path(tid, ns)
-        if not self.ws.exists(path):
-            return None
-        try:
-            for line in reversed(self.ws.read_bytes(path).splitlines()):
-                if cid.encode() in line:
-                    doc = json.loads(line)
-                    if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") == cid:
-                        return dict(doc)
-        except (OSError, ValueError):
-            return None
-        return None
-
-    # -- readable views ----------------------------------------------------------------
-    def _remember_bytes(self, sha: str, data: bytes) -> None:
-        # bounded by size, not only count: a long chat's message list is large; values
-        # above RENDER_MAX are blob files already, read back when state.json needs them
-        if len(data) > RENDER_MAX:
-            return
-        if sha in self._bytes:
-            self._bytes.move_to_end(sha)
-            return
-        self._bytes[sha] = data
-        self._bytes_size += len(data)
-        while self._bytes and (len(self._bytes) > _CACHE or self._bytes_size > _BYTES_BUDGET):
-            _, old = self._bytes.popitem(last=False)
-            self._bytes_size -= len(old)
-
-    def _open(self, ref: dict[str, Any], data: bytes) -> bytes:
-        """Plain bytes of a reference's stored copy (sealed at the source when ``enc``)."""
-        if not ref.get("enc"):
-            return data
-        if self.cipher is None:
-            raise DecryptionError("encrypted exact copy and no key to open it")
-        return self.cipher.decrypt(data, str(ref["sha256"]).encode())
-
-    def _load_bytes(self, tid: str, ns: str, ref: dict[str, Any]) -> bytes:
-        sha = ref["sha256"]
-        if sha in self._bytes:
-            return self._open(ref, self._bytes[sha])
-        if ref.get("inline") and ref.get("in"):
-            doc = self._read_doc(tid, ns, ref["in"]) or {}
-            return self._open(ref, base64.b64decode(doc["blobs"][sha]))
-        return self._open(ref, self.ws.read_bytes(self.ws.blob_path(tid, sha)))
-
-    def _render(self, tid: str, ref: dict[str, Any], ns: str = "") -> Any:
-        sha = ref.get("sha256")
-        if sha is None:
-            return None if ref.get("type") == "empty" else {"$unmirrored": ref.get("version")}
-        if sha in self._readable:
-            self._readable.move_to_end(sha)
-            return self._readable[sha]
-        try:
-            data = self._load_bytes(tid, ns, ref)
-            value = to_readable(self.serde.loads_typed((ref["type"], data)))
-        except Exception as exc:  # readable views never block the exact mirror
-            value = {"$undecodable": f"{type(exc).__name__}: {exc}"}
-        if (ref.get("size") or 0) > RENDER_MAX:
-            return value  # a long message list renders to megabytes: not kept
-        self._readable[sha] = value
-        while len(self._readable) > _READABLE_CACHE:
-            self._readable.popitem(last=False)
-        return value
-
-    def _render_update(self, tid: str, ref: dict[str, Any], ns: str) -> Any:
-        size = ref.get("size") or 0
-        if size > RENDER_MAX:
-            return {"$large": {"size": size, "sha256": ref.get("sha256"), "see": "writes"}}
-        return self._render(tid, ref, ns)
-
-    def _redact(self, value: Any) -> Any:
-        if self.redactor is None:
-            return value
-        return self.redactor(value)[0]
-
-    def _redact_at(self, key: Any, value: Any) -> Any:
-        """``value`` redacted as it sits under ``key`` (a channel) in the whole state."""
-        if self.redactor is None:
-            return value
-        return redact_at(self.redactor, [str(key)], value)[0]
-
-    def _writes_lines(self, tid: str, e: Event) -> list[dict[str, Any]]:
-        inline = (e.detail or {}).get("inline") or {}
-        lines = []
-        for w in e.payload.get("writes", []):
-            line = {
-                "record": "write",
-                "checkpoint_id": e.checkpoint_id,
-                "task_id": e.task_id,
-                "task_path": e.payload.get("task_path", ""),
-                "node": e.node,
-                "seq": e.seq,
-                **w,
-            }
-            if w.get("inline") and w.get("sha256") in inline:
-                line["b64"] = inline[w["sha256"]]
-            # redacted under its channel's name, as state.json redacts it: a channel named
-            # ``password`` is hidden whole, though its value alone looks like nothing
-            line["value"] = self._redact_at(w.get("channel"), self._render(tid, w, e.checkpoint_ns))
-            lines.append(line)
-        return lines
-
     def _write_state(self, tid: str, e: Event) -> None:
         assert e.checkpoint_id is not None
-        full = self._channel_maps.get((tid, e.checkpoint_ns, e.checkpoint_id), {})
+        full = self.lines.kept(tid, e.checkpoint_ns, e.checkpoint_id)
         self._write_state_of(tid, e.checkpoint_id, e.step, full)
 
     def _write_latest_state(self, tid: str) -> None:
@@ -506,18 +340,7 @@ class WorkspaceProjection:
         self._state_at.move_to_end(tid)
         while len(self._state_at) > _CACHE:
             self._state_at.popitem(last=False)
-        values = {
-            ch: self._render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
-        }
-        doc: dict[str, Any] = {
-            "thread_id": tid,
-            "checkpoint_id": checkpoint_id,
-            "step": step,
-            "updated": datetime.now(timezone.utc).isoformat(),
-            "values": json.loads(dumps_json(self._redact(values))),
-        }
-        if self.cipher is not None:
-            doc["tag"] = state_tag(self.cipher, doc)
+        doc = self.views.state_doc(tid, checkpoint_id, step, full)
         self.ws.write_json(f"{self.ws.thread_dir(tid)}/state.json", doc)
 
     # -- thread operations -------------------------------------------------------------
@@ -553,7 +376,7 @@ class WorkspaceProjection:
                 self.ws.write_atomic(path, b"".join(x + b"\n" for x in kept))
                 self._drop_path(path)
             for cid in gone:
-                self._channel_maps.pop((tid, ns, cid), None)
+                self.lines.forget(tid, ns, cid)
 
     def _copy_checkpoints(self, src: str, dst: str, seq: int) -> None:
         """Copy the source thread's logs and blobs; copied lines take the copy event's seq."""
@@ -580,8 +403,7 @@ class WorkspaceProjection:
                 self.ws.write_if_absent(f"{dst_dir}/{rel}", data)
 
     def _forget(self, tid: str) -> None:
-        for key in [k for k in self._channel_maps if k[0] == tid]:
-            del self._channel_maps[key]
+        self.lines.forget(tid)
         self._last_seq.pop(tid, None)
         self._described.discard(tid)
         self._state_due.pop(tid, None)
@@ -597,29 +419,8 @@ def _dir_of(path: str) -> str:
     return path.rsplit("/", 2)[0]
 
 
-def state_tag(cipher: WorkspaceCipher, doc: dict[str, Any]) -> str:
-    """The keyed tag of a ``state.json`` document (its thread, checkpoint, step and values).
-
-    ``lgx verify`` recomputes it: a ``state.json`` edited without the key no longer matches.
-
-    Example:
-        >>> c = WorkspaceCipher(bytes(32))
-        >>> d = {"thread_id": "t", "checkpoint_id": "c", "step": 1, "values": {"x": 1}}
-        >>> state_tag(c, d) == state_tag(c, {**d, "updated": "now"})
-        True
-        >>> state_tag(c, d) == state_tag(c, {**d, "step": 2})
-        False
-    """
-    body = {k: doc.get(k) for k in ("thread_id", "checkpoint_id", "step", "values")}
-    return cipher.tag("state", canonical_json(body))
-
-
 def _dumps_line(obj: dict[str, Any]) -> str:
     # compact on purpose: json's C encoder only runs without indent; keys sorted, so a
     # line is the same whether its event came from memory or back from the ledger (jsonb
     # orders keys its own way)
     return dumps_json(obj, sort_keys=True)
-
-
-# v0.1 name
-WorkspaceSink = WorkspaceProjection

@@ -5,6 +5,10 @@ ledger; Mem0's vector tables stay where Mem0 looks for them (schema ``public``).
 migrations are a plain list whose index is the version, recorded in
 ``<schema>.memory_migrations`` (separate from the ledger's own ``migrations``).
 
+Every statement the adapter runs is a constant here. Identifiers are placeholders that
+:func:`compose` fills, quoted: ``{schema}`` (the ledger schema), ``{collection}`` (Mem0's
+vector table) and ``{entities}`` (its entity table, ``<collection>_entities``).
+
 Example:
     >>> len(MIGRATIONS) >= 2
     True
@@ -13,6 +17,28 @@ Example:
 """
 
 from __future__ import annotations
+
+from psycopg import sql
+
+
+def compose(
+    text: str,
+    schema: str | None = None,
+    *,
+    collection: str | None = None,
+    entities: str | None = None,
+) -> sql.Composed:
+    """``text`` with its identifier placeholders replaced by quoted identifiers.
+
+    Example:
+        >>> stmt = compose(DELETE_VECTORS, collection="mem0_memories")
+        >>> stmt.as_string(None)[:32]
+        'delete from "mem0_memories" wher'
+    """
+    names = {"schema": schema, "collection": collection, "entities": entities}
+    idents = {k: sql.Identifier(v) for k, v in names.items() if v is not None}
+    return sql.SQL(text).format(**idents)
+
 
 # Each entry is one version; never edit a released entry, append a new one.
 MIGRATIONS: list[str] = [
@@ -253,4 +279,152 @@ insert into {schema}.memory_retrieval_hits (search_id, rank, memory_id, score)
 select r.search_id, h.rank, h.memory_id, h.score
 from r, unnest(%(ranks)s::integer[], %(ids)s::uuid[], %(scores)s::float8[])
     as h(rank, memory_id, score)
+"""
+
+INSERT_EVENT_RETURNING_ID = INSERT_EVENT + "returning event_id\n"
+
+# Whether an audited change may be written: the row locked first (a concurrent erasure
+# makes a later update find nothing).
+LOCK_VECTOR_PAYLOAD = "select payload from {collection} where id = %s for update"
+
+# -- setup -----------------------------------------------------------------------------------
+# One setup at a time per schema (the key is crc32 of "langgraph_external:mem0:<schema>").
+SETUP_LOCK = "select pg_advisory_xact_lock(%s)"
+
+SELECT_MIGRATIONS = "select v from {schema}.memory_migrations"
+
+INSERT_MIGRATION = "insert into {schema}.memory_migrations (v) values (%s)"
+
+PGVECTOR_ENABLED = "select 1 from pg_extension where extname = 'vector'"
+
+PGVECTOR_AVAILABLE = "select 1 from pg_available_extensions where name = 'vector'"
+
+CREATE_PGVECTOR = "create extension if not exists vector"
+
+# ``vector(N)`` keeps N in the column's type modifier; no row: the table does not exist.
+VECTOR_DIMS = """
+select a.atttypmod from pg_attribute a join pg_class c on c.oid = a.attrelid
+join pg_namespace n on n.oid = c.relnamespace
+where n.nspname = 'public' and c.relname = %s and a.attname = 'vector'
+and not a.attisdropped
+"""
+
+# -- reads -----------------------------------------------------------------------------------
+# Retrieval rows are a read log: written without waiting for the WAL flush (durable_reads).
+ASYNC_COMMIT = "set local synchronous_commit = off"
+
+# -- erasure ---------------------------------------------------------------------------------
+# Every memory a user ever had: current vectors, and deleted ones history still names.
+USER_MEMORY_IDS = """
+select id::text from {collection} where payload->>'user_id' = %(u)s
+union
+select memory_id::text from {schema}.memory_events where collection = %(c)s and user_id = %(u)s
+"""
+
+# Locked first: a concurrent update waits, then finds nothing.
+LOCK_VECTORS = "select id::text, payload from {collection} where id = any(%s::uuid[]) for update"
+
+EVENT_TEXTS_AND_SCOPES = """
+select old_text, new_text, user_id, agent_id, scope_run_id
+from {schema}.memory_events where collection = %s and memory_id = any(%s::uuid[])
+"""
+
+DELETE_VECTORS = "delete from {collection} where id = any(%s::uuid[])"
+
+ERASE_EVENT_TEXT = """
+update {schema}.memory_events set old_text = null, new_text = null, messages = null,
+    metadata = null, reason = null, user_id = null, erased_at = now(), erasure_id = %s
+where collection = %s and memory_id = any(%s::uuid[])
+"""
+
+ERASE_RETRIEVAL_TEXT = """
+update {schema}.memory_retrievals set query = null, filters = null, user_id = null,
+    erased_at = now()
+where collection = %(c)s and (user_id = %(u)s or search_id in (
+    select search_id from {schema}.memory_retrieval_hits
+    where memory_id = any(%(ids)s::uuid[])))
+"""
+
+# The hash each memory was last known by: what its ERASE audit row names.
+LAST_HASHES = """
+select distinct on (memory_id) memory_id, coalesce(new_hash, old_hash)
+from {schema}.memory_events where collection = %s and memory_id = any(%s::uuid[])
+order by memory_id, event_id desc
+"""
+
+MARK_ERASE_EVENTS = """
+update {schema}.memory_events set erased_at = now(), erasure_id = %s
+where event = 'ERASE' and erasure_id is null and collection = %s
+    and memory_id = any(%s::uuid[])
+"""
+
+INSERT_ERASURE = """
+insert into {schema}.memory_erasures (erasure_id, collection, requested_at, completed_at,
+    erased_by, reason, subject_kind, subject_hash, memory_ids, content_hashes, row_counts,
+    receipt_hash)
+values (%s, %s, %s, %s, %s, %s, %s, %s, %s::uuid[], %s, %s, %s)
+"""
+
+DELETE_USER_ENTITIES = "delete from {entities} where payload->>'user_id' = %s"
+
+# Entity rows linked only to erased memories go; others just lose the links.
+DELETE_ENTITIES_LINKED_ONLY_TO = """
+delete from {entities} where payload ? 'linked_memory_ids'
+    and not exists (select 1 from jsonb_array_elements_text(payload->'linked_memory_ids') l
+        where l <> all(%s::text[]))
+    and exists (select 1 from jsonb_array_elements_text(payload->'linked_memory_ids') l
+        where l = any(%s::text[]))
+"""
+
+UNLINK_ENTITIES = """
+update {entities} set payload = jsonb_set(payload, '{{linked_memory_ids}}',
+    (select coalesce(jsonb_agg(l), '[]'::jsonb)
+     from jsonb_array_elements_text(payload->'linked_memory_ids') l
+     where l <> all(%s::text[])))
+where payload->'linked_memory_ids' ?| %s::text[]
+"""
+
+DELETE_USER_MESSAGES = "delete from {schema}.memory_messages where collection = %s and user_id = %s"
+
+DELETE_SCOPE_MESSAGES = """
+delete from {schema}.memory_messages where collection = %s
+    and user_id is not distinct from %s and agent_id is not distinct from %s
+    and scope_run_id is not distinct from %s
+"""
+
+# Dead tuples keep erased text on disk until vacuumed (``erase(vacuum=True)``).
+VACUUM_VECTORS = "vacuum {collection}"
+VACUUM_ENTITIES = "vacuum {entities}"
+VACUUM_MEMORY_TABLES = (
+    "vacuum {schema}.memory_events",
+    "vacuum {schema}.memory_messages",
+    "vacuum {schema}.memory_retrievals",
+)
+
+# -- erasure verification --------------------------------------------------------------------
+SELECT_ERASURE = """
+select erasure_id::text, collection, requested_at, completed_at, erased_by, reason,
+    subject_kind, subject_hash, memory_ids::text[], content_hashes, row_counts, receipt_hash
+from {schema}.memory_erasures where erasure_id = %s
+"""
+
+COUNT_VECTORS_LEFT = "select count(*) from {collection} where id = any(%s::uuid[])"
+
+COUNT_EVENTS_WITH_TEXT = """
+select count(*) from {schema}.memory_events where memory_id = any(%s::uuid[])
+    and (old_text is not null or new_text is not null or messages is not null
+         or metadata is not null or user_id is not null)
+"""
+
+COUNT_ENTITIES_LINKED = (
+    "select count(*) from {entities} where payload->'linked_memory_ids' ?| %s::text[]"
+)
+
+COUNT_ERASE_EVENTS = (
+    "select count(*) from {schema}.memory_events where event = 'ERASE' and erasure_id = %s"
+)
+
+COUNT_EVENTS_AFTER_ERASURE = """
+select count(*) from {schema}.memory_events where memory_id = any(%s::uuid[])
+    and (old_hash = any(%s) or new_hash = any(%s)) and erasure_id is null
 """

@@ -13,8 +13,8 @@ Three seams of ``mem0.Memory`` are filled here (Mem0 has no hooks, see FACTS):
   in a context variable; Mem0's individual statements become savepoints inside it, so an
   operation is all-or-nothing even when Mem0 writes several memories.
 
-Nothing here imports ``mem0`` at module import: the adapter must set ``MEM0_TELEMETRY`` and
-``MEM0_DIR`` first (see :func:`langgraph_external.memory_adapters.mem0.adapter.import_mem0`).
+Nothing here imports ``mem0``: what touches Mem0's internals is in
+:mod:`langgraph_external.upstream.mem0`, which imports it on first use.
 
 Example:
     >>> text_hash("I like tea")[:12]
@@ -26,31 +26,34 @@ Example:
 from __future__ import annotations
 
 import contextvars
-import functools
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import sql
+from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.config import get_config
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.ledger.schema import q
 from langgraph_external.memory_adapters.mem0 import sql as S
 from langgraph_external.memory_adapters.mem0.errors import (
     EmbeddingDimensionError,
+    MemoryAdapterError,
     MemoryNotFoundError,
     MemoryTooLargeError,
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import json_safe, new_id
+from langgraph_external.record.keys import memory_hash
 from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.thread_ids import check_thread_id
+from langgraph_external.sources.callbacks import AuditCallbackHandler
+from langgraph_external.upstream.langgraph import execution_info
+from langgraph_external.upstream.mem0 import parse_session_scope
 
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 # Payload keys Mem0 manages itself; everything else is the caller's metadata.
@@ -67,20 +70,7 @@ def text_hash(text: str | None, key: WorkspaceCipher | None = None) -> str | Non
     plain sha256 of a short memory or query, kept after the text was erased, would let
     anyone confirm a guess of it. Without ``key``: sha256 hex.
     """
-    if text is None:
-        return None
-    if key is not None:
-        return key.tag("memory", text)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def parse_session_scope(scope: str) -> dict[str, str]:
-    """Invert Mem0's ``_build_session_scope`` (``key=value&...``, ``%``-escaped)."""
-    out: dict[str, str] = {}
-    for part in scope.split("&") if scope else []:
-        key, _, value = part.partition("=")
-        out[key] = value.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
-    return out
+    return None if text is None else memory_hash(text, key)
 
 
 # -- graph provenance ---------------------------------------------------------------------
@@ -114,15 +104,13 @@ def graph_provenance() -> dict[str, Any]:
         )
     )
     try:
-        from langgraph.config import get_config
-
         config = get_config()
-    except (ImportError, RuntimeError):
+    except RuntimeError:  # not inside a runnable
         return empty
     md = config.get("metadata") or {}
     conf = config.get("configurable") or {}
     task_id, parent_ns = where_of(md, conf)
-    info = getattr(conf.get("__pregel_runtime"), "execution_info", None)
+    info = execution_info(config)
     callbacks = config.get("callbacks")
     node_run = getattr(callbacks, "parent_run_id", None)
     checkpoint_id = (
@@ -153,8 +141,6 @@ def _audited_root(callbacks: Any, node_run: Any) -> str | None:
     LangChain keeps no root id in the config a node receives; the handler that recorded
     the ``run_start`` event knows it, so both sides join on the same id.
     """
-    from langgraph_external.sources.callbacks import AuditCallbackHandler
-
     if node_run is None:
         return None
     handlers = getattr(callbacks, "handlers", None) or []
@@ -174,8 +160,6 @@ def detached_callbacks() -> Iterator[None]:
     audit handler it would land in the hash-chained ledger, where :meth:`erase` could
     never remove it. The memory adapter records those operations itself instead.
     """
-    from langchain_core.runnables.config import var_child_runnable_config
-
     token = var_child_runnable_config.set(None)
     try:
         yield
@@ -221,6 +205,37 @@ _UNIT_CONN: contextvars.ContextVar[psycopg.Connection[Any] | None] = contextvars
 
 
 @contextmanager
+def run_operation(
+    pool: ConnectionPool[Any], op: Operation, *, detached: bool
+) -> Iterator[Operation]:
+    """Run ``op`` as one transaction: every statement Mem0 makes meanwhile joins it.
+
+    All or nothing: a typed error Mem0 swallowed (:meth:`AuditedVectorStore.check_text`
+    and the others note theirs in ``op.errors``) rolls the transaction back and is raised.
+    ``detached`` hides the graph's callbacks from Mem0's LLM calls
+    (:func:`detached_callbacks`).
+    """
+    token = CURRENT_OP.set(op)
+    try:
+        with pool.connection() as conn:
+            op.conn = conn
+            try:
+                with conn.transaction(), detached_callbacks() if detached else nullcontext():
+                    yield op
+                    if op.errors:  # Mem0 swallowed a typed error: all or nothing
+                        raise op.errors[0]
+            except MemoryAdapterError:
+                raise
+            except Exception as exc:
+                if op.errors:
+                    raise op.errors[0] from exc
+                raise
+    finally:
+        op.conn = None
+        CURRENT_OP.reset(token)
+
+
+@contextmanager
 def use_connection(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """Run Mem0's statements on ``conn`` (inside the caller's transaction)."""
     token = _UNIT_CONN.set(conn)
@@ -247,51 +262,26 @@ def unit_of_work(pool: ConnectionPool[Any]) -> Iterator[psycopg.Connection[Any]]
         yield conn
 
 
-@functools.cache
-def op_aware_pgvector() -> type:
-    """Mem0's ``PGVector`` running its statements inside the adapter's transactions."""
-    from mem0.vector_stores.pgvector import PGVector
+def joined_cursor() -> AbstractContextManager[Any] | None:
+    """The cursor Mem0's ``PGVector`` runs a statement on (see ``upstream.mem0.new_pgvector``).
 
-    class OpAwarePGVector(PGVector):
-        """``PGVector`` whose cursors join the current operation (as savepoints)."""
-
-        @contextmanager
-        def _get_cursor(self, commit: bool = False) -> Iterator[Any]:
-            unit = _UNIT_CONN.get()
-            op = CURRENT_OP.get()
-            if unit is not None:
-                with unit.cursor() as cur:
-                    yield cur
-            elif op is not None and op.conn is not None:
-                # a savepoint: Mem0 swallows some errors (keyword search) and carries on
-                with op.conn.transaction(), op.conn.cursor() as cur:
-                    yield cur
-            else:
-                with super()._get_cursor(commit) as cur:
-                    yield cur
-
-        def __del__(self) -> None:  # the pool belongs to the adapter, not to Mem0
-            pass
-
-    return OpAwarePGVector
+    Inside one audited write: its connection, as it is. Inside an operation: a savepoint
+    of the operation's transaction (Mem0 swallows some errors, keyword search for one,
+    and carries on). Elsewhere ``None``: the store takes a connection of its own.
+    """
+    unit = _UNIT_CONN.get()
+    if unit is not None:
+        return unit.cursor()
+    op = CURRENT_OP.get()
+    if op is not None and op.conn is not None:
+        return _savepoint_cursor(op.conn)
+    return None
 
 
-def new_pgvector(pool: ConnectionPool[Any], collection: str, dims: int) -> Any:
-    """An op-aware ``PGVector`` over ``pool`` (HNSW index, Mem0's table layout)."""
-    cls = op_aware_pgvector()
-    store = cls(
-        dbname=None,
-        collection_name=collection,
-        embedding_model_dims=dims,
-        user=None,
-        password=None,
-        host=None,
-        port=None,
-        diskann=False,
-        hnsw=True,
-        connection_pool=pool,
-    )
-    return store
+@contextmanager
+def _savepoint_cursor(conn: psycopg.Connection[Any]) -> Iterator[Any]:
+    with conn.transaction(), conn.cursor() as cur:
+        yield cur
 
 
 # -- the audited vector store ---------------------------------------------------------------
@@ -320,10 +310,8 @@ class AuditedVectorStore:
         self.collection_name: str = inner.collection_name
         self.embedding_model_dims: int = inner.embedding_model_dims
         self.max_memory_chars = max_memory_chars
-        self._insert_event = q(S.INSERT_EVENT, schema)
-        self._select_for_update = sql.SQL("select payload from {} where id = %s for update").format(
-            sql.Identifier(self.collection_name)
-        )
+        self._insert_event = S.compose(S.INSERT_EVENT_RETURNING_ID, schema)
+        self._select_for_update = S.compose(S.LOCK_VECTOR_PAYLOAD, collection=self.collection_name)
         # test seam: runs after the vector statement, before the audit row
         self.before_audit: Callable[[str, str], None] | None = None
 
@@ -423,7 +411,7 @@ class AuditedVectorStore:
         new_text = new.get("data") if new else None
         meta = {k: v for k, v in scope.items() if k not in _CORE_KEYS}
         row = conn.execute(
-            self._insert_event + sql.SQL(" returning event_id"),
+            self._insert_event,
             (
                 op.op_id if op is not None else new_id(),
                 self.collection_name,
@@ -484,15 +472,17 @@ class PostgresHistory:
         self, memory_id: str, old_memory: Any, new_memory: Any, event: str, **_: Any
     ) -> None:
         """Already recorded with the vector write (same transaction); nothing to do."""
+        del memory_id, old_memory, new_memory, event  # Mem0's signature
 
     def batch_add_history(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Already recorded with the vector writes (same transaction); nothing to do."""
+        del records  # Mem0's signature
 
     def get_history(self, memory_id: str) -> list[dict[str, Any]]:
         """Mem0-shaped history of ``memory_id``, oldest first (erased text reads ``None``)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                q(S.SELECT_HISTORY, self.schema), (str(memory_id), self.collection)
+                S.compose(S.SELECT_HISTORY, self.schema), (str(memory_id), self.collection)
             ).fetchall()
         return [
             {
@@ -532,16 +522,17 @@ class PostgresHistory:
         ]
         with unit_of_work(self.pool) as conn:
             with conn.cursor() as cur:
-                cur.executemany(q(S.INSERT_MESSAGE, self.schema), rows)
+                cur.executemany(S.compose(S.INSERT_MESSAGE, self.schema), rows)
             conn.execute(
-                q(S.EVICT_MESSAGES, self.schema), {"c": self.collection, "s": session_scope}
+                S.compose(S.EVICT_MESSAGES, self.schema), {"c": self.collection, "s": session_scope}
             )
 
     def get_last_messages(self, session_scope: str, limit: int = 10) -> list[dict[str, Any]]:
         """The most recent ``limit`` messages of ``session_scope``, oldest first."""
         with unit_of_work(self.pool) as conn:
             rows = conn.execute(
-                q(S.SELECT_LAST_MESSAGES, self.schema), (self.collection, session_scope, limit)
+                S.compose(S.SELECT_LAST_MESSAGES, self.schema),
+                (self.collection, session_scope, limit),
             ).fetchall()
         return [
             {"role": r[0], "content": r[1], "name": r[2], "created_at": r[3].isoformat()}

@@ -1,0 +1,137 @@
+"""Recorded values as span attributes: JSON text, or a preview and the record's address.
+
+A span backend keeps attributes of bounded size; the ledger keeps everything. A value
+larger than :attr:`MapperOptions.max_value_bytes` becomes its first characters plus where
+the whole value is in the workspace (the ``events.jsonl`` line, or the artifact an
+offloaded payload went to), so a reader can always reach it. Pure: no I/O.
+
+Example:
+    >>> from langgraph_external.record.events import Event
+    >>> v = SpanValues("t", MapperOptions(max_value_bytes=10, preview_chars=3))
+    >>> e = Event(kind="tool_end", thread_id="t", seq=7)
+    >>> v.value({"a": 1}, e, "output")
+    '{"a":1}'
+    >>> v.value("x" * 20, e, "output")
+    '{"artifact":"threads/t/events.jsonl#seq=7","preview":"xxx","size":20,"truncated":true}'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_external.record.events import Event
+from langgraph_external.record.locations import artifact_relpath, events_relpath
+
+__all__ = ["MapperOptions", "SpanValues", "json_text"]
+
+_OFFLOADED_KEPT = 10_000
+
+
+@dataclass
+class MapperOptions:
+    """How values are rendered into attributes."""
+
+    max_value_bytes: int = 256 * 1024
+    """A value whose JSON is larger becomes a preview plus its address in the workspace."""
+    preview_chars: int = 2000
+    environment: str | None = None
+    release: str | None = None
+    semconv: bool = False
+    """Also the OpenInference, OpenTelemetry GenAI and our own (``lgx.*``) attributes."""
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON with sorted keys (the same value always gives the same text).
+
+    Example:
+        >>> json_text({"b": 1, "a": "é"})
+        '{"a":"é","b":1}'
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=True)
+
+
+def _is_offloaded(value: Any) -> bool:
+    return isinstance(value, Mapping) and "$artifact" in value and len(value) <= 2
+
+
+@dataclass
+class SpanValues:
+    """Renders one thread's values; remembers which events' payloads were offloaded."""
+
+    thread_id: str
+    options: MapperOptions = field(default_factory=MapperOptions)
+    offloaded: dict[str, str] = field(default_factory=dict)  # event id -> artifact digest
+
+    def expand(self, e: Event) -> Event:
+        """An event whose payload was offloaded to an artifact, with the payload back."""
+        p = e.payload
+        if not _is_offloaded(p):
+            return e
+        body = e.attachments.get(f"artifacts/{p['$artifact']}")
+        if body is None:
+            return e
+        try:
+            full = json.loads(body)
+        except ValueError:
+            return e
+        self.offloaded[e.event_id] = str(p["$artifact"])
+        while len(self.offloaded) > _OFFLOADED_KEPT:
+            self.offloaded.pop(next(iter(self.offloaded)))
+        return e.replace(payload=full if isinstance(full, dict) else {"value": full})
+
+    def forget(self) -> None:
+        """Forget the offloaded payloads of earlier traces."""
+        self.offloaded.clear()
+
+    def artifact_path(self, digest: str) -> str:
+        """Where an artifact of the thread is, relative to the workspace root."""
+        return artifact_relpath(self.thread_id, digest)
+
+    def value(self, value: Any, e: Event, part: str) -> str | None:
+        """JSON of ``value``; a preview plus the workspace address when it is too large."""
+        if value is None:
+            return None
+        if _is_offloaded(value):
+            digest = str(value["$artifact"])
+            body = e.attachments.get(f"artifacts/{digest}")
+            preview = body[: self.options.preview_chars].decode("utf-8", "replace") if body else ""
+            return json_text(
+                {
+                    "preview": preview,
+                    "truncated": True,
+                    "size": value.get("size"),
+                    "artifact": self.artifact_path(digest),
+                }
+            )
+        text = value if isinstance(value, str) else json_text(value)
+        if len(text.encode("utf-8", "replace")) <= self.options.max_value_bytes:
+            return text
+        where = self._where(e)
+        if e.artifact and part == "raw":
+            where = self.artifact_path(e.artifact)
+        return json_text(
+            {
+                "preview": text[: self.options.preview_chars],
+                "truncated": True,
+                "size": len(text),
+                "artifact": where,
+            }
+        )
+
+    def clip(self, text: str, e: Event) -> str:
+        """``text``, or its first characters and the record's address when too large."""
+        if len(text.encode("utf-8", "replace")) <= self.options.max_value_bytes:
+            return text
+        return (
+            f"{text[: self.options.preview_chars]}… [truncated: {len(text)} characters;"
+            f" the whole value is in {self._where(e)}]"
+        )
+
+    def _where(self, e: Event) -> str:
+        """Where the whole of an event's value is: its artifact, else its line."""
+        if e.event_id in self.offloaded:
+            return self.artifact_path(self.offloaded[e.event_id])
+        return f"{events_relpath(self.thread_id)}#seq={e.seq}"

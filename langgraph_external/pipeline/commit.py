@@ -1,0 +1,166 @@
+"""One capture riding someone else's transaction (the saver's): :class:`Commit`.
+
+Example:
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> from langgraph_external.pipeline.pipeline import Pipeline
+    >>> with Pipeline(InMemoryLedger()) as p:
+    ...     c = p.open_commit("t")
+    ...     cap = c.take(Capture("events", "t"), ns="", step=None, checkpoint_id=None)
+    ...     c.failed()
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from langgraph_external.pipeline.buffer import Entry, EventBuffer
+from langgraph_external.pipeline.capture import Capture
+
+__all__ = ["Commit", "CommitTarget"]
+
+
+class CommitTarget(Protocol):
+    """What a :class:`Commit` settles into (the capturing side, :class:`Pipeline`)."""
+
+    buffer: EventBuffer
+
+    def is_doubtful(self, thread_id: str) -> bool:
+        """Whether captures of ``thread_id`` may have committed unseen."""
+
+    def resolve_doubts(self, thread_id: str) -> None:
+        """Drop buffered events of ``thread_id`` the ledger holds already."""
+
+    def captured(
+        self,
+        captures: Sequence[Capture],
+        entries: Sequence[Entry],
+        *,
+        commit: Commit | None = None,
+    ) -> None:
+        """``captures`` (carrying ``entries``) committed."""
+
+
+class Commit:
+    """One capture riding someone else's transaction (the saver's).
+
+    The checkpointer opens it around the saver's ``put`` (``Pipeline.open_commit``):
+    :meth:`take` (inside the transaction) gives the capture the thread's buffered events
+    that precede it; :meth:`done` or :meth:`failed` settles it once the saver returned.
+    """
+
+    __slots__ = ("_riders", "_settled", "capture", "pipeline", "step", "thread_id")
+
+    def __init__(self, pipeline: CommitTarget, thread_id: str) -> None:
+        self.pipeline = pipeline
+        self.thread_id = thread_id
+        self.capture: Capture | None = None
+        self.step: int | None = None
+        self._riders: list[Entry] = []
+        self._settled = False
+        buffer = pipeline.buffer
+        with buffer.cv:  # the flusher leaves the thread to this commit until it settles
+            buffer.open_commit(id(self), thread_id)
+
+    @property
+    def riders(self) -> list[Entry]:
+        """The buffered entries this capture carries."""
+        return self._riders
+
+    def take(
+        self,
+        capture: Capture,
+        *,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None = None,
+        riders: bool = True,
+    ) -> Capture:
+        """Give ``capture`` the buffered events that precede it (call once, inside the
+        transaction) and return it.
+
+        A checkpoint's capture waits, first, for the flusher's capture of the thread's
+        earlier events and for any other capture of the thread in flight that carries
+        events (a subgraph's checkpoint beside the parent's): both commit before it, so
+        the order they are sealed in — commit order — is the order they were taken in.
+        """
+        self.step = step
+        if not riders:
+            self.capture = capture
+            return capture
+        p = self.pipeline
+        if p.is_doubtful(self.thread_id):
+            p.resolve_doubts(self.thread_id)  # before riders are picked again
+        with p.buffer.cv:
+            while not self._try_take(capture, ns, step, checkpoint_id, parent_id):
+                p.buffer.cv.wait(0.05)
+        return capture
+
+    async def atake(
+        self,
+        capture: Capture,
+        *,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None = None,
+    ) -> Capture:
+        """:meth:`take` for a transaction on an event loop: it waits without blocking the
+        loop (the capture it waits for may be another task of the same loop)."""
+        p = self.pipeline
+        self.step = step
+        if p.is_doubtful(self.thread_id):
+            await asyncio.to_thread(p.resolve_doubts, self.thread_id)
+        while True:
+            with p.buffer.cv:
+                if self._try_take(capture, ns, step, checkpoint_id, parent_id):
+                    return capture
+            await asyncio.sleep(0.001)
+
+    def _try_take(
+        self,
+        capture: Capture,
+        ns: str,
+        step: int | None,
+        checkpoint_id: str | None,
+        parent_id: str | None,
+    ) -> bool:
+        taken = self.pipeline.buffer.try_take(self.thread_id, ns, step, checkpoint_id, parent_id)
+        if taken is None:
+            return False
+        self._riders = taken
+        capture.riders = [en.event for en in taken]
+        self.capture = capture
+        return True
+
+    def done(self) -> None:
+        """The transaction committed: the capture (and its riders) are recorded."""
+        if self._settled:
+            return
+        self._settled = True
+        self.pipeline.captured(
+            [self.capture] if self.capture is not None else [], self._riders, commit=self
+        )
+
+    def failed(self, *, doubtful: bool = False) -> None:
+        """The transaction did not commit: riders go back to the buffer.
+
+        ``doubtful``: the failure may have come after the server committed (a connection
+        lost around the COMMIT); the riders are checked against the ledger before they
+        are captured again, so none is recorded twice.
+        """
+        if self._settled:
+            return
+        self._settled = True
+        buffer = self.pipeline.buffer
+        with buffer.cv:
+            if doubtful and self._riders and self.capture is not None:
+                buffer.doubt(
+                    self.thread_id,
+                    [(self.capture.event_id, {en.event.event_id for en in self._riders})],
+                )
+            buffer.close_commit(id(self), self.thread_id, self._riders)
+            buffer.rebuffer(self.thread_id, self._riders)
+            buffer.cv.notify_all()

@@ -1,0 +1,275 @@
+"""The app's side of its sealing helper process (:class:`HelperProcess`): started with the
+app (forked from the zygote, or a fresh interpreter), woken through a pipe each time the
+app captures, asked to flush, report health and close; started again if it died. The
+helper's own side is :mod:`~langgraph_external.pipeline.helper_main`.
+
+Example:
+    >>> from langgraph_external.pipeline.running import WorkerConfig
+    >>> HelperProcess.picklable(WorkerConfig("postgresql://db/app")) is None
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Collection
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+from typing import Any
+
+from langgraph_external.pipeline.running import WorkerConfig
+from langgraph_external.pipeline.zygote import Zygote, child_env
+
+logger = logging.getLogger("langgraph_external")
+
+__all__ = ["HelperProcess"]
+
+_START_TIMEOUT = 60.0
+_WAKE_EVERY = 0.02  # seconds between two wake-ups of a helper (its batches linger as long)
+
+
+class HelperProcess:
+    """The app's side of its sealing helper: a :class:`SealingBackend` over a pipe.
+
+    Started at once, without waiting for the child to be ready (captures wait in the
+    database meanwhile); a helper that died is started again by the next wake-up or
+    flush. The child stops when the app closes it — or, if the app dies, when its end of
+    the pipe closes: it seals what is sealable first.
+    """
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self._payload = pickle.dumps(config)  # ConfigurationError below if it cannot be
+        self._lock = threading.Lock()
+        self._waiting: dict[int, _Answer] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._eof = False
+        self._last_wake = 0.0
+        self._conn: Connection | None = None
+        self._wake_w: int | None = None
+        self._ids = iter(range(1, 1 << 62))
+        self.restarts = 0
+        self._start()
+
+    @staticmethod
+    def picklable(config: WorkerConfig) -> str | None:
+        """Why ``config`` cannot go to a helper process (``None``: it can)."""
+        try:
+            pickle.dumps(config)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _start(self) -> None:
+        parent, child = _pipe()
+        wake_r, wake_w = os.pipe()
+        fcntl.fcntl(wake_w, fcntl.F_SETFL, fcntl.fcntl(wake_w, fcntl.F_GETFL) | os.O_NONBLOCK)
+        self._proc = None
+        self._pid = None
+        self._eof = False
+        zygote = Zygote.get()
+        if zygote is not None:
+            self._pid = zygote.fork([child.fileno(), wake_r])
+        if self._pid is None:  # no zygote here: a fresh interpreter (about a second)
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "langgraph_external.pipeline.helper_main",
+                    "--managed",
+                    str(child.fileno()),
+                    str(wake_r),
+                ],
+                pass_fds=(child.fileno(), wake_r),
+                stdin=subprocess.DEVNULL,
+                env=child_env(),
+                start_new_session=True,  # a Ctrl-C of the app's terminal is the app's
+            )
+            self._pid = self._proc.pid
+        child.close()
+        os.close(wake_r)
+        self._conn = parent
+        self._wake_w = wake_w
+        parent.send_bytes(self._payload)
+        threading.Thread(
+            target=self._read, args=(parent,), name="langgraph-external-helper", daemon=True
+        ).start()
+
+    @property
+    def pid(self) -> int | None:
+        """The helper's process id (``None`` before it started)."""
+        return self._pid
+
+    def _alive(self) -> bool:
+        if self._eof or self._pid is None:
+            return False
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return _pid_alive(self._pid)
+
+    def _revive(self) -> None:
+        if self._alive():
+            return
+        logger.error(
+            "langgraph-external: the sealing helper %s exited; starting it again", self._pid
+        )
+        self._close_pipes()
+        self.restarts += 1
+        self._start()
+
+    def _close_pipes(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+            self._conn = None
+        if self._wake_w is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._wake_w)
+            self._wake_w = None
+
+    # -- SealingBackend ------------------------------------------------------------------
+    def wake(self) -> None:
+        """Captures were committed: one byte down the wake-up pipe (never blocks), at most
+        every few milliseconds — a busy helper looks again soon after each batch anyway."""
+        fd = self._wake_w
+        now = time.monotonic()
+        if fd is None or now - self._last_wake < _WAKE_EVERY:
+            return
+        self._last_wake = now
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(fd, b"w")
+
+    def _ask(self, message: tuple[Any, ...], timeout: float | None) -> Any:
+        """Send one request and wait for its answer (requests run concurrently: a health
+        question is never stuck behind a flush)."""
+        with self._lock:
+            self._revive()
+            conn = self._conn
+            assert conn is not None
+            rid = next(self._ids)
+            waiter = _Answer()
+            self._waiting[rid] = waiter
+            try:
+                conn.send((rid, *message))
+            except (EOFError, OSError) as exc:
+                self._waiting.pop(rid, None)
+                raise ConnectionError(f"the sealing helper is gone: {exc}") from exc
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not waiter.done.wait(0.2):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("the sealing helper did not answer in time")
+                if not self._alive():
+                    raise ConnectionError("the sealing helper exited")
+            return waiter.value
+        finally:
+            self._waiting.pop(rid, None)
+
+    def _read(self, conn: Connection) -> None:
+        """Deliver the helper's answers to whoever waits for them, and its log records to
+        this process's logging (a thread per helper)."""
+        while True:
+            try:
+                rid, value = conn.recv()
+            except (EOFError, OSError):
+                if conn is self._conn:
+                    self._eof = True  # the helper exited (or is exiting)
+                return
+            if rid == 0:  # a log record of the helper: the app's logging decides
+                record = logging.makeLogRecord(value)
+                target = logging.getLogger(record.name)
+                if target.isEnabledFor(record.levelno):
+                    target.handle(record)
+                continue
+            waiter = self._waiting.get(rid)
+            if waiter is not None:
+                waiter.value = value
+                waiter.done.set()
+
+    def flush(
+        self,
+        threads: Collection[str],
+        horizon: str,
+        timeout: float | None,
+        *,
+        exports: bool = True,
+    ) -> bool:
+        """Ask the helper to seal (and mirror, export) the app's captures so far."""
+        try:
+            return bool(
+                self._ask(
+                    ("flush", sorted(threads), horizon, timeout, exports),
+                    None if timeout is None else timeout + _START_TIMEOUT,
+                )
+            )
+        except (ConnectionError, TimeoutError) as exc:
+            logger.warning("langgraph-external: flush could not finish: %s", exc)
+            return False
+
+    def health(self) -> dict[str, Any]:
+        """The helper's health (``helper_down`` when it does not answer)."""
+        try:
+            out = dict(self._ask(("health",), 5.0))
+        except (ConnectionError, TimeoutError) as exc:
+            return {"helper_down": True, "error": str(exc), "restarts": self.restarts}
+        out["helper_pid"] = self._proc.pid if self._proc is not None else None
+        out["restarts"] = self.restarts
+        return out
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Ask the helper to finish and exit; returns whether it sealed everything."""
+        ok = False
+        if self._alive():
+            try:
+                ok = bool(self._ask(("close", timeout), timeout + 10.0))
+            except (ConnectionError, TimeoutError) as exc:
+                logger.warning("langgraph-external: the sealing helper did not close: %s", exc)
+        if self._proc is not None:
+            self._close_pipes()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        elif self._pid is not None:
+            # a zygote's child: gone when its end of the pipe closes (the zygote reaps it)
+            deadline = time.monotonic() + 10
+            while not self._eof and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self._close_pipes()
+            if not self._eof:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pid, signal.SIGKILL)
+        return ok
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Answer:
+    __slots__ = ("done", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+
+
+def _pipe() -> tuple[Connection, Connection]:
+    return Pipe(duplex=True)

@@ -1,0 +1,79 @@
+"""Projections that defer work (the workspace's ``state.json``): which threads a scan must
+visit, and the settle that writes what they deferred.
+
+Optional hooks of a projection target: ``resume(tid)`` and ``due()`` (threads whose
+settling is pending here), ``settle(threads)``, ``revalidate(tid)``, ``settled(tid, pos)``.
+
+Example:
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> class View:
+    ...     name = "view"
+    ...     def position(self, tid): return 0
+    >>> lagging_threads(InMemoryLedger(), View(), recheck=False)
+    {}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langgraph_external.ledger.contract import Projection
+from langgraph_external.pipeline.apply import cursor_of
+from langgraph_external.pipeline.failures import Failures
+
+logger = logging.getLogger("langgraph_external")
+
+__all__ = ["lagging_threads", "settle_projection"]
+
+
+def lagging_threads(ledger: Any, proj: Projection, recheck: bool) -> dict[str, int]:
+    """Threads the ledger says ``proj`` is behind on, with their recorded cursors.
+
+    Of a projection that settles after it applies (it has ``resume``), left out: a thread
+    whose files hold the ledger's head and whose settling is pending here (the settle
+    records it), and, unless ``recheck``, any thread whose files hold the head (nothing to
+    read; its writer may be settling it).
+    """
+    lag = ledger.lagging(proj.name)
+    if getattr(proj, "resume", None) is None:
+        return {t: cursor for t, _, cursor in lag}
+    due = getattr(proj, "due", None)
+    pending = set(due()) if due is not None else set()
+    out = {}
+    for t, head, cursor in lag:
+        if (recheck and t not in pending) or head > proj.position(t):
+            out[t] = cursor
+    return out
+
+
+def settle_projection(ledger: Any, proj: Projection, failures: Failures) -> bool:
+    """Let ``proj`` write what it deferred, and move the cursors past it. ``False``: it
+    failed (reported; retried by the next settle)."""
+    settle = getattr(proj, "settle", None)
+    if settle is None:
+        return True
+    due = getattr(proj, "due", None)
+    locks = getattr(ledger, "projection_locks", None)
+    try:
+        if due is None or locks is None:
+            pending = due() if due is not None else []
+            settle()
+            for tid in pending:
+                ledger.set_cursor(proj.name, tid, cursor_of(proj, tid, proj.position(tid)), None)
+        elif threads := due():
+            # under the threads' projection locks, like any other write of them; a
+            # thread another process holds is left to it (its state is the newer one).
+            # Settled, their cursors move past the checkpoints they held back.
+            revalidate = getattr(proj, "revalidate", None)
+            with locks(proj.name, threads) as held:
+                settle(held.threads)
+                for tid in held.threads:
+                    if revalidate is not None:
+                        revalidate(tid)
+                    held.positions[tid] = cursor_of(proj, tid, proj.position(tid))
+    except Exception as exc:  # a derived view: reported, retried by the next settle
+        failures.add(proj.name, exc)
+        logger.warning("projection %s could not settle: %s", proj.name, exc)
+        return False
+    return True

@@ -1,0 +1,413 @@
+"""The run tree of the thread view: each graph run, the nodes it ran, and inside each
+node its model calls, tool calls, retriever and memory reads, routes, policy violations
+and task writes; interrupts, resumes and checkpoints under their run.
+
+Spans pair start and end events by run id. Every row has a label a person reads ("LLM
+gpt-4o-mini · 43 → 30 tokens", "policy violation: tool_tier — ...") and its place on the
+time and sequence axes. A task's ``writes`` and a checkpoint sit with the step that made
+them, whenever they were recorded. While it builds the tree, :class:`RunTree` also
+collects the thread's conversation (:class:`~langgraph_external.read.conversation.
+Conversation`), model calls (:class:`~langgraph_external.read.llm_calls.LlmCalls`),
+checkpoints, violations, interrupts, memory hits, users and tags;
+:func:`~langgraph_external.read.thread_view.build_thread_view` puts them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph_external.read.conversation import Conversation
+from langgraph_external.read.envelopes import ts_ms
+from langgraph_external.read.llm_calls import LlmCalls
+from langgraph_external.read.prices import PriceTable
+from langgraph_external.read.states import is_internal_channel
+from langgraph_external.read.view_labels import call_args, describe_mark, messages_of, row_short
+from langgraph_external.record.namespaces import split_task
+
+__all__ = ["RunTree"]
+
+_SPAN_START = {
+    "run_start": "run",
+    "node_start": "node",
+    "llm_start": "llm",
+    "tool_start": "tool",
+}
+_SPAN_END = {"run_end", "node_end", "llm_end", "tool_end", "tool_error"}
+_MEMORY = {
+    "memory_search",
+    "memory_get",
+    "memory_put",
+    "memory_add",
+    "memory_update",
+    "memory_delete",
+    "memory_erase",
+}
+_MARK_KIND = {
+    **dict.fromkeys(_MEMORY, "memory"),
+    "retrieval": "retriever",
+    "policy_violation": "violation",
+    "interrupt": "interrupt",
+    "resume": "resume",
+    "checkpoint": "checkpoint",
+    "writes": "writes",
+    "route": "route",
+    "error": "error",
+}
+
+
+class RunTree:
+    """The rows of one thread's run tree, built event by event (:meth:`add`), then laid
+    out (:meth:`layout`).
+
+    Args:
+        envs: the thread's envelopes, in ``seq`` order (their earliest time is time 0).
+        prices: the price table for the model calls' costs.
+    """
+
+    def __init__(self, envs: Sequence[Mapping[str, Any]], prices: PriceTable):
+        self.base = min((ts_ms(e["ts"]) for e in envs), default=0.0)
+        self.rows: list[dict[str, Any]] = []
+        self.top: list[dict[str, Any]] = []
+        self.by_run: dict[str, dict[str, Any]] = {}
+        self.by_task: dict[tuple[str, str], dict[str, Any]] = {}
+        self.current_run: dict[str, Any] | None = None
+        self.runs = 0
+        self.conversation = Conversation()
+        self.llm = LlmCalls(prices)
+        self.checkpoints: list[dict[str, Any]] = []
+        self.violations: list[dict[str, Any]] = []
+        self.interrupts: list[dict[str, Any]] = []
+        self.memory_hits: list[dict[str, Any]] = []
+        self.users: list[str] = []
+        self.tags: list[str] = []
+        self.orphans: dict[str, list[dict[str, Any]]] = {}
+        self.node_runs: dict[tuple[str, Any, Any], list[dict[str, Any]]] = {}
+        self.paused: list[dict[str, Any]] = []
+
+    # -- rows -----------------------------------------------------------------------
+    def row(
+        self,
+        kind: str,
+        env: Mapping[str, Any],
+        index: int,
+        parent: dict[str, Any] | None,
+        label: str,
+    ) -> dict[str, Any]:
+        t = ts_ms(env["ts"]) - self.base
+        seq = int(env.get("seq") or 0)
+        r: dict[str, Any] = {
+            "id": len(self.rows),
+            "kind": kind,
+            "event_kind": env.get("kind"),
+            "name": str(env.get("name") or env.get("node") or env.get("kind") or ""),
+            "label": label,
+            "status": env.get("status") or "",
+            "node": env.get("node"),
+            "step": env.get("step"),
+            "t0": t,
+            "t1": t,
+            "s0": seq,
+            "s1": seq,
+            "events": [index],
+            "seqs": [seq],
+            "children": [],
+            "parent": parent["id"] if parent else None,
+            "depth": (parent["depth"] + 1) if parent else 0,
+            "detail": {},
+        }
+        self.rows.append(r)
+        (parent["children"] if parent else self.top).append(r)
+        return r
+
+    def adopt(self, r: dict[str, Any], parent: dict[str, Any]) -> None:
+        """Move a row recorded before its run started into that run."""
+        old = self.rows[r["parent"]]["children"] if r["parent"] is not None else self.top
+        old.remove(r)
+        parent["children"].insert(0, r)
+        r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
+
+    def parent_of(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The span an event belongs to: by run, then by task, then the run of the time."""
+        for key in ("run_id", "parent_run_id"):
+            rid = env.get(key)
+            if rid and rid in self.by_run and self.by_run[rid]["kind"] != "run":
+                return self.by_run[rid]
+        task = env.get("task_id")
+        if task:
+            found = self.by_task.get((env.get("checkpoint_ns") or "", task))
+            if found is not None:
+                return found
+        ns = env.get("checkpoint_ns") or ""
+        if ns:  # a subgraph's event: inside the node that called the subgraph
+            task_id, outer = split_task(ns)
+            found = self.by_task.get((outer, task_id or ""))
+            if found is not None:
+                return found
+        for key in ("run_id", "parent_run_id", "root_run_id"):
+            rid = env.get(key)
+            if rid and rid in self.by_run:
+                return self.by_run[rid]
+        return self.current_run
+
+    # -- events ---------------------------------------------------------------------
+    def add(self, index: int, env: Mapping[str, Any]) -> None:
+        kind = str(env.get("kind"))
+        payload = env.get("payload") or {}
+        if not isinstance(payload, Mapping):
+            payload = {}
+        if kind in _SPAN_START:
+            self.start(kind, index, env, payload)
+        elif kind in _SPAN_END:
+            self.end(kind, index, env, payload)
+        else:
+            self.mark(kind, index, env, payload)
+
+    def start(
+        self, kind: str, index: int, env: Mapping[str, Any], payload: Mapping[str, Any]
+    ) -> None:
+        family = _SPAN_START[kind]
+        if family == "run":
+            self.runs += 1
+            resumed = payload.get("command") == "resume"
+            label = f"run {self.runs}" + (" · resume" if resumed else "")
+            r = self.row("run", env, index, None, label)
+            r["status"] = "running"
+            user = payload.get("user_id")
+            if user and str(user) not in self.users:
+                self.users.append(str(user))
+            for tag in payload.get("tags") or ():
+                if str(tag) not in self.tags:
+                    self.tags.append(str(tag))
+            r["detail"] = {
+                "input": payload.get("input"),
+                "command": payload.get("command"),
+                "user_id": user,
+                "tags": payload.get("tags"),
+            }
+            self.current_run = r
+            for early in self.orphans.pop(str(env.get("run_id") or ""), []):
+                self.adopt(early, r)
+            for m in messages_of(payload.get("input")):
+                self.conversation.say(m, env, "input")
+        else:
+            parent = self.by_run.get(str(env.get("parent_run_id") or "")) or self.parent_of(
+                {**env, "run_id": None}
+            )
+            if family == "node":
+                label = f"{env.get('node') or env.get('name')} · step {env.get('step')}"
+            elif family == "llm":
+                label = f"LLM {payload.get('model') or env.get('name')}"
+            else:
+                label = f"tool {env.get('name')}({call_args(payload.get('args'))})"
+            r = self.row(family, env, index, parent, label)
+            r["status"] = "running"
+            if family == "node":
+                r["detail"] = {
+                    "triggers": payload.get("triggers"),
+                    "task_id": env.get("task_id"),
+                    "checkpoint_ns": env.get("checkpoint_ns") or "",
+                }
+                if env.get("task_id"):
+                    self.by_task[(env.get("checkpoint_ns") or "", str(env["task_id"]))] = r
+                key = (env.get("checkpoint_ns") or "", env.get("step"), env.get("node"))
+                self.node_runs.setdefault(key, []).append(r)
+            elif family == "llm":
+                self.llm.start(r, env, payload)
+            else:
+                r["detail"] = {
+                    "tool": env.get("name"),
+                    "args": payload.get("args"),
+                    "tool_call_id": payload.get("tool_call_id"),
+                }
+        if env.get("run_id"):
+            self.by_run[str(env["run_id"])] = r
+
+    def end(
+        self, kind: str, index: int, env: Mapping[str, Any], payload: Mapping[str, Any]
+    ) -> None:
+        r = self.by_run.get(str(env.get("run_id") or ""))
+        family = kind.split("_")[0]
+        if r is None or r["kind"] != family or r["status"] != "running":
+            # an end without its start (recorded from the middle): a span ending here
+            parent = None if family == "run" else self.parent_of({**env, "run_id": None})
+            r = self.row(family, env, index, parent, f"{family} {env.get('name') or ''}".strip())
+            if env.get("duration_ms"):
+                r["t0"] = r["t1"] - float(env["duration_ms"])
+        else:
+            r["events"].append(index)
+            r["seqs"].append(int(env.get("seq") or 0))
+        r["t1"] = max(r["t0"], ts_ms(env["ts"]) - self.base)
+        r["s1"] = int(env.get("seq") or 0)
+        r["status"] = env.get("status") or ("error" if kind == "tool_error" else "ok")
+        r["duration_ms"] = env.get("duration_ms")
+        error = payload.get("error")
+        if error:
+            r["detail"]["error"] = error
+            r["detail"]["error_type"] = payload.get("error_type")
+        if family == "run":
+            r["detail"]["output"] = payload.get("output")
+        elif family == "node":
+            if r["status"] == "interrupted":
+                self.paused.append(r)
+            update = payload.get("update")
+            r["detail"]["update"] = update
+            for m in messages_of(update):
+                self.conversation.say(m, env, str(env.get("node") or ""))
+        elif family == "llm":
+            self.llm.end(r, env, payload)
+        elif family == "tool":
+            r["detail"]["result"] = payload.get("parsed", payload.get("result"))
+            r["detail"]["raw_result"] = payload.get("result")
+            if env.get("artifact"):
+                r["detail"]["artifact"] = env.get("artifact")
+            if kind == "tool_error":
+                r["label"] += " · error"
+
+    def mark(
+        self, kind: str, index: int, env: Mapping[str, Any], payload: Mapping[str, Any]
+    ) -> None:
+        family = _MARK_KIND.get(kind, "other")
+        parent = self.checkpoint_parent(env) if family == "checkpoint" else self.parent_of(env)
+        label, detail = describe_mark(family, env, payload)
+        r = self.row(family, env, index, parent, label)
+        r["detail"] = detail
+        if family == "violation":
+            rule = payload.get("rule") or env.get("name")
+            self.violations.append(
+                {"seq": env.get("seq"), "rule": rule, "label": label, "row": r["id"]}
+            )
+        elif family == "memory" and isinstance(payload.get("hits"), list):
+            for h in payload["hits"]:
+                self.memory_hits.append({**h, "seq": env.get("seq"), "node": env.get("node")})
+        if family == "checkpoint":
+            self.place_checkpoint(r, env, payload)
+        elif family == "writes" and parent is not None and parent["kind"] == "node":
+            r["t0"] = r["t1"] = parent["t1"]  # with the task that wrote them
+            r["step"] = parent["step"]
+        elif family == "interrupt":
+            self.place_interrupt(r, env, parent)
+        elif family == "resume" and env.get("run_id") and str(env["run_id"]) not in self.by_run:
+            self.orphans.setdefault(str(env["run_id"]), []).append(r)
+        if family in ("violation", "interrupt") or (family == "resume" and "value" in payload):
+            self.conversation.event(family, label, env, r)
+
+    def checkpoint_parent(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
+        ns = env.get("checkpoint_ns") or ""
+        if ns:
+            return self.parent_of({"checkpoint_ns": ns})
+        return self.current_run
+
+    def place_checkpoint(
+        self, r: dict[str, Any], env: Mapping[str, Any], payload: Mapping[str, Any]
+    ) -> None:
+        """A checkpoint sits at the end of the node runs of its step that wrote it."""
+        nodes = set(payload.get("nodes") or ())
+        ns = env.get("checkpoint_ns") or ""
+        ends = [
+            x["t1"]
+            for n in nodes
+            for x in self.node_runs.get((ns, env.get("step"), n), ())
+            if x["s0"] < r["s0"]
+        ]
+        writers = [
+            runs[-1]
+            for n in sorted(nodes)
+            if (
+                runs := [
+                    x for x in self.node_runs.get((ns, env.get("step"), n), ()) if x["s0"] < r["s0"]
+                ]
+            )
+        ]
+        if ends:
+            r["t0"] = r["t1"] = max(ends)
+        elif nodes <= {"__start__"} and r["parent"] is not None:  # the run's input
+            r["t0"] = r["t1"] = self.rows[r["parent"]]["t0"]
+        entry = {
+            "row": r["id"],
+            "seq": env.get("seq"),
+            "checkpoint_id": env.get("checkpoint_id"),
+            "checkpoint_ns": ns,
+            "parent_checkpoint_id": payload.get("parent_checkpoint_id"),
+            "step": env.get("step"),
+            "source": payload.get("source") or env.get("name"),
+            "nodes": sorted(nodes),
+            "changed": [c for c in payload.get("changed") or () if not is_internal_channel(c)],
+            "change": None,
+            "writers": writers,
+        }
+        r["detail"]["checkpoint"] = entry
+        self.checkpoints.append(entry)
+
+    def place_interrupt(
+        self, r: dict[str, Any], env: Mapping[str, Any], parent: dict[str, Any] | None
+    ) -> None:
+        """An interrupt recorded without its node: the node of its run that stopped."""
+        if env.get("node"):
+            where = f"{env.get('node')} · step {env.get('step')}"
+        else:
+            paused = [x for x in self.paused if parent is not None and x["parent"] == parent["id"]]
+            where = f"{paused[-1]['node']} · step {paused[-1]['step']}" if paused else ""
+            if paused:
+                r["node"], r["step"] = paused[-1]["node"], paused[-1]["step"]
+                r["t0"] = r["t1"] = max(r["t0"], paused[-1]["t1"])
+        if where:
+            r["label"] += f" in {where}"
+            r["detail"]["where"] = where
+        self.interrupts.append({"row": r["id"], "seq": env.get("seq"), "label": r["label"]})
+
+    def layout(self) -> dict[str, Any]:
+        """Close what is still running, order the rows (each after its parent), place
+        them on the time and sequence axes; the thread's status, its runs and duration.
+        Returns ``rows``, ``kinds``, ``end_ms``, ``runs``, ``status``, ``duration_ms``."""
+        end = max((r["t1"] for r in self.rows), default=0.0)
+        last = max((r["s1"] for r in self.rows), default=0)
+        first = min((r["s0"] for r in self.rows), default=0)
+        for r in self.rows:
+            if r["status"] == "running":
+                r["t1"], r["s1"] = max(r["t1"], end), last
+        for cp in self.checkpoints:  # what the step's nodes wrote, once their runs ended
+            cp["written"] = [
+                {"node": w["node"], "row": w["id"], "update": w["detail"].get("update")}
+                for w in cp.pop("writers")
+                if w["detail"].get("update") is not None
+            ]
+        runs = [r for r in self.rows if r["kind"] == "run"]
+        duration = sum(float(r.get("duration_ms") or (r["t1"] - r["t0"])) for r in runs)
+        flat: list[dict[str, Any]] = []
+
+        def walk(rows: list[dict[str, Any]]) -> None:
+            for r in sorted(rows, key=lambda x: x["s0"]):
+                flat.append(r)
+                walk(r["children"])
+                r["has_children"] = bool(r["children"])
+                r["children"] = [c["id"] for c in r["children"]]
+
+        walk(self.top)
+        for r in flat:
+            r["short"] = row_short(r)
+        span_t = max(end, 1e-9)
+        span_s = max(last - first, 1)
+        for r in flat:
+            r["x_time"] = (r["t0"] / span_t * 100.0, max(0.0, (r["t1"] - r["t0"]) / span_t * 100.0))
+            r["x_seq"] = (
+                (r["s0"] - first) / span_s * 100.0,
+                max(0.0, (r["s1"] - r["s0"]) / span_s * 100.0),
+            )
+        # the thread's status is its last run's: interrupted, else how it ended
+        status = "ok"
+        if runs:
+            status = runs[-1]["status"] or "ok"
+            if self.interrupts and int(self.interrupts[-1]["seq"] or 0) > runs[-1]["s0"]:
+                status = "interrupted"
+        kinds: dict[str, int] = {}
+        for r in flat:
+            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+        return {
+            "rows": flat,
+            "kinds": kinds,
+            "end_ms": end,
+            "runs": len(runs),
+            "status": status,
+            "duration_ms": duration,
+        }
