@@ -94,7 +94,9 @@ def _saver_setup(conn: psycopg.Connection[Any]) -> None:
     """Create the official saver's tables as the owner (the app role cannot)."""
     from langgraph.checkpoint.postgres import PostgresSaver  # lazy: `setup --roles` only
 
-    PostgresSaver(conn).setup()
+    from langgraph_external.assembly import setup_saver  # lazy: LangGraph, 0.5 s
+
+    setup_saver(PostgresSaver(conn).setup)
 
 
 # -- db ----------------------------------------------------------------------------------
