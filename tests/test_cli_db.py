@@ -33,7 +33,7 @@ from langgraph_external.ledger.embedded import (
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from langgraph_external.embedded import EmbeddedPostgres
+    from langgraph_external.ledger.embedded import EmbeddedPostgres
     print(EmbeddedPostgres(sys.argv[1]).start(), flush=True)
     time.sleep(300)
     """
@@ -257,7 +257,7 @@ def test_the_server_outlives_a_sigkilled_user_and_is_reused(ws: Path, holder: Ho
         [
             sys.executable,
             "-c",
-            "import sys; from langgraph_external.embedded import EmbeddedPostgres as E; "
+            "import sys; from langgraph_external.ledger.embedded import EmbeddedPostgres as E; "
             "e = E(sys.argv[1]); print(e.start()); e.release()",
             str(pgdata(ws)),
         ],

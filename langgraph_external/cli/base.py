@@ -1,0 +1,214 @@
+"""The ``lgx`` application and what every command shares: the global options, the settings
+they make, how a command body runs (typed errors become one-line messages) and how it
+connects to the ledger.
+
+The commands live in one module per command group and are registered on :data:`app` by
+:mod:`langgraph_external.cli`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import psycopg
+import typer
+from psycopg.conninfo import conninfo_to_dict
+
+from langgraph_external.cli.console import (
+    EXIT_OK,
+    CliError,
+    fail,
+    one_line,
+    silence_stdout,
+)
+from langgraph_external.errors import ExternalError
+from langgraph_external.ledger import queries
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.workspace.files import Workspace
+
+DEFAULT_WORKSPACE = "./agent_workspace"
+_CONNECT_TIMEOUT = 10
+
+app = typer.Typer(
+    name="lgx",
+    help="Inspect and verify what langgraph-external recorded in Postgres and the workspace.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals may hold a DSN with a password
+)
+
+
+@dataclass
+class Settings:
+    """The global options of one ``lgx`` run, and the resources they lead to.
+
+    Example:
+        >>> s = Settings(dsn="postgresql://db/app", workspace="./ws", schema="audit")
+        >>> s.resolve_dsn(create=False)
+        'postgresql://db/app'
+    """
+
+    dsn: str | None
+    workspace: str
+    schema: str
+    _embedded: EmbeddedPostgres | None = field(default=None, repr=False)
+    _ws: Workspace | None = field(default=None, repr=False)
+
+    def ws(self) -> Workspace:
+        """The workspace (opened on first use)."""
+        if self._ws is None:
+            self._ws = Workspace(self.workspace)
+        return self._ws
+
+    def datadir(self) -> Path:
+        """The workspace's embedded server directory (the workspace must be local)."""
+        ws = self.ws()
+        if not ws.is_local:
+            raise CliError(f"the workspace {ws.location!r} is not local: it has no embedded server")
+        return Path(ws.root) / ".lgx" / "pgdata"
+
+    @property
+    def embedded_datadir(self) -> Path | None:
+        """The data directory of the embedded server this run started, if it started one."""
+        return self._embedded.datadir if self._embedded is not None else None
+
+    def resolve_dsn(self, *, create: bool) -> str:
+        """The DSN to use; starts the workspace's embedded server when none was given."""
+        if self.dsn:
+            return self.dsn
+        if self._embedded is not None and self._embedded.uri is not None:
+            return self._embedded.uri
+        ws = self.ws()
+        hint = "pass --dsn postgresql://... or set LGX_DSN"
+        if not ws.is_local:
+            raise CliError(f"no DSN given and the workspace {ws.location!r} is not local: {hint}")
+        datadir = self.datadir()
+        if not create and not datadir.is_dir():
+            raise CliError(
+                f"no DSN given and no embedded database at {datadir} (wrong --workspace?): {hint}"
+            )
+        self._embedded = EmbeddedPostgres(datadir)
+        with warnings.catch_warnings():  # platformdirs warns on import without XDG_RUNTIME_DIR
+            warnings.simplefilter("ignore")
+            return self._embedded.start()
+
+    def readable_workspace(self) -> Workspace | None:
+        """The workspace when it exists (a local one that is not there is left out)."""
+        ws = self.ws()
+        if ws.is_local and not Path(ws.root).is_dir():
+            return None
+        return ws
+
+    def close(self) -> None:
+        """Release the embedded server this run used (it keeps running for the next)."""
+        if self._embedded is not None:
+            self._embedded.release()
+            self._embedded = None
+
+
+KeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--key", envvar="LGX_KEY", help="The deployment key (default: $LGX_KEY or the key file)."
+    ),
+]
+"""The ``--key`` option of the commands that check or write keyed data."""
+
+
+PricesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prices",
+        show_default=False,
+        help="Price table of models (YAML, JSON or TOML). Default: $LGX_PRICES, else "
+        "[tool.langgraph-external.prices] in ./pyproject.toml; without one, costs show "
+        "as unknown.",
+    ),
+]
+"""The ``--prices`` option of the commands that show costs."""
+
+
+@contextmanager
+def command(ctx: typer.Context) -> Iterator[Settings]:
+    """Run one command body: typed errors become one-line messages, resources are freed."""
+    settings: Settings = ctx.obj
+    try:
+        yield settings
+    except CliError as exc:
+        fail(str(exc), exc.code)
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        fail(
+            f"the ledger schema {settings.schema!r} is not set up in this database: "
+            "run `lgx setup` (or check --schema)"
+        )
+    except ExternalError as exc:  # LedgerUnavailableError, ConfigurationError, ...
+        fail(one_line(exc))
+    except psycopg.Error as exc:
+        fail(f"database error: {one_line(exc)}")
+    except UnicodeEncodeError as exc:  # an argument that is not valid text (lone surrogate)
+        fail(f"an argument is not valid Unicode text: {one_line(exc)}")
+    except BrokenPipeError:  # e.g. `lgx show t --json | head`: stop quietly
+        silence_stdout()
+        raise typer.Exit(EXIT_OK) from None
+    except OSError as exc:
+        fail(f"workspace error: {one_line(exc)}")
+    finally:
+        settings.close()
+
+
+@contextmanager
+def connect(settings: Settings, *, create: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection in UTC (so timestamps render as they were hashed)."""
+    dsn = settings.resolve_dsn(create=create)
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise CliError(f"invalid DSN: {one_line(exc)}") from exc
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in params:
+        kwargs["connect_timeout"] = _CONNECT_TIMEOUT
+    conn = ledger.connect(dsn, **kwargs)
+    try:
+        conn.execute(queries.SET_TIME_ZONE_UTC)
+        yield conn
+    finally:
+        conn.close()
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            envvar="LGX_DSN",
+            show_default=False,
+            help="PostgreSQL connection string of the ledger. Without it the embedded "
+            "server of the workspace (<workspace>/.lgx/pgdata) is used.",
+        ),
+    ] = None,
+    workspace: Annotated[
+        str,
+        typer.Option(
+            "--workspace", "-w", envvar="LGX_WORKSPACE", help="Workspace directory or fsspec URL."
+        ),
+    ] = DEFAULT_WORKSPACE,
+    schema: Annotated[
+        str, typer.Option("--schema", envvar="LGX_SCHEMA", help="Ledger schema name.")
+    ] = (ledger.DEFAULT_SCHEMA),
+) -> None:
+    """Inspect and verify what langgraph-external recorded in Postgres and the workspace."""
+    try:
+        ledger.validate_schema(schema)
+    except ExternalError as exc:
+        fail(one_line(exc))
+    settings = Settings(dsn=dsn or None, workspace=workspace, schema=schema)
+    ctx.obj = settings
+    ctx.call_on_close(settings.close)

@@ -1,0 +1,393 @@
+"""``lgx threads``, ``lgx show``, ``lgx events``, ``lgx state``: reading what was recorded.
+
+Example (shell)::
+
+    lgx threads
+    lgx show thread-42 --limit 50
+    lgx events thread-42 --kind checkpoint --since 2026-12-01
+    lgx state thread-42 --checkpoint 1f1edcd4
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from psycopg.rows import dict_row
+from rich.json import JSON
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from langgraph_external.cli.base import command, connect
+from langgraph_external.cli.console import (
+    EXIT_PROBLEM,
+    CliError,
+    err,
+    format_ts,
+    json_default,
+    one_line,
+    out,
+    plural,
+    print_data,
+    time_option,
+)
+from langgraph_external.ledger import queries
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops.verify import read_jsonl
+from langgraph_external.read import inspection
+from langgraph_external.record.namespaces import scope_of
+from langgraph_external.workspace.files import Workspace
+
+
+# -- threads -----------------------------------------------------------------------------
+def threads(
+    ctx: typer.Context,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="Most threads to list (0: all).")
+    ] = 50,
+    replays: Annotated[
+        bool,
+        typer.Option("--replays", help=f"Also list replay copies ({inspection.REPLAY_PREFIX}...)."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List recorded threads, most recently updated first (replay copies with --replays)."""
+    with command(ctx) as s, connect(s) as conn:
+        rows, n_total, n_copies = inspection.list_threads(
+            conn, s.schema, limit=limit or None, replays=replays
+        )
+    if replays:
+        n_total += n_copies
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(r, ensure_ascii=False, default=json_default))
+        return
+    hidden = ""
+    if n_copies and not replays:
+        copies = f"{n_copies} replay cop{'y' if n_copies == 1 else 'ies'}"
+        hidden = f"; {copies} not listed (--replays lists them)"
+    if not rows:
+        out.print("no threads recorded yet" if not hidden else f"no threads listed{hidden}")
+        return
+    shown = (
+        f"{len(rows)} of {plural(n_total, 'thread')}"
+        if n_total > len(rows)
+        else plural(n_total, "thread")
+    )
+    deleted = any(r["deleted_at"] is not None for r in rows)
+    table = Table(caption=f"{shown}{hidden}; times in UTC", caption_justify="left")
+    table.add_column("thread_id", overflow="fold", min_width=12)
+    table.add_column("created", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("seq", justify="right")
+    table.add_column("ckpts", justify="right")
+    if deleted:
+        table.add_column("deleted", no_wrap=True)
+    for r in rows:
+        cells: list[str | Text] = [
+            Text(r["thread_id"]),
+            format_ts(r["created_at"]),
+            format_ts(r["updated_at"]),
+            str(r["last_seq"]),
+            str(r["checkpoints"]),
+        ]
+        if deleted:
+            cells.append(format_ts(r["deleted_at"]))
+        table.add_row(*cells)
+    print_data(table)
+
+
+# -- show --------------------------------------------------------------------------------
+def show(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread to show.")],
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="How many of the last events (0: all).")
+    ] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
+    ] = False,
+) -> None:
+    """Summarize one thread: counts, latest state and its last events."""
+    with command(ctx) as s, connect(s) as conn:
+        ws = s.ws()
+        tdir = ws.thread_dir(thread_id)
+        thread = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                ledger.q(queries.SELECT_THREAD, s.schema),
+                (thread_id,),
+            )
+            .fetchone()
+        )
+        in_workspace = ws.exists(f"{tdir}/events.jsonl") or ws.exists(f"{tdir}/thread.json")
+        if thread is None and not in_workspace:
+            raise CliError(
+                f"thread {thread_id!r} not found in the ledger (schema {s.schema}) "
+                f"or the workspace {ws.location}",
+                EXIT_PROBLEM,
+            )
+        if as_json:
+            envelopes = ledger.fetch_events(conn, thread_id, s.schema)
+            if not envelopes:
+                envelopes, bad_line = read_jsonl(ws, f"{tdir}/events.jsonl")
+                where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
+                err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
+            for env in envelopes[-limit:] if limit else envelopes:
+                typer.echo(json.dumps(env, ensure_ascii=False, default=json_default))
+            return
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(ledger.q(queries.SELECT_EVENT_PLACES, s.schema), (thread_id,))
+            .fetchall()
+        )
+        placed = inspection.place_events(rows)
+        events = placed[-limit:] if limit else placed
+        kinds = conn.execute(
+            ledger.q(queries.SELECT_KIND_COUNTS, s.schema),
+            (thread_id,),
+        ).fetchall()
+        state, state_problem = _read_state(ws, f"{tdir}/state.json")
+
+    out.print(f"[bold]thread[/] {escape(thread_id)}")
+    if thread is None:
+        out.print("  [yellow]not in the ledger[/] (only in the workspace; run `lgx verify`)")
+    else:
+        out.print(
+            f"  events: {thread['events']}  checkpoints: {thread['checkpoints']}  "
+            f"last seq: {thread['last_seq']}"
+        )
+        out.print(
+            f"  created: {format_ts(thread['created_at'])} UTC  "
+            f"updated: {format_ts(thread['updated_at'])} UTC"
+        )
+        if thread["deleted_at"] is not None:
+            out.print(f"  [yellow]deleted:[/] {format_ts(thread['deleted_at'])} UTC")
+        if kinds:
+            out.print("  kinds: " + escape(", ".join(f"{k} {n}" for k, n in kinds)))
+    out.print(f"  workspace: {escape(tdir)}" + ("" if in_workspace else " [yellow](absent)[/]"))
+    if state is not None:
+        out.print(
+            f"[bold]last state[/] (checkpoint {escape(str(state.get('checkpoint_id')))}, "
+            f"step {escape(str(state.get('step')))})"
+        )
+        out.print(JSON(json.dumps(state.get("values", {}), ensure_ascii=False, default=str)))
+    elif state_problem:
+        out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
+    if events:
+        label = f"last {len(events)} events" if limit else f"all {len(events)} events"
+        print_data(_events_table(events, f"{label} in step order", status=False))
+
+
+def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
+    if not ws.exists(path):
+        return None, None
+    try:
+        data = ws.read_json(path)
+    except (OSError, ValueError) as exc:
+        return None, f"{path}: {one_line(exc)}"
+    if not isinstance(data, dict):
+        return None, f"{path}: not a JSON object"
+    return data, None
+
+
+def events(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread whose events to list.")],
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind", "-k", help="Only events of this kind (repeatable).", show_default=False
+        ),
+    ] = None,
+    node: Annotated[
+        list[str] | None,
+        typer.Option("--node", help="Only events of this node (repeatable).", show_default=False),
+    ] = None,
+    name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--name",
+            help="Only events with this name, e.g. a tool (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only events at or after this ISO time (UTC if no offset).",
+            show_default=False,
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="Only events before this ISO time (UTC if no offset).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="Only the last N matching events (0: all).")
+    ] = 0,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            "--order",
+            help="step: run by run, step by step (writes with the step that wrote them; the "
+            "default of the table); seq: commit order (the default of --json).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
+    ] = False,
+) -> None:
+    """List a thread's events from the ledger, filtered by kind, node, name and time.
+
+    The table shows them step by step; ``seq`` is the commit order (the hash chain's),
+    ``ts`` when each event happened. Exit code 1 when the thread is not in the ledger; an
+    empty match is not an error.
+    """
+    with command(ctx) as s:
+        if order not in (None, "step", "seq"):
+            raise CliError(f"--order: {order!r} is not one of step, seq")
+        by_step = (order or ("seq" if as_json else "step")) == "step"
+        flt = inspection.EventFilter(
+            kinds=tuple(kind or ()),
+            nodes=tuple(node or ()),
+            names=tuple(name or ()),
+            since=time_option(since, "--since"),
+            until=time_option(until, "--until"),
+            limit=limit or None,
+        )
+        with connect(s) as conn:
+            found = inspection.query_events(conn, thread_id, flt, s.schema)
+            if not found and not inspection.thread_in_ledger(conn, thread_id, s.schema):
+                raise CliError(
+                    f"thread {thread_id!r} not found in the ledger (schema {s.schema}); "
+                    "`lgx show` also reads the workspace",
+                    EXIT_PROBLEM,
+                )
+            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
+        placed = (
+            inspection.place_events(found, context)
+            if by_step
+            else [inspection.Placed(e, 0, e["step"], e["step"]) for e in found]
+        )
+        if as_json:
+            for p in placed:
+                typer.echo(json.dumps(p.event, ensure_ascii=False, default=json_default))
+            return
+        if not found:
+            err.print("no events match", soft_wrap=True)
+            return
+        label = f"{plural(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
+        print_data(_events_table(placed, label, grouped=by_step))
+
+
+def _events_table(
+    placed: Sequence[inspection.Placed], label: str, *, status: bool = True, grouped: bool = True
+) -> Table:
+    """Events as a table: ``seq`` (commit order) and ``ts`` (when it happened) side by side;
+    a rule between steps when ``grouped``; a writes event shows the step that wrote it."""
+    caption = (
+        f"{label}; seq: the commit order (the hash chain's), ts: when the event happened "
+        "(UTC). The two orders differ: an event is committed after it happened, a step's "
+        "writes after the step, sometimes after later steps."
+    )
+    table = Table(caption=caption, caption_justify="left")
+    cols = ["seq", "ts (UTC)", "kind", "node", "step", "name"]
+    cols += ["status", "ms"] if status else []
+    for col in cols:
+        table.add_column(
+            col, justify="right" if col in ("seq", "step", "ms") else "left", no_wrap=True
+        )
+    for i, p in enumerate(placed):
+        e = p.event
+        ts = e["ts"] if isinstance(e["ts"], datetime) else datetime.fromisoformat(e["ts"])
+        node = e.get("node") or ""
+        ns = str(e.get("checkpoint_ns") or "")
+        if ns:  # a subgraph's event: the nodes it runs under
+            node = "/".join(scope_of(ns, node))
+        cells: list[str | Text] = [
+            str(e["seq"]),
+            format_ts(ts, precise=True),
+            Text(e["kind"]),
+            Text(node),
+            "" if p.own_step is None else str(p.own_step),
+            Text(e.get("name") or ""),
+        ]
+        if status:
+            ms = e.get("duration_ms")
+            cells += [Text(e.get("status") or ""), "" if ms is None else f"{ms:.1f}"]
+        nxt = placed[i + 1] if i + 1 < len(placed) else None
+        boundary = nxt is not None and (nxt.run, nxt.step) != (p.run, p.step)
+        table.add_row(*cells, end_section=grouped and boundary)
+    return table
+
+
+# -- state -------------------------------------------------------------------------------
+def state(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread whose state to print.")],
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            "-c",
+            help="A checkpoint id or a unique prefix of one (default: the latest).",
+            show_default=False,
+        ),
+    ] = None,
+    ns: Annotated[
+        str, typer.Option("--ns", help="Checkpoint namespace of a subgraph (default: root).")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False,
+) -> None:
+    """Print the readable state of a thread at a checkpoint, from the workspace.
+
+    No database needed. Exit code 1 when the thread or the checkpoint is not there.
+    """
+    with command(ctx) as s:
+        try:
+            view = inspection.read_state(s.ws(), thread_id, checkpoint, checkpoint_ns=ns)
+        except inspection.NotFoundError as exc:
+            raise CliError(str(exc), EXIT_PROBLEM) from exc
+        if as_json:
+            typer.echo(json.dumps(view.to_dict(), ensure_ascii=False, default=str))
+        else:
+            _print_state(view)
+
+
+def _print_state(view: inspection.StateView) -> None:
+    latest = " (latest)" if view.latest else ""
+    out.print(f"[bold]thread[/] {escape(view.thread_id)}", soft_wrap=True)
+    out.print(
+        f"  checkpoint: {escape(view.checkpoint_id)}{latest}"
+        + (f"  namespace: {escape(view.checkpoint_ns)}" if view.checkpoint_ns else ""),
+        soft_wrap=True,
+    )
+    out.print(
+        f"  step: {view.step}  source: {escape(str(view.source))}  "
+        f"written by: {escape(', '.join(view.nodes) or '-')}",
+        soft_wrap=True,
+    )
+    out.print(f"  parent: {escape(str(view.parent_checkpoint_id or '-'))}", soft_wrap=True)
+    if view.ts:
+        out.print(f"  time: {escape(view.ts)}", soft_wrap=True)
+    out.print("[bold]values[/]")
+    print_data(JSON(json.dumps(view.values, ensure_ascii=False, default=str)))
+    if view.pending_writes:
+        out.print(f"[bold]pending writes[/] ({len(view.pending_writes)})")
+        for w in view.pending_writes:
+            value = json.dumps(w["value"], ensure_ascii=False, default=str)
+            out.print(
+                f"  {escape(str(w['node']))} → {escape(str(w['channel']))}: {escape(value)}",
+                soft_wrap=True,
+            )

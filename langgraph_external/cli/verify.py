@@ -1,0 +1,263 @@
+"""``lgx verify``, ``lgx heads``, ``lgx repair``: checking the record and bringing it up to date.
+
+Example (shell)::
+
+    lgx heads heads.json
+    lgx verify --all --heads heads.json
+    lgx repair
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import psycopg
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from langgraph_external.cli.base import KeyOption, command, connect
+from langgraph_external.cli.console import (
+    EXIT_PROBLEM,
+    CliError,
+    err,
+    fail,
+    one_line,
+    out,
+    plural,
+)
+from langgraph_external.errors import ConfigurationError
+from langgraph_external.ledger import queries
+from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops.verify import (
+    ThreadNotFoundError,
+    VerifyResult,
+    heads_problems,
+    saver_thread_ids,
+    snapshot_heads,
+    verify_thread,
+)
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.keys import load_key
+from langgraph_external.workspace.files import Workspace
+
+
+def _verify_one(
+    conn: psycopg.Connection[Any],
+    ws: Workspace,
+    tid: str,
+    schema: str,
+    cipher: WorkspaceCipher | None = None,
+) -> VerifyResult:
+    """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
+    try:
+        return verify_thread(conn, ws, tid, schema, cipher=cipher)
+    except ThreadNotFoundError:
+        return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
+    except Exception as exc:  # a hostile file must not stop the other threads
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+        return VerifyResult(tid, problems=[f"cannot verify: {type(exc).__name__}: {one_line(exc)}"])
+
+
+def _verify_key(key: str | None) -> WorkspaceCipher | None:
+    """The deployment key for the keyed checks; without one they are skipped (noted)."""
+    try:
+        return load_key(key, create=False)
+    except ConfigurationError as exc:
+        if key:
+            raise
+        err.print(f"note: {escape(one_line(exc))}; the keyed checks are skipped")
+        return None
+
+
+def _verify_heads(
+    conn: psycopg.Connection[Any], schema: str, path: Path, cipher: WorkspaceCipher | None
+) -> VerifyResult:
+    """The ``--heads`` snapshot as one more result (it needs the key)."""
+    if cipher is None:
+        raise CliError("--heads needs the deployment key (--key, LGX_KEY or the key file)")
+    try:
+        snapshot = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the heads snapshot {path}: {one_line(exc)}") from exc
+    if not isinstance(snapshot, dict):
+        raise CliError(f"the heads snapshot {path} is not a JSON object")
+    return VerifyResult(
+        f"heads snapshot {path}", problems=heads_problems(conn, schema, snapshot, cipher)
+    )
+
+
+def verify(
+    ctx: typer.Context,
+    thread_id: Annotated[
+        str | None, typer.Argument(help="The thread to verify.", show_default=False)
+    ] = None,
+    all_threads: Annotated[
+        bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
+    ] = False,
+    key: KeyOption = None,
+    heads: Annotated[
+        Path | None,
+        typer.Option("--heads", help="Also check a snapshot saved by `lgx heads FILE`."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one result per thread as JSON lines.")
+    ] = False,
+) -> None:
+    """Verify hash chains in the ledger and workspace, and that both hold the same events.
+
+    With the deployment key also: the keyed tag of each thread's head, every exact copy,
+    ``state.json`` and the artifacts. Exit code 0 when everything checks out, 1 naming the
+    first problem otherwise.
+    """
+    if (thread_id is None) == (not all_threads):
+        fail("give either a THREAD_ID or --all")
+    results: list[VerifyResult] = []
+    with command(ctx) as s, connect(s) as conn:
+        ws = s.ws()
+        cipher = _verify_key(key)
+        if not all_threads:
+            assert thread_id is not None
+            try:
+                results.append(verify_thread(conn, ws, thread_id, s.schema, cipher=cipher))
+            except ThreadNotFoundError as exc:
+                raise CliError(str(exc), EXIT_PROBLEM) from exc
+        else:
+            rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, s.schema)).fetchall()
+            ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
+            with Progress(
+                TextColumn("verifying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("verify", total=len(ids))
+                for tid in ids:
+                    results.append(_verify_one(conn, ws, tid, s.schema, cipher))
+                    progress.advance(task)
+        if heads is not None:
+            results.append(_verify_heads(conn, s.schema, heads, cipher))
+
+    snap = [r for r in results if r.thread_id.startswith("heads snapshot ")]
+    results = [r for r in results if r not in snap]
+    failed = [r for r in [*results, *snap] if not r.ok]
+    if as_json:
+        for r in [*results, *snap]:
+            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
+        if failed:
+            raise typer.Exit(EXIT_PROBLEM)
+        return
+    shown = results if not all_threads else [r for r in results if not r.ok]
+    for r in [*shown, *snap]:
+        if r.ok and r in snap:
+            out.print(f"[green]OK[/] {escape(r.thread_id)}: every head it saw is still there")
+        elif r.ok:
+            out.print(
+                f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
+                "hash chain intact, ledger and workspace agree" + _pending_note(r.pending)
+            )
+        else:
+            out.print(f"[bold red]FAIL[/] {escape(r.thread_id)}: {escape(r.problems[0])}")
+            for p in r.problems[1:]:
+                out.print(f"     also: {escape(p)}")
+            if r.pending:
+                out.print(f"     {_pending_note(r.pending).strip(' ;')}")
+    if all_threads:
+        events = sum(r.ledger_events for r in results)
+        pending = sum(r.pending for r in results)
+        status = "[green]OK[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
+        out.print(
+            f"{status}: {plural(len(results), 'thread')}, {plural(events, 'ledger event')} verified"
+            + _pending_note(pending)
+        )
+    if failed:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def _pending_note(pending: int) -> str:
+    if not pending:
+        return ""
+    return (
+        f"; pending: {plural(pending, 'capture')} committed with the saver, not sealed yet "
+        "(a sealer seals them; `lgx worker --status`)"
+    )
+
+
+# -- repair ------------------------------------------------------------------------------
+def repair(
+    ctx: typer.Context,
+    rebuild: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rebuild",
+            help="Delete this thread's workspace files and rebuild them from the ledger "
+            "(repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    key: KeyOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Record what is missing and bring the workspace up to the ledger.
+
+    Replays write-ahead logs left by dead processes, records checkpoints and task writes
+    the official saver holds without their events, retries quarantined threads, and
+    mirrors every thread the workspace is behind on. Idempotent. Exit 1 if something
+    could not be brought up to date.
+    """
+    from langgraph_external.ops.repair import repair as run_repair  # lazy: LangGraph, 0.5 s
+
+    with command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        with Progress(TextColumn("repairing"), TimeElapsedColumn(), console=err, transient=True):
+            report = run_repair(
+                dsn=dsn,
+                workspace=s.ws(),
+                schema=s.schema,
+                cipher=load_key(key, create=False),
+                rebuild=rebuild or (),
+            )
+    if as_json:
+        typer.echo(json.dumps({**report.__dict__, "ok": report.ok}))
+    else:
+        out.print(
+            f"replayed {plural(report.wal_events_replayed, 'logged event')}, recorded "
+            f"{plural(report.checkpoints_recovered, 'missing checkpoint')} and "
+            f"{plural(report.writes_recovered, 'missing task write')}, mirrored "
+            f"{plural(report.threads_projected, 'thread')} the workspace was behind on"
+            + (
+                f", rebuilt {', '.join(map(escape, report.threads_rebuilt))}"
+                if report.threads_rebuilt
+                else ""
+            )
+        )
+        for p in report.problems:
+            out.print(f"[bold red]problem:[/] {escape(p)}")
+    if not report.ok:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+# -- heads -------------------------------------------------------------------------------
+def heads(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Where to write the snapshot (JSON).")],
+    key: KeyOption = None,
+) -> None:
+    """Save a keyed snapshot of every thread's head (keep it outside the database).
+
+    ``lgx verify --all --heads FILE`` later finds any thread that is gone or no longer
+    holds that head (an old backup restored, a record rewritten). Take one periodically.
+    """
+    with command(ctx) as s, connect(s) as conn:
+        snapshot = snapshot_heads(conn, s.schema, load_key(key, create=False))
+        file.write_text(json.dumps(snapshot, indent=1) + "\n")
+    out.print(
+        f"saved the heads of {plural(len(snapshot['heads']), 'thread')} to {escape(str(file))}"
+    )

@@ -1,0 +1,137 @@
+"""``lgx worker``: seal captures, mirror the workspace and export, for every app on a database.
+
+Example (shell)::
+
+    lgx --dsn postgresql://lgx_worker@db/app worker
+    lgx --dsn postgresql://lgx_worker@db/app worker --status
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from langgraph_external.cli.base import KeyOption, command
+from langgraph_external.cli.console import (
+    EXIT_PROBLEM,
+    err,
+    out,
+    plural,
+)
+from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.record.keys import load_key
+from langgraph_external.workspace.files import Workspace
+from langgraph_external.workspace.projection import WorkspaceProjection
+
+
+def worker(
+    ctx: typer.Context,
+    key: KeyOption = None,
+    no_workspace: Annotated[
+        bool, typer.Option("--no-workspace", help="Seal only; do not mirror a workspace.")
+    ] = False,
+    langfuse: Annotated[
+        bool,
+        typer.Option("--langfuse", help="Also export to Langfuse (LANGFUSE_* variables)."),
+    ] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Seal and mirror what is waiting, then exit.")
+    ] = False,
+    status: Annotated[
+        bool, typer.Option("--status", help="Print how far sealing is behind, then exit.")
+    ] = False,
+    redaction: Annotated[
+        str,
+        typer.Option("--redaction", help="Redaction of readable views: standard, strict, off."),
+    ] = "standard",
+    poll_interval: Annotated[
+        float, typer.Option("--poll", help="Seconds between looks when no NOTIFY wakes it.")
+    ] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="--status as JSON.")] = False,
+) -> None:
+    """Seal captures, mirror the workspace and export, for every app on this database.
+
+    Apps started with `External(..., sealing="worker")` only capture (one statement in
+    the saver's transaction); run one or more workers beside them. They share the work
+    per thread, wake on NOTIFY, poll as a fallback, and stop on SIGTERM or Ctrl-C after
+    sealing what they hold. See docs/architecture.md for a systemd unit and a container.
+    """
+    from langgraph_external.assembly import resolve_redactor  # lazy: LangGraph, 0.5 s
+    from langgraph_external.processes.worker import WorkerConfig, run_worker, tune_gc  # lazy: 11 ms
+
+    with command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        if status:
+            info = sealing_status(dsn, s.schema, None if no_workspace else s.ws())
+            if as_json:
+                typer.echo(json.dumps(info, default=str))
+            else:
+                for line in sealing_lines(info):
+                    out.print(line, soft_wrap=True)
+            return
+        exports: list[Any] = []
+        if langfuse:
+            from langgraph_external.exporters.langfuse import LangfuseExport  # lazy: opt-in
+
+            exports.append(LangfuseExport().resolved())
+        config = WorkerConfig(
+            dsn=dsn,
+            schema=s.schema,
+            workspace=None if no_workspace else s.ws().location,
+            cipher=load_key(key, create=False),
+            redactor=resolve_redactor(redaction),
+            exports=exports,
+            poll_interval=poll_interval,
+        )
+        if not once:
+            err.print(
+                f"lgx worker: sealing {escape(s.schema)}"
+                + ("" if no_workspace else f", mirroring {escape(s.ws().location)}")
+                + (", exporting to Langfuse" if langfuse else "")
+                + " (Ctrl-C to stop)",
+                soft_wrap=True,
+            )
+        tune_gc()
+        code = run_worker(config, once=once)
+    if code:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any]:
+    """Captures waiting for a sealer and how far the workspace mirror is behind
+    (``lgx worker --status``, ``lgx db status``)."""
+    store = PostgresLedger(dsn, schema)
+    try:
+        info = store.pending()
+        oldest = info.pop("oldest")
+        info["oldest_seconds"] = (
+            round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
+        )
+        if ws is not None:
+            name = WorkspaceProjection(ws).name
+            info["workspace_behind_threads"] = len(store.lagging(name, limit=100_000))
+    finally:
+        store.close()
+    return info
+
+
+def sealing_lines(info: dict[str, Any]) -> list[str]:
+    """:func:`sealing_status` as lines of text (rich markup)."""
+    lines = [
+        f"captures waiting for a sealer: {info['captures']} of {plural(info['threads'], 'thread')}"
+        + (f", oldest {info['oldest_seconds']:.1f} s" if info["captures"] else "")
+    ]
+    if info.get("behind_running_transactions"):
+        lines.append(
+            f"  {info['behind_running_transactions']} not sealable yet: a transaction older"
+            " than them is still running"
+        )
+    if "workspace_behind_threads" in info:
+        lines.append(
+            f"workspace mirror behind on {plural(info['workspace_behind_threads'], 'thread')}"
+        )
+    return lines
