@@ -55,14 +55,14 @@ from langgraph_external import External  # noqa: E402
 from langgraph_external.cli import app  # noqa: E402
 from langgraph_external.ledger import schema as ledger  # noqa: E402
 from langgraph_external.ledger.postgres import PostgresLedger  # noqa: E402
-from langgraph_external.read.inspection import (  # noqa: E402
+from langgraph_external.ledger.queries import (  # noqa: E402
     COUNT_THREADS,
-    REPLAY_PREFIX,
     SELECT_LAST_EVENTS,
     SELECT_THREADS,
 )
 from langgraph_external.record.events import Event, new_id  # noqa: E402
 from langgraph_external.record.processors import Sequencer  # noqa: E402
+from langgraph_external.record.thread_ids import REPLAY_PREFIX  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.graphs import react_agent  # noqa: E402
@@ -273,7 +273,8 @@ def main() -> None:
             # -- restore (each run into a fresh database, created outside the timing) ------
             from langgraph.checkpoint.postgres import PostgresSaver
 
-            from langgraph_external.ops.restore import _decode_all, _put_all, verify_thread
+            from langgraph_external.ops.decode import decode_all, put_all
+            from langgraph_external.workspace.checkpoint_log import verify_thread
             from langgraph_external.workspace.files import Workspace
 
             restore_runs, bare_runs = [], []
@@ -287,9 +288,9 @@ def main() -> None:
                     with psycopg.connect(fresh, autocommit=True, prepare_threshold=0) as conn:
                         saver = PostgresSaver(conn)  # type: ignore[arg-type]
                         saver.setup()
-                        plan = _decode_all(wsp, "loop", verify_thread(wsp, "loop"), saver.serde)
+                        plan = decode_all(wsp, "loop", verify_thread(wsp, "loop"), saver.serde)
                         t = time.perf_counter()
-                        _put_all(plan, saver, "loop")  # the saver's own put, one by one
+                        put_all(plan, saver, "loop")  # the saver's own put, one by one
                         bare_runs.append((time.perf_counter() - t) * 1000)
             restore_ms, bare_ms = statistics.median(restore_runs), statistics.median(bare_runs)
             results["restore_runs_ms"] = [round(r) for r in restore_runs]

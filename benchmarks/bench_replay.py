@@ -30,7 +30,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph_external import External
 from langgraph_external.record.events import Event
 from langgraph_external.replay import replay
-from langgraph_external.sources.callbacks import _render_llm_end, exact
+from langgraph_external.sources.callback_render import exact, render_llm_end
 
 
 @tool
@@ -82,7 +82,7 @@ def main() -> None:
     event = Event.new(
         "llm_end", "t", payload={"response": LLMResult(generations=[[ChatGeneration(message=msg)]])}
     )
-    render = per_event_us(lambda: _render_llm_end(event))
+    render = per_event_us(lambda: render_llm_end(event))
     dump = per_event_us(lambda: exact(msg))
     print(
         f"record: llm_end rendering {render:.1f} us/event, of which the exact answer "

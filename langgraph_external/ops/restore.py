@@ -46,10 +46,6 @@ from langgraph_external.workspace.lines import events_path
 if TYPE_CHECKING:
     from langgraph_external.external import External
 
-# the names before decoding had its module, still imported by benchmarks/bench_cli.py
-_decode_all = decode_all
-_put_all = put_all
-
 __all__ = [
     "CheckpointLog",
     "RestoreError",

@@ -27,11 +27,11 @@ from typing import Any
 import psycopg
 
 from langgraph_external.errors import ExternalError, RestoreError
+from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.rows import checkpoint_row
 from langgraph_external.ops.restore import verify_thread as verify_copies
-from langgraph_external.read import inspection
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, verify_chain
 from langgraph_external.record.keys import head_tag, heads_tag, state_tag
@@ -86,7 +86,7 @@ def verify_thread(
     res = VerifyResult(thread_id)
     res.pending = pending_captures(conn, thread_id, schema)
     row = conn.execute(
-        ledger.q(inspection.SELECT_THREAD_POSITION, schema),
+        ledger.q(queries.SELECT_THREAD_POSITION, schema),
         (thread_id,),
     ).fetchone()
     lg = ledger.fetch_events(conn, thread_id, schema)

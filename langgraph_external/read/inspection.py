@@ -31,6 +31,12 @@ import psycopg
 from psycopg.rows import dict_row
 
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.queries import (
+    COUNT_THREADS,
+    SELECT_EVENTS,
+    SELECT_THREADS,
+    THREAD_IN_LEDGER,
+)
 from langgraph_external.read.errors import AmbiguousCheckpointError, NotFoundError
 from langgraph_external.read.event_order import (
     SELECT_STEP_CONTEXT,
@@ -76,78 +82,12 @@ __all__ = [
 ]
 
 
-# -- SQL ---------------------------------------------------------------------------------
-# ``replays`` switches the listing of replay copies on; ``prefix`` is REPLAY_PREFIX
-SELECT_THREADS = """
-select thread_id, created_at, updated_at, events as last_seq, checkpoints, deleted_at
-from {schema}.thread_summary
-where (%(replays)s or not starts_with(thread_id, %(prefix)s))
-order by updated_at desc, thread_id
-limit %(limit)s
-"""
-
-COUNT_THREADS = """
-select count(*) filter (where not starts_with(thread_id, %(prefix)s)) as n,
-       count(*) filter (where starts_with(thread_id, %(prefix)s)) as replays
-from {schema}.threads
-"""
-
-SELECT_THREAD_IDS = "select thread_id from {schema}.threads"
-
-SELECT_THREAD = """
-select t.created_at, t.updated_at, t.last_seq, t.deleted_at,
-    (select count(*) from {schema}.events e where e.thread_id = t.thread_id) as events,
-    (select count(*) from {schema}.checkpoints c where c.thread_id = t.thread_id) as checkpoints
-from {schema}.threads t where t.thread_id = %s
-"""
-
-SELECT_THREAD_POSITION = "select last_seq, last_hash from {schema}.threads where thread_id = %s"
-
-THREAD_IN_LEDGER = """
-select exists (select 1 from {schema}.threads where thread_id = %(t)s)
-    or exists (select 1 from {schema}.events where thread_id = %(t)s)
-"""
-
-SELECT_LAST_EVENTS = """
-select seq, ts, kind, node, step, name from {schema}.events
-where thread_id = %s order by seq desc limit %s
-"""
-
-# every event of a thread, without payloads: what a view needs to place events by step
-SELECT_EVENT_PLACES = """
-select seq, ts, kind, name, status, checkpoint_ns, checkpoint_id, run_id, parent_run_id,
-    root_run_id, node, step, task_id, duration_ms
-from {schema}.events where thread_id = %s order by seq
-"""
-
-SELECT_KIND_COUNTS = """
-select kind, count(*) from {schema}.events where thread_id = %s
-group by kind order by min(seq)
-"""
-
 ENVELOPE_COLUMNS = ledger.ENVELOPE_COLUMNS
 """Keys of an event envelope, in the order of ``events.jsonl``."""
 
+
 # Every filter is optional: a NULL parameter switches its condition off, so the statement
 # stays one fixed text. The newest ``limit`` rows are taken, then returned oldest first.
-SELECT_EVENTS = """
-select * from (
-    select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-        checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-        duration_ms, payload, raw, artifact, redactions, prev, hash
-    from {schema}.events
-    where thread_id = %(thread_id)s
-      and (%(kinds)s::text[] is null or kind = any(%(kinds)s::text[]))
-      and (%(nodes)s::text[] is null or node = any(%(nodes)s::text[]))
-      and (%(names)s::text[] is null or name = any(%(names)s::text[]))
-      and (%(since)s::timestamptz is null or ts >= %(since)s::timestamptz)
-      and (%(until)s::timestamptz is null or ts < %(until)s::timestamptz)
-    order by seq desc
-    limit %(limit)s
-) last order by seq
-"""
-
-
 # -- events ------------------------------------------------------------------------------
 def parse_time(text: str) -> datetime:
     """An ISO 8601 date or time; without a UTC offset it is taken as UTC.

@@ -78,8 +78,6 @@ __all__ = [
 
 logger = logging.getLogger("langgraph_external")
 
-_render_llm_end = render_llm_end  # the earlier name (benchmarks/bench_replay.py imports it)
-
 
 class AuditCallbackHandler(GraphCallbackHandler):
     """Records graph behaviour as events into a :class:`Pipeline`.
