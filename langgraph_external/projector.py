@@ -241,6 +241,14 @@ class Projector:
                     ok = False
             if scan:
                 last_scan = time.monotonic()
+            if ok and not touched and self._settle_at <= self._settled:
+                # a quiet pass: what the projections deferred (a thread's state.json is
+                # rewritten at most every few seconds while it is busy) is written now,
+                # not at the next flush, which a long-running worker never gets
+                for proj in self.projections:
+                    due = getattr(proj, "due", None)
+                    if due is not None and due():
+                        ok = self._settle_projection(proj) and ok
             if ok and self._settled < self._settle_at <= target:
                 for proj in self.projections:
                     ok = self._settle_projection(proj) and ok
