@@ -115,9 +115,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=25, help="invokes per round")
     ap.add_argument("--burst", type=int, default=120, help="invokes back to back")
     ap.add_argument("--no-external", action="store_true", help="leave setup b out")
-    ap.add_argument(
-        "--capture-only", action="store_true", help="add setup w (an lgx worker seals)"
-    )
+    ap.add_argument("--capture-only", action="store_true", help="add setup w (an lgx worker seals)")
     ap.add_argument("--pool-size", type=int, default=8)
     ap.add_argument("--dsn")
     a = ap.parse_args()
@@ -154,6 +152,7 @@ def main() -> None:
         worker: subprocess.Popen[bytes] | None = None
         if a.capture_only:
             from bench_load import mirror_caught_up, start_worker
+
             from langgraph_external import External
 
             ws_w = Path(tmp) / "workspace-w"
