@@ -36,6 +36,7 @@ logger = logging.getLogger("langgraph_external")
 __all__ = ["Failure", "Projector"]
 
 _LINGER = 0.02  # seconds a pass waits to gather more batches (unless a settle is waiting)
+_QUIET = 0.2  # seconds without a new batch after which deferred writes are made
 _FRESH_MAX = 20_000  # sealed events held for projections before they read them back
 
 
@@ -215,9 +216,10 @@ class Projector:
             with self._cv:
                 self._idle = True
                 while not self._stop and not self._touched and self._projected >= self._batches:
-                    self._cv.wait(self.poll_interval)
-                    if time.monotonic() - last_scan >= self.poll_interval:
-                        break
+                    deferred = self._deferred()
+                    self._cv.wait(_QUIET if deferred else self.poll_interval)
+                    if deferred or time.monotonic() - last_scan >= self.poll_interval:
+                        break  # quiet for a while: a pass writes what was deferred
                 self._idle = False
                 if self._stop and not self._touched:
                     return
@@ -264,6 +266,14 @@ class Projector:
             if not ok:
                 with self._cv:
                     self._cv.wait(self.retry_interval)
+
+    def _deferred(self) -> bool:
+        """Whether a projection holds writes back until its threads go quiet."""
+        for proj in self.projections:
+            due = getattr(proj, "due", None)
+            if due is not None and due():
+                return True
+        return False
 
     def _project(
         self, proj: Projection, touched: set[str], scan: bool, recheck: bool = False
