@@ -16,6 +16,11 @@ on one server, setups interleaved in rotating rounds:
   at the least: one statement per saver transaction, nothing computed);
 * **b  External** — ``External(...).checkpointer`` for comparison (``--no-external``
   leaves it out).
+* **w  capture only** — ``External(sealing="worker", workspace=None).checkpointer``: what
+  the app pays when an ``lgx worker`` on another host seals and mirrors. The worker runs
+  here too, but is held (SIGSTOP) while the app's invokes are timed and let go (SIGCONT)
+  between rounds, so it does not share the two cores with the timed invokes; its drain is
+  timed after the burst and added to w's burst (as if the two ran one after the other).
 
 Workloads: median invoke (``--n`` per setup, rounds of ``--batch``) and ``--burst``
 invokes back to back (b's time includes ``ext.flush()``).
@@ -29,7 +34,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -107,6 +115,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=25, help="invokes per round")
     ap.add_argument("--burst", type=int, default=120, help="invokes back to back")
     ap.add_argument("--no-external", action="store_true", help="leave setup b out")
+    ap.add_argument("--capture-only", action="store_true", help="add setup w (an lgx worker seals)")
     ap.add_argument("--pool-size", type=int, default=8)
     ap.add_argument("--dsn")
     a = ap.parse_args()
@@ -140,6 +149,48 @@ def main() -> None:
             graphs["b"] = build_graph(ext.checkpointer)
             flushes["b"] = ext.flush
             closers.insert(0, ext.close)
+        worker: subprocess.Popen[bytes] | None = None
+        if a.capture_only:
+            from bench_load import mirror_caught_up, start_worker
+
+            from langgraph_external import External
+
+            ws_w = Path(tmp) / "workspace-w"
+            worker = start_worker(dsn, ws_w, "floor_w")
+            extw = External(
+                dsn=dsn,
+                workspace=None,
+                spool_dir=Path(tmp) / "spool-w",
+                schema="floor_w",
+                pool_size=a.pool_size,
+                sealing="worker",
+            ).setup()
+            graphs["w"] = build_graph(extw.checkpointer)
+            mirrored = mirror_caught_up(dsn, "floor_w", ws_w)
+            held = worker
+
+            def drain_w() -> None:
+                """Let the held worker go, wait until it sealed and mirrored everything,
+                hold it again."""
+                os.kill(held.pid, signal.SIGCONT)
+                if not extw.flush(timeout=300):
+                    raise RuntimeError("the worker did not seal the captures")
+                t0 = time.perf_counter()
+                while not mirrored():
+                    if time.perf_counter() - t0 > 300:
+                        raise RuntimeError("the worker's mirror did not catch up")
+                    time.sleep(0.005)
+                os.kill(held.pid, signal.SIGSTOP)
+
+            flushes["w"] = drain_w
+
+            def stop_worker() -> None:
+                os.kill(held.pid, signal.SIGCONT)
+                held.terminate()
+                held.wait(timeout=60)
+
+            closers.insert(0, stop_worker)
+            closers.insert(0, extw.close)
         keys = list(graphs)
 
         def run(key: str) -> float:
@@ -159,12 +210,15 @@ def main() -> None:
                 flushes.get(key, lambda: None)()  # untimed: no backlog in the next round
             r += 1
         burst: dict[str, float] = {}
+        drained: dict[str, float] = {}
         for key in keys:
             t0 = time.perf_counter()
             for _ in range(a.burst):
                 run(key)
+            t1 = time.perf_counter()
             flushes.get(key, lambda: None)()
             burst[key] = time.perf_counter() - t0
+            drained[key] = time.perf_counter() - t1
         with psycopg.connect(dsn, autocommit=True) as conn:
             rows = {
                 s: conn.execute(f"select count(*) from floor_{s}.rec").fetchone()[0]  # type: ignore[index]
@@ -173,7 +227,13 @@ def main() -> None:
         for close in closers:
             close()
 
-    names = {"a": "bare saver", "t": "+ trigger row", "p": "+ one statement", "b": "External"}
+    names = {
+        "a": "bare saver",
+        "t": "+ trigger row",
+        "p": "+ one statement",
+        "b": "External",
+        "w": "capture only (w)",
+    }
     med = {k: statistics.median(v) for k, v in lat.items()}
     print(f"server: {kind}; {a.n} invokes per setup, burst {a.burst}")
     print(f"{'setup':18} {'median ms':>10} {'ratio':>7} {'burst s':>9} {'ratio':>7}")
@@ -183,6 +243,7 @@ def main() -> None:
             f" {burst[k]:9.2f} {burst[k] / burst['a']:7.3f}"
         )
     print(f"rows recorded: trigger {rows['t']}, one statement {rows['p']}")
+    print("of each burst, the drain: " + ", ".join(f"{k} {drained[k]:.2f} s" for k in keys))
 
 
 if __name__ == "__main__":

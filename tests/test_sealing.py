@@ -256,6 +256,54 @@ def test_worker_mode_the_app_captures_and_lgx_worker_seals_and_mirrors(
     assert _lgx(dsn, ws, "verify", "--all").returncode == 0
 
 
+def test_lgx_worker_writes_a_quiet_threads_deferred_state_without_being_stopped(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A busy thread's ``state.json`` is rewritten at most every few seconds; a worker that
+    runs for days must still write the last one once the thread goes quiet (it is never
+    flushed or stopped): the workspace then shows the thread's latest checkpoint."""
+    from langgraph_external.workspace.projection import WorkspaceProjection
+
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker") as ext:
+        worker = subprocess.Popen(
+            [*LGX, "--dsn", dsn, "-w", str(ws), "worker", "--poll", "0.5"],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            graph = react_agent(ext.checkpointer)
+            ledger = PostgresLedger(dsn)
+            name = WorkspaceProjection(Workspace_(ws)).name
+
+            def mirrored(settled: bool) -> bool:
+                # settled: the cursor is at the head (state.json written); else the
+                # thread's events.jsonl holds the head (state.json may be deferred)
+                head = len(ext.events("quiet"))
+                if settled:
+                    return head > 0 and not ledger.lagging(name)
+                return head > 0 and len(list(Workspace_(ws).iter_events("quiet"))) == head
+
+            def wait(settled: bool, seconds: float = 30) -> bool:
+                deadline = time.monotonic() + seconds
+                while not mirrored(settled) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                return mirrored(settled)
+
+            graph.invoke(ASK, ext.config("quiet"))
+            assert ext.flush(timeout=60) and wait(settled=True)  # turn 1: state.json written
+            graph.invoke(ASK, ext.config("quiet"))  # turn 2 within seconds: state deferred
+            assert ext.flush(timeout=60) and wait(settled=False)
+            assert wait(settled=True), "the worker never wrote the quiet thread's state"
+            verified = _lgx(dsn, ws, "verify", "quiet")
+            assert verified.returncode == 0, verified.stdout + verified.stderr
+            assert worker.poll() is None  # still running: nothing was stopped or flushed
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 0
+
+
 def Workspace_(path: Path) -> Any:
     from langgraph_external import Workspace
 

@@ -47,6 +47,7 @@ logger = logging.getLogger("langgraph_external")
 __all__ = ["ProjectionRunner", "TargetStalled"]
 
 _LINGER = 0.02  # seconds a pass waits to gather more batches (unless a settle is waiting)
+_QUIET = 0.2  # seconds without a new batch after which deferred writes are made
 
 
 class TargetStalled(Exception):
@@ -249,6 +250,14 @@ class ProjectionRunner:
     def _stopping(self, until: threading.Event | None) -> bool:
         return self._stop or (until is not None and until.is_set())
 
+    def _deferred(self) -> bool:
+        """Whether a projection holds writes back until its threads go quiet."""
+        for proj in self.projections:
+            due = getattr(proj, "due", None)
+            if due is not None and due():
+                return True
+        return False
+
     def _hurried(self) -> bool:
         return self._force > 0 or self._settle_at > self._settled
 
@@ -262,9 +271,10 @@ class ProjectionRunner:
             while (
                 not self._stopping(until) and not self._touched and self._projected >= self._batches
             ):
-                self._cv.wait(nap)
-                if time.monotonic() - last_scan >= self.poll_interval:
-                    break
+                deferred = self._deferred()
+                self._cv.wait(min(nap, _QUIET) if deferred else nap)
+                if deferred or time.monotonic() - last_scan >= self.poll_interval:
+                    break  # quiet for a while: a pass writes what was deferred
             self._idle = False
             if self._stopping(until) and (not self._drain_on_stop or not self._touched):
                 return None
@@ -298,6 +308,14 @@ class ProjectionRunner:
                     ok = False
             if scan:
                 last_scan = time.monotonic()
+            if ok and not touched and self._settle_at <= self._settled:
+                # a quiet pass: what the projections deferred (a busy thread's state.json is
+                # rewritten at most every few seconds) is written now, not at the next
+                # flush, which a long-running worker never gets
+                for proj in self.projections:
+                    due = getattr(proj, "due", None)
+                    if due is not None and due():
+                        ok = settle_projection(self.ledger, proj, self.failures) and ok
             if ok and self._settled < self._settle_at <= target:
                 for proj in self.projections:
                     ok = settle_projection(self.ledger, proj, self.failures) and ok
