@@ -691,6 +691,7 @@ class Soak:
         res["apps"] = self.args.apps
         res["sealing"] = self.args.sealing
         res["wall_seconds"] = round(self.t_end - self.t0, 1)
+        res["t0"] = self.t0
         return res
 
     # -- checks ------------------------------------------------------------------------------
@@ -778,7 +779,13 @@ class Soak:
                     searches += 1
                     if queries[x["query"]] >= 1:
                         continue
-                    if killed is not None and 0 <= killed - x["ts"] <= 5:
+                    crashed = any(
+                        f.kind == "db_restart" and f.start - 1.5 <= x["ts"] <= f.end
+                        for f in self.faults
+                    )
+                    if crashed:
+                        why = "the database crashed within 1.5 s (read log: synchronous_commit=off)"
+                    elif killed is not None and 0 <= killed - x["ts"] <= 5:
                         why = "its process was SIGKILLed within 5 s (background read log)"
                     elif logged_failure:
                         why = "the adapter gave up writing it (logged; flush() raised)"

@@ -201,6 +201,9 @@ class Sampler(threading.Thread):
                 helper_restarts=sealing.get("restarts"),
                 export_errors={k: v.get("last_error") for k, v in exports.items()},
                 spans_sent=sum(int(v.get("spans_sent") or 0) for v in exports.values()),
+                export_threads_behind=sum(
+                    int(v.get("threads_behind") or 0) for v in exports.values()
+                ),
                 health_seconds=round(took, 3),
                 rss=self.me.memory_info().rss,
                 helper_pid=hpid,
@@ -355,12 +358,28 @@ def main(cfg: dict[str, Any]) -> int:
     flushed = False
     try:
         memory.close()
-        flushed = ext.flush(120)
+        flushed = ext.flush(60)
+        if not flushed:  # what it still waits for (read for the report only)
+            out.write("flush_state", **flush_state(ext))
         ext.close()
     except Exception as exc:
         out.write("error", task="close", chain=exception_chain(exc))
     out.write("closed", flushed=flushed)
     return 0
+
+
+def flush_state(ext: Any) -> dict[str, Any]:
+    """Why ``flush()`` returned False: the capturing side's counters and ``health()``."""
+    p = ext.pipeline
+    state: dict[str, Any] = {"health": ext.health()}
+    for name in ("_count", "_storing", "_inflight", "_unflushed", "_doubtful", "_buf"):
+        value = getattr(p, name, None)
+        if isinstance(value, dict):
+            value = {k: (len(v) if hasattr(v, "__len__") else v) for k, v in value.items() if v}
+        elif isinstance(value, set):
+            value = sorted(value)[:50]
+        state[name] = value
+    return state
 
 
 if __name__ == "__main__":
