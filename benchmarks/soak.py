@@ -936,6 +936,7 @@ class Soak:
                 "ended_at": round(since - self.t0, 1),
             },
             "faults_seen_by_health": self._red_during_faults(apps),
+            "health_call": _health_calls(apps),
         }
         for name, pred in (("not_failing", _not_failing), ("all_green", _green)):
             per_slot: dict[int, float | None] = {}
@@ -1002,6 +1003,16 @@ def _green(x: dict[str, Any]) -> bool:
         and not x.get("quarantined")
         and all(v is None for v in (x.get("export_errors") or {}).values())
     )
+
+
+def _health_calls(apps: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """How long ``health()`` itself took (it must answer at once, whatever the database)."""
+    took = [x["health_seconds"] for a in apps.values() for x in a["lines"] if x["t"] == "sample"]
+    return {
+        "calls": len(took),
+        "longest_seconds": max(took, default=None),
+        "over_2s": sum(1 for t in took if t > 2.0),
+    }
 
 
 def _workspace(path: Path) -> Any:
@@ -1155,6 +1166,11 @@ def table(res: dict[str, Any]) -> str:
         r = rcv.get(name) or {}
         secs = "never (until the end)" if r.get("seconds") is None else f"{r['seconds']} s"
         lines.append(f"  {what}: after {secs}; per slot {r.get('per_slot')}")
+    hc = rcv.get("health_call") or {}
+    lines.append(
+        f"health() calls: {hc.get('calls')}, longest {hc.get('longest_seconds')} s,"
+        f" {hc.get('over_2s')} took over 2 s"
+    )
     seen = rcv.get("faults_seen_by_health") or {}
     lines.append(
         f"database faults > 6 s that every app's health() reported as failing:"
@@ -1207,7 +1223,7 @@ def main() -> None:
         help="the fault kinds to inject, comma-separated (default: all that apply)",
     )
     ap.add_argument("--pace", type=float, default=0.05, help="seconds between an app's tasks")
-    ap.add_argument("--disk-mb", type=int, default=4096, help="size of the workspace filesystem")
+    ap.add_argument("--disk-mb", type=int, default=16384, help="size of the workspace filesystem")
     ap.add_argument("--dir", default=None, help="run directory (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory")
     ap.add_argument("--json", default=None, metavar="FILE", help="write the numbers here")
