@@ -893,11 +893,15 @@ class Soak:
                 ),
                 "worker_rss_mb": mean([w / 2**20 for _, w in cc if w]),
                 "control_fds": mean([x["fds"] for x in c]),
+                "control_export_threads_behind": mean(
+                    [x.get("export_threads_behind") or 0 for x in c]
+                ),
                 "control_threads": mean([x["threads"] for x in c]),
             }
 
         for m in range(minutes):
-            per_min.append({"minute": m, **window(m, m + 1)})
+            faults = [f.kind for f in self.faults if t0 + m * 60 <= f.start < t0 + (m + 1) * 60]
+            per_min.append({"minute": m, **window(m, m + 1), "faults": len(faults)})
         total = (t1 - t0) / 60
         a: tuple[float, float]
         b: tuple[float, float]
@@ -1157,6 +1161,15 @@ def table(res: dict[str, Any]) -> str:
             f"  {k:<28}{v['first']:>9} → {v['last']:>9}  {v['change_pct']:+6.1f} %  "
             + ("flat" if v["flat"] else "NOT FLAT")
         )
+    lines.append(
+        "per minute: control app RSS MB / its helper's RSS MB / connections of all apps /"
+        " control app's export threads_behind / faults"
+    )
+    for m in res["series"]["per_minute"]:
+        lines.append(
+            f"  {m['minute']:>3}: {m['control_app_rss_mb']} / {m['control_helper_rss_mb']} /"
+            f" {m['connections_all_apps']} / {m['control_export_threads_behind']} / {m['faults']}"
+        )
     last = rcv.get("last_fault") or {}
     lines.append(f"after the last fault ({last.get('kind')}, {last.get('detail')}), every app's")
     for name, what in (
@@ -1247,10 +1260,10 @@ def main() -> None:
         soak.disk.close(args.keep)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    if args.json:  # first: the numbers survive a problem in the table
+        Path(args.json).write_text(json.dumps(res, indent=2, default=str))
     print()
     print(table(res))
-    if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2, default=str))
 
 
 if __name__ == "__main__":
