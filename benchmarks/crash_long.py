@@ -1,7 +1,9 @@
 """The long crash run: >= 200 SIGKILLs at random moments, then the record is checked.
 
 Prints the figures the record issue asks for (committed checkpoints without their event,
-gaps, duplicates, torn lines, chains, restores) for ``strict=False`` and ``strict=True``.
+gaps, duplicates, torn lines, chains, restores) for ``strict=False`` and ``strict=True``,
+and what a user sees after the incident: ``lgx repair``, then ``lgx verify --all``
+(threads that fail it; ``--verify-every N`` also runs both every N kills).
 
     .venv/bin/python benchmarks/crash_long.py --trials 200 [--dsn postgresql://...]
 """
@@ -42,6 +44,7 @@ def main() -> None:
     ap.add_argument("--strict-trials", type=int, default=None, help="default: --trials")
     ap.add_argument("--dsn", default=None, help="a server to create databases on")
     ap.add_argument("--mode", choices=["both", "strict", "default"], default="both")
+    ap.add_argument("--verify-every", type=int, default=0, help="lgx repair + verify every N")
     ap.add_argument(
         "--sealing",
         choices=["process", "thread", "worker"],
@@ -73,6 +76,7 @@ def main() -> None:
                 trials=trials,
                 strict=strict,
                 seed=1,
+                check_every=args.verify_every,
                 sealing=args.sealing,
             )
             took = time.perf_counter() - started
@@ -93,7 +97,9 @@ def main() -> None:
                 f"  chain problems {len(f.chain_problems)}, duplicate events {f.duplicate_events},"
                 f" duplicate checkpoint events {f.duplicate_checkpoint_events},"
                 f" torn lines {f.torn_lines}, workspace disagreements"
-                f" {len(f.workspace_disagreements)}, restore problems {len(f.restore_problems)}",
+                f" {len(f.workspace_disagreements)}, restore problems {len(f.restore_problems)}\n"
+                f"  lgx repair + lgx verify --all ({f.verify_runs} rounds): "
+                f"{len(f.verify_failures)} failures, last round {f.verified_threads} threads",
                 flush=True,
             )
             for p in f.problems()[:20]:

@@ -198,34 +198,59 @@ SAVER_BLOBS_SQL = (
 )
 
 # What the sealer reads back to build a captured checkpoint's or writes' event (same
-# tables, unqualified like the saver's own statements). Rows come back by the position
-# ``i`` of the request they answer; a checkpoint the saver no longer holds (deleted,
-# pruned) comes back with nulls.
-SAVER_CHECKPOINT_ROWS_SQL = """
+# tables, unqualified like the saver's own statements). The requests are one JSON array of
+# 4-item arrays; rows come back by the position ``i`` of the request they answer; a
+# checkpoint the saver no longer holds (deleted, pruned) comes back with nulls.
+_REQUESTS = """
+(select r ->> 0 as a, r ->> 1 as b, r ->> 2 as c, r ->> 3 as d, i
+ from jsonb_array_elements(%s::jsonb) with ordinality as j(r, i))"""
+
+SAVER_CHECKPOINT_ROWS_SQL = (
+    """
 select t.i, c.checkpoint, c.metadata, p.checkpoint
-from unnest(%s::text[], %s::text[], %s::text[], %s::text[]) with ordinality
-    as t(tid, ns, cid, pid, i)
-left join checkpoints c
-    on c.thread_id = t.tid and c.checkpoint_ns = t.ns and c.checkpoint_id = t.cid
-left join checkpoints p
-    on p.thread_id = t.tid and p.checkpoint_ns = t.ns and p.checkpoint_id = t.pid
+from """
+    + _REQUESTS
+    + """ as t(tid, ns, cid, pid, i)
+left join lateral (
+    select checkpoint, metadata from checkpoints
+    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid offset 0
+) c on true
+left join lateral (
+    select checkpoint from checkpoints
+    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.pid offset 0
+) p on true
 """
+)
 
-SAVER_BLOB_ROWS_SQL = """
+# (each request is its own index look-up: a lateral subquery kept apart by ``offset 0``,
+# so the planner cannot turn it into a hash join over a scan of the saver's whole table,
+# which it prefers for its guess of 100 requests and which costs what the saver holds)
+SAVER_BLOB_ROWS_SQL = (
+    """
 select t.i, b.type, b.blob
-from unnest(%s::text[], %s::text[], %s::text[], %s::text[]) with ordinality
-    as t(tid, ns, ch, ver, i)
-join checkpoint_blobs b on b.thread_id = t.tid and b.checkpoint_ns = t.ns
-    and b.channel = t.ch and b.version = t.ver
+from """
+    + _REQUESTS
+    + """ as t(tid, ns, ch, ver, i)
+cross join lateral (
+    select type, blob from checkpoint_blobs
+    where thread_id = t.tid and checkpoint_ns = t.ns and channel = t.ch and version = t.ver offset 0
+) b
 """
+)
 
-SAVER_WRITE_ROWS_SQL = """
+SAVER_WRITE_ROWS_SQL = (
+    """
 select t.i, w.idx, w.channel, w.type, w.blob, w.task_path
-from unnest(%s::text[], %s::text[], %s::text[], %s::text[]) with ordinality
-    as t(tid, ns, cid, task, i)
-join checkpoint_writes w on w.thread_id = t.tid and w.checkpoint_ns = t.ns
-    and w.checkpoint_id = t.cid and w.task_id = t.task
+from """
+    + _REQUESTS
+    + """ as t(tid, ns, cid, task, i)
+cross join lateral (
+    select idx, channel, type, blob, task_path from checkpoint_writes
+    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid
+        and task_id = t.task offset 0
+) w
 """
+)
 
 SAVER_INLINE_TRUE = True
 """The value ``PostgresSaver.put`` leaves inline for a channel whose ``_DeltaSnapshot`` it

@@ -1332,7 +1332,7 @@ def worker(
     """
     from langgraph_external.assembly import resolve_redactor
     from langgraph_external.keys import load_key
-    from langgraph_external.worker import WorkerConfig, run_worker
+    from langgraph_external.worker import WorkerConfig, run_worker, tune_gc
 
     with _command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
@@ -1366,6 +1366,7 @@ def worker(
                 + " (Ctrl-C to stop)",
                 soft_wrap=True,
             )
+        tune_gc()
         code = run_worker(config, once=once)
     if code:
         raise typer.Exit(EXIT_PROBLEM)

@@ -136,8 +136,21 @@ class Event:
         return cls(kind=k, thread_id=thread_id, **fields)
 
     def replace(self, **changes: Any) -> Event:
-        """Return a copy with ``changes`` applied (events are immutable)."""
-        return dataclasses.replace(self, **changes)
+        """Return a copy with ``changes`` applied (events are immutable).
+
+        Example:
+            >>> Event.new("error", "t").replace(seq=3).seq
+            3
+        """
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"Event has no field {sorted(unknown)[0]!r}")
+        # a copy of the slots, not dataclasses.replace: events are copied on every hop of
+        # the pipeline, and __init__ with its defaults is most of that cost
+        new = object.__new__(Event)
+        for name in _FIELD_NAMES_ORDERED:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     def payload_json(self) -> str:
         """The payload as compact JSON text (what the ledger's ``jsonb`` column gets)."""
@@ -204,6 +217,10 @@ class Event:
             hash=data.get("hash"),
             line=line,
         )
+
+
+_FIELD_NAMES_ORDERED = tuple(f.name for f in dataclasses.fields(Event))
+_FIELD_NAMES = frozenset(_FIELD_NAMES_ORDERED)
 
 
 def json_safe(value: Any) -> Any:

@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external import _compat, ledger
 from langgraph_external._nolock import NoLock
+from langgraph_external._pools import acheck_idle, check_idle
 from langgraph_external.assembly import (
     Recording,
     assemble,
@@ -47,6 +48,7 @@ from langgraph_external.pipeline import Pipeline
 from langgraph_external.processors import Redactor
 from langgraph_external.sinks.base import Projection
 from langgraph_external.stores import AuditedStore
+from langgraph_external.thread_ids import check_thread_id
 from langgraph_external.workspace import Workspace
 
 _SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
@@ -232,6 +234,9 @@ class External:
                     min_size=1,
                     max_size=self.pool_size,
                     kwargs=dict(_SAVER_CONN_KWARGS),
+                    # a connection that idled through a database restart is replaced
+                    # before it is handed out (see _pools)
+                    check=check_idle,
                     open=True,
                 )
                 saver = PostgresSaver(self._pool)
@@ -265,6 +270,7 @@ class External:
                     min_size=1,
                     max_size=self.pool_size,
                     kwargs=dict(_SAVER_CONN_KWARGS),
+                    check=acheck_idle,
                     open=False,
                 )
                 await self._apool.open()
@@ -399,10 +405,15 @@ class External:
         ``run_id`` fixes the LangChain run id of the invocation (see
         :func:`~langgraph_external.exporters.trace_context_for_run`).
 
+        Raises:
+            InvalidThreadIdError: ``thread_id`` cannot be recorded (see
+                :func:`~langgraph_external.thread_ids.check_thread_id`).
+
         Example:
             >>> External.__new__(External).config("t-1")["configurable"]
             {'thread_id': 't-1'}
         """
+        check_thread_id(thread_id)  # refused here, before any run, as every source refuses it
         conf: dict[str, Any] = {"thread_id": thread_id, **configurable}
         if checkpoint_ns is not None:
             conf["checkpoint_ns"] = checkpoint_ns
@@ -470,6 +481,8 @@ _SETUP_RACES = (
     psycopg.errors.UniqueViolation,  # both recorded the same migration
     psycopg.errors.DuplicateObject,  # both created the same table (its row type)
     psycopg.errors.DuplicateTable,
+    # one's CREATE INDEX CONCURRENTLY waits for the other's transaction, which waits for it
+    psycopg.errors.DeadlockDetected,
 )
 
 

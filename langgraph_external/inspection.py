@@ -627,12 +627,13 @@ def _renderings(log: CheckpointLog) -> dict[tuple[str, str], Any]:
     return known
 
 
-def _rendered_blob(ws: Workspace, thread_id: str, ref: Mapping[str, Any]) -> Any:
+def _rendered_blob(ws: Workspace, thread_id: str, channel: str, ref: Mapping[str, Any]) -> Any:
     """A large value the checkpoint log does not render (``$large``), decoded from its
-    blob file and redacted like ``state.json``; ``None`` when it cannot be (encrypted)."""
+    blob file and redacted like ``state.json`` (under its channel's name); ``None`` when
+    it cannot be (encrypted)."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    from langgraph_external.redaction import as_redactor
+    from langgraph_external.redaction import as_redactor, redact_at
     from langgraph_external.render import to_readable
 
     path = ws.blob_path(thread_id, ref["sha256"])
@@ -649,7 +650,7 @@ def _rendered_blob(ws: Workspace, thread_id: str, ref: Mapping[str, Any]) -> Any
         return None
     redact = as_redactor("standard")
     assert redact is not None
-    return redact(to_readable(value))[0]
+    return redact_at(redact, [channel], to_readable(value))[0]
 
 
 def read_state(
@@ -714,7 +715,7 @@ def read_state(
             elif (ch, sha) in known:
                 values[ch] = known[(ch, sha)]
             else:
-                rendered = _rendered_blob(ws, thread_id, ref)
+                rendered = _rendered_blob(ws, thread_id, ch, ref)
                 values[ch] = {"$unrendered": sha} if rendered is None else rendered
 
     writes = [

@@ -285,8 +285,8 @@ MIGRATIONS: list[str] = [
         task_id text,
         task_path text,
         node text,
-        changed text[],
-        idx integer[],
+        changed jsonb,
+        idx jsonb,
         riders bytea,
         inline bytea,
         recovered boolean not null default false,
@@ -485,7 +485,7 @@ on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
 INSERT_CAPTURE = """
 insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
-values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::int[], %s, %s)
+values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)
 """
 """One capture (:class:`~langgraph_external.capture.Capture`): the one statement the
 record adds to a saver's transaction."""
@@ -500,6 +500,10 @@ select thread_id from (
     group by thread_id order by first limit %s
 ) c where pg_try_advisory_xact_lock(%s, hashtext(thread_id))
 """
+
+ASYNC_COMMIT = "set local synchronous_commit = off"
+"""For transactions whose loss in a server crash loses nothing (they are derived from what
+committed synchronously, and made again): sealing, projection cursors."""
 
 LOCK_THREADS = "select pg_try_advisory_xact_lock(%s, hashtext(t)) from unnest(%s::text[]) t"
 

@@ -447,6 +447,18 @@ class Pipeline:
     def assume_new(self, thread_id: str) -> None:
         """Hint that ``thread_id`` has no record yet (kept for sources; nothing to look up)."""
 
+    def captured_alone(self, thread_id: str, event_id: str) -> None:
+        """A capture that carried no buffered events committed (a task's writes): the
+        sealer may take it; :meth:`flush` waits for it."""
+        self._unflushed.add(thread_id)
+        self.delivered += 1
+        watched = self._watched
+        if watched is not None:
+            with self._cv:
+                watched.setdefault(thread_id, set()).add(event_id)
+        if self.sealing is not None:
+            self.sealing.wake()
+
     def call_started(self, key: int) -> None:
         """A source's database call began (``health()`` reports one that does not return)."""
         self._calls[key] = time.monotonic()
@@ -803,7 +815,8 @@ class Pipeline:
     ) -> None:
         """``captures`` committed (``inflight``: the commit of a saver's transaction that
         stored them, settled here under the same lock)."""
-        self._wal.settled([en.wal for en in entries if en.wal])
+        if entries:
+            self._wal.settled([en.wal for en in entries if en.wal])
         with self._cv:
             for c in captures:
                 if c.kind == "checkpoint" and c.checkpoint_id:

@@ -134,22 +134,37 @@ def normalize(event: Event) -> Event:
     NUL characters and lone surrogates would make PostgreSQL (or UTF-8) refuse the row,
     and with it the checkpoint it commits with: they are escaped visibly instead.
     """
-    return event.replace(
-        payload=_structural_safe(event.payload)
+    changes: dict[str, Any] = {
+        "payload": _structural_safe(event.payload)
         if event.kind in _STRUCTURAL
-        else json_safe(event.payload),
-        kind=safe_text(event.kind) or "",
-        name=safe_text(event.name),
-        status=safe_text(event.status),
-        checkpoint_ns=safe_text(event.checkpoint_ns) or "",
-        checkpoint_id=safe_text(event.checkpoint_id),
-        run_id=safe_text(event.run_id),
-        parent_run_id=safe_text(event.parent_run_id),
-        root_run_id=safe_text(event.root_run_id),
-        node=safe_text(event.node),
-        task_id=safe_text(event.task_id),
-        step=event.step if event.step is None or -(2**31) <= event.step < 2**31 else None,
-    )
+        else json_safe(event.payload)
+    }
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name)
+        if value is not None and not (value.isascii() and "\x00" not in value):
+            changes[name] = safe_text(value)
+    if not event.kind:
+        changes["kind"] = ""
+    if not event.checkpoint_ns:
+        changes["checkpoint_ns"] = ""
+    step = event.step
+    if step is not None and not -(2**31) <= step < 2**31:
+        changes["step"] = None
+    return event.replace(**changes)
+
+
+_TEXT_FIELDS = (
+    "kind",
+    "name",
+    "status",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "run_id",
+    "parent_run_id",
+    "root_run_id",
+    "node",
+    "task_id",
+)
 
 
 def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:

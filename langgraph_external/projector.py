@@ -103,6 +103,9 @@ class Projector:
         self._projected = 0  # batches the projections caught up with
         self._settle_at = 0  # a settle waits for a pass at this batch count
         self._settled = 0
+        # the next pass reads the cursors and resumes threads whose files are ahead of
+        # theirs (settle, catch_up): what a writer that died left unsettled
+        self._recheck = False
         self._fresh: dict[str, dict[str, list[Event]]] = {p.name: {} for p in self.projections}
         self._fresh_count = 0
         self._idle = False
@@ -173,6 +176,7 @@ class Projector:
         with self._cv:
             self._batches += 1
             target = self._settle_at = self._batches
+            self._recheck = True
             self._cv.notify_all()
             while self._projected < target:
                 self.revive()
@@ -225,11 +229,12 @@ class Projector:
                     self._cv.wait(left)  # gather the next few ms of batches into one pass
                 touched, self._touched = self._touched, set()
                 target = self._batches
-            scan = time.monotonic() - last_scan >= self.poll_interval
+                recheck, self._recheck = self._recheck, False
+            scan = recheck or time.monotonic() - last_scan >= self.poll_interval
             ok = True
             for proj in self.projections:
                 try:
-                    ok = self._project(proj, touched, scan) and ok
+                    ok = self._project(proj, touched, scan, recheck) and ok
                 except Exception as exc:  # never let the thread die: retried
                     self.failures.add(proj.name, exc)
                     logger.warning("projection %s deferred (%s); retrying", proj.name, exc)
@@ -246,41 +251,90 @@ class Projector:
                     self._projected = max(self._projected, target)
                 else:
                     self._touched |= touched
+                    self._recheck = self._recheck or recheck
                 self._cv.notify_all()
             if not ok:
                 with self._cv:
                     self._cv.wait(self.retry_interval)
 
-    def _project(self, proj: Projection, touched: set[str], scan: bool) -> bool:
-        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones)."""
+    def _project(
+        self, proj: Projection, touched: set[str], scan: bool, recheck: bool = False
+    ) -> bool:
+        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones).
+
+        ``recheck``: resume threads whose files are ahead of their cursors (see
+        :meth:`_apply`)."""
         todo = dict.fromkeys(sorted(touched))
+        cursors: dict[str, int] = {}  # lagging thread -> its recorded cursor
         if scan:
             try:
-                todo.update(dict.fromkeys(t for t, _, _ in self.ledger.lagging(proj.name)))
+                cursors = self._lagging(proj, recheck)
             except Exception as exc:
                 logger.debug("projection scan failed: %s", exc)
                 return False
+            todo.update(dict.fromkeys(cursors))
         tids = [t for t in todo if f"{proj.name}:{t}" not in self.quarantined]
         locks = getattr(self.ledger, "projection_locks", None)
         if locks is None or not tids:
-            return self._each(proj, tids, lambda tid: self.project_thread(proj, tid))
+            return self._each(
+                proj,
+                tids,
+                lambda tid: self.project_thread(proj, tid, cursor=cursors.get(tid), resume=recheck),
+            )
         try:
             # one statement takes the pass's thread locks, one records the cursors and
             # releases them: two round trips per pass, not four per thread
             with locks(proj.name, tids) as held:
-                return self._each(proj, tids, lambda tid: self._project_held(proj, tid, held))
+                return self._each(
+                    proj,
+                    tids,
+                    lambda tid: self._project_held(proj, tid, held, cursors.get(tid), recheck),
+                )
         except (LedgerUnavailableError, ConnectionError) as exc:
             self.failures.add(proj.name, exc)
             return False
 
-    def _project_held(self, proj: Projection, tid: str, held: Any) -> int | None:
+    def _lagging(self, proj: Projection, recheck: bool) -> dict[str, int]:
+        """Threads the ledger says ``proj`` is behind on, with their recorded cursors.
+
+        Of a projection that settles after it applies (it has ``resume``), left out: a
+        thread whose files hold the ledger's head and whose settling is pending here
+        (:meth:`_settle_projection` records it), and, unless ``recheck``, any thread whose
+        files hold the head (nothing to read; its writer may be settling it).
+        """
+        lag = self.ledger.lagging(proj.name)
+        if getattr(proj, "resume", None) is None:
+            return {t: cursor for t, _, cursor in lag}
+        due = getattr(proj, "due", None)
+        pending = set(due()) if due is not None else set()
+        out = {}
+        for t, head, cursor in lag:
+            if (recheck and t not in pending) or head > proj.position(t):
+                out[t] = cursor
+        return out
+
+    @staticmethod
+    def _cursor_of(proj: Projection, tid: str, pos: int) -> int:
+        """The cursor to record for ``tid`` at ``pos``: what ``proj`` holds for good."""
+        settled = getattr(proj, "settled", None)
+        return pos if settled is None else int(settled(tid, pos))
+
+    def _project_held(
+        self,
+        proj: Projection,
+        tid: str,
+        held: Any,
+        cursor: int | None = None,
+        resume: bool = False,
+    ) -> int | None:
         if tid not in held.threads:
             return None  # another process is writing it: look again shortly
         revalidate = getattr(proj, "revalidate", None) or getattr(proj, "forget", None)
         if revalidate is not None:
             revalidate(tid)  # another process may have written since we last looked
-        pos = self._apply(proj, tid, record=False)
-        held.positions[tid] = pos
+        pos, held.positions[tid] = self._apply(
+            proj, tid, record=False, cursor=cursor, resume=resume
+        )
         return pos
 
     def _each(self, proj: Projection, tids: list[str], run: Callable[[str], int | None]) -> bool:
@@ -323,12 +377,23 @@ class Projector:
         locks = getattr(self.ledger, "projection_locks", None)
         try:
             if due is None or locks is None:
+                pending = due() if due is not None else []
                 settle()
+                for tid in pending:
+                    self.ledger.set_cursor(
+                        proj.name, tid, self._cursor_of(proj, tid, proj.position(tid)), None
+                    )
             elif threads := due():
                 # under the threads' projection locks, like any other write of them; a
-                # thread another process holds is left to it (its state is the newer one)
+                # thread another process holds is left to it (its state is the newer one).
+                # Settled, their cursors move past the checkpoints they held back.
+                revalidate = getattr(proj, "revalidate", None)
                 with locks(proj.name, threads) as held:
                     settle(held.threads)
+                    for tid in held.threads:
+                        if revalidate is not None:
+                            revalidate(tid)
+                        held.positions[tid] = self._cursor_of(proj, tid, proj.position(tid))
         except Exception as exc:  # a derived view: reported, retried by the next settle
             self.failures.add(proj.name, exc)
             logger.warning("projection %s could not settle: %s", proj.name, exc)
@@ -345,26 +410,49 @@ class Projector:
         except Exception:
             logger.debug("could not record the quarantine of %r", tid)
 
-    def project_thread(self, proj: Projection, tid: str) -> int | None:
+    def project_thread(
+        self, proj: Projection, tid: str, *, cursor: int | None = None, resume: bool = False
+    ) -> int | None:
         """Apply every event of ``tid`` the projection lacks; returns its new position.
 
         Several processes may feed one workspace: a lock in the ledger lets one of them
         write a thread at a time, and the holder reads the files' position afresh. Returns
         ``None`` when another process holds the thread (it is tried again later).
+        ``cursor`` and ``resume``: see :meth:`_apply`.
         """
         lock = getattr(self.ledger, "projection_lock", None)
         if lock is None:
-            return self._apply(proj, tid)
+            return self._apply(proj, tid, cursor=cursor, resume=resume)[0]
         with lock(proj.name, tid) as held:
             if not held:
                 return None
             forget = getattr(proj, "forget", None)
             if forget is not None:
                 forget(tid)  # another process may have written since we last looked
-            return self._apply(proj, tid)
+            return self._apply(proj, tid, cursor=cursor, resume=resume)[0]
 
-    def _apply(self, proj: Projection, tid: str, *, record: bool = True) -> int:
+    def _apply(
+        self,
+        proj: Projection,
+        tid: str,
+        *,
+        record: bool = True,
+        cursor: int | None = None,
+        resume: bool = False,
+    ) -> tuple[int, int]:
+        """Apply what ``tid`` lacks; returns its position and the cursor to record there.
+
+        A cursor short of what the files hold (``cursor``, from the ledger) means their
+        writer has not settled them — it is settling them, or it died first (a deferred
+        ``state.json``). With ``resume`` (a settle, ``lgx repair``) the projection
+        finishes that now; otherwise the cursor is not moved past it.
+        """
         pos = proj.position(tid)
+        finish = getattr(proj, "resume", None)
+        unsettled = finish is not None and cursor is not None and cursor < pos
+        if unsettled and resume and finish is not None:
+            finish(tid)
+            unsettled = False
         fresh = self._take_fresh(proj, tid, pos)
         while True:
             # every event held in memory follows pos: apply them and stop (what is sealed
@@ -379,9 +467,12 @@ class Projector:
             pos = events[-1].seq or pos
             if fresh is not None:
                 break
+        mark = self._cursor_of(proj, tid, pos)
+        if unsettled and cursor is not None:
+            mark = min(mark, cursor)
         if record:
-            self.ledger.set_cursor(proj.name, tid, pos, None)
-        return pos
+            self.ledger.set_cursor(proj.name, tid, mark, None)
+        return pos, mark
 
     def _take_fresh(self, proj: Projection, tid: str, pos: int) -> list[Event] | None:
         """The sealed events right after ``pos`` held in memory, or ``None``."""

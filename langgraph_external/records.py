@@ -250,6 +250,11 @@ class RecordBuilder:
         got = self._sends.get((thread_id, ns, checkpoint_id))
         return None if got is None else list(got)
 
+    def knows(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Whether what a checkpoint proved (``versions_seen``, ``Send`` targets) is at hand."""
+        key = (thread_id, ns, checkpoint_id)
+        return key in self._seen and key in self._sends
+
     def needs_full(self, thread_id: str, ns: str, parent_id: str | None) -> bool:
         """Whether a checkpoint of this parent must reference every channel afresh (the
         parent's references are not remembered)."""
@@ -292,7 +297,7 @@ class RecordBuilder:
         writers: list[dict[str, Any]] = [
             {"node": node, "via": "pull"}
             for node in sorted(seen_now)
-            if dict(seen_now[node]) != dict(before.get(node) or {})
+            if seen_now[node] != (before.get(node) or {})
             and not node.startswith("__input")
             and node not in _compat.SEEN_NOT_A_NODE
         ]

@@ -37,7 +37,7 @@ import decimal
 import enum
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any, Literal, TypeVar, overload
@@ -50,6 +50,7 @@ __all__ = [
     "TextRedactor",
     "as_redactor",
     "luhn_valid",
+    "redact_at",
     "redact_text",
 ]
 
@@ -782,6 +783,38 @@ def redact_text(text: str | bytes, level: Level = "standard") -> tuple[str | byt
         out, n = redactor.text(bytes(text).decode("latin-1"))
         return (out.encode("latin-1") if n else bytes(text)), n
     return redactor.text(text)
+
+
+def redact_at(
+    redactor: Callable[[Any], tuple[Any, int]], path: Sequence[str], value: Any
+) -> tuple[Any, int]:
+    """Redact ``value`` as it sits under the keys ``path`` of a larger document.
+
+    A readable view that shows one part of a state on its own (a pending write of one
+    channel, a field) must hide what the whole state would hide: the value of a channel
+    named ``password`` is hidden whole, even though the value alone looks harmless. The
+    value is redacted wrapped in one mapping per key of ``path`` (so every key rule sees
+    the path) and unwrapped again.
+
+    Example:
+        >>> r = Redactor()
+        >>> r("hunter2hunter2")
+        ('hunter2hunter2', 0)
+        >>> redact_at(r, ["password"], "hunter2hunter2")
+        ('[REDACTED:password]', 1)
+        >>> redact_at(r, ["settings"], {"api_key": "k-123456", "theme": "dark"})
+        ({'api_key': '[REDACTED:api_key]', 'theme': 'dark'}, 1)
+    """
+    wrapped = value
+    for key in reversed(path):
+        wrapped = {key: wrapped}
+    out, count = redactor(wrapped)
+    for _ in path:
+        # one entry per level (a key that was itself a secret comes back renamed)
+        if not isinstance(out, Mapping) or len(out) != 1:
+            return redactor(value)  # a redactor that reshapes documents: the value alone
+        out = next(iter(out.values()))
+    return out, count
 
 
 def as_redactor(

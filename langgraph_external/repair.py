@@ -58,7 +58,7 @@ CAPTURE_MISSING_WRITES = """
 insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
     task_id, task_path, idx, recovered)
 select gen_random_uuid(), w.thread_id, 'writes', w.checkpoint_ns, w.checkpoint_id, w.task_id,
-    min(w.task_path), array_agg(w.idx order by w.idx), true
+    min(w.task_path), jsonb_agg(w.idx order by w.idx), true
 from public.checkpoint_writes w
 where not exists (
     select 1 from {schema}.events e

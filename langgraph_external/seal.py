@@ -126,6 +126,7 @@ class Sealer:
         self.builder = RecordBuilder(digest, seal)
         self.sealed_captures = 0
         self.sealed_events = 0
+        self.full = False  # the last batch hit a limit: more is waiting right now
         self.refused: dict[str, str] = {}  # thread -> the last refusal (quarantined capture)
 
     # -- one batch -----------------------------------------------------------------------
@@ -141,6 +142,7 @@ class Sealer:
                 raise
             logger.warning("langgraph-external: a sealing batch was refused (%s); by thread", exc)
             result = self._seal_each_alone()
+        self.full = len(result.threads) >= self.max_threads or result.captures >= self.max_captures
         if result.captures:
             self.sealed_captures += result.captures
             self.sealed_events += len(result.events)
@@ -362,13 +364,25 @@ class SaverReader:
     def _checkpoints(
         self, conn: Any, cps: Sequence[Capture], builder: RecordBuilder
     ) -> dict[int, CheckpointMaterial | None]:
+        # a parent is read only when neither the builder's caches nor this batch (built
+        # in order, before its children) tell what it proved
+        here = {(c.thread_id, c.checkpoint_ns, c.checkpoint_id) for c in cps}
         rows = conn.execute(
             _compat.SAVER_CHECKPOINT_ROWS_SQL,
             (
-                [c.thread_id for c in cps],
-                [c.checkpoint_ns for c in cps],
-                [c.checkpoint_id for c in cps],
-                [c.parent_id for c in cps],
+                _requests(
+                    [
+                        c.thread_id,
+                        c.checkpoint_ns,
+                        c.checkpoint_id,
+                        None
+                        if c.parent_id is None
+                        or (c.thread_id, c.checkpoint_ns, c.parent_id) in here
+                        or builder.knows(c.thread_id, c.checkpoint_ns, c.parent_id)
+                        else c.parent_id,
+                    ]
+                    for c in cps
+                ),
             ),
         ).fetchall()
         docs = {int(_col(r, 0)): r for r in rows}
@@ -399,15 +413,16 @@ class SaverReader:
                 wanted.append((-1 - len(plans), c.thread_id, c.checkpoint_ns, _TASKS, ver))
             plans.append((c, cp, meta, parent, full))
         blobs = self._blobs(conn, wanted)
+        by_plan: dict[int, list[str]] = {}
+        for req, _tid, _ns, ch, _ver in wanted:
+            by_plan.setdefault(req, []).append(ch)
         for n, (c, cp, meta, parent, _full) in enumerate(plans):
             assert c.id is not None
-            versions = cp.get("channel_versions") or {}
             inline = cp.get("channel_values") or {}
             values: dict[str, tuple[str, bytes] | None] = {}
             rows_of: set[str] = set()
-            for req, _tid, _ns, ch, _ver in wanted:
-                if req != n:
-                    continue
+            for ch in by_plan.get(n, ()):
+                req = n
                 hit = blobs.get((req, ch))
                 if hit is not None:
                     values[ch] = hit
@@ -446,13 +461,7 @@ class SaverReader:
         if not wanted:
             return {}
         rows = conn.execute(
-            _compat.SAVER_BLOB_ROWS_SQL,
-            (
-                [w[1] for w in wanted],
-                [w[2] for w in wanted],
-                [w[3] for w in wanted],
-                [w[4] for w in wanted],
-            ),
+            _compat.SAVER_BLOB_ROWS_SQL, (_requests([w[1], w[2], w[3], w[4]] for w in wanted),)
         ).fetchall()
         out: dict[tuple[int, str], tuple[str, bytes]] = {}
         for r in rows:
@@ -476,18 +485,11 @@ class SaverReader:
     def _writes(self, conn: Any, ws: Sequence[Capture]) -> dict[int, WritesMaterial | None]:
         rows = conn.execute(
             _compat.SAVER_WRITE_ROWS_SQL,
-            (
-                [c.thread_id for c in ws],
-                [c.checkpoint_ns for c in ws],
-                [c.checkpoint_id for c in ws],
-                [c.task_id for c in ws],
-            ),
+            (_requests([c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.task_id] for c in ws),),
         ).fetchall()
-        by_req: dict[int, dict[int, tuple[Any, ...]]] = {}
-        for r in rows:
-            by_req.setdefault(int(_col(r, 0)), {})[int(_col(r, 1))] = tuple(
-                _col(r, k) for k in range(2, 6)
-            )
+        by_req: dict[int, dict[int, tuple[Any, Any, Any, Any]]] = {}
+        for i, idx, ch, typ, blob, path in rows:
+            by_req.setdefault(i, {})[idx] = (ch, typ, blob, path)
         out: dict[int, WritesMaterial | None] = {}
         for i, c in enumerate(ws, 1):
             assert c.id is not None
@@ -504,7 +506,7 @@ class SaverReader:
                 task_id=str(c.task_id),
                 task_path=c.task_path if c.task_path is not None else str(picked[0][1][3] or ""),
                 writes=[
-                    (idx, str(ch), str(typ), bytes(blob) if blob is not None else b"")
+                    (idx, ch, typ, bytes(blob) if blob is not None else b"")
                     for idx, (ch, typ, blob, _path) in picked
                 ],
                 node=c.node,
@@ -519,7 +521,7 @@ class SaverReader:
     ) -> tuple[Mapping[str, Any], Sequence[str | None]] | None:
         """``(versions_seen, Send targets)`` of a stored checkpoint (a builder look-up)."""
         rows = conn.execute(
-            _compat.SAVER_CHECKPOINT_ROWS_SQL, ([tid], [ns], [cid], [None])
+            _compat.SAVER_CHECKPOINT_ROWS_SQL, (_requests([[tid, ns, cid, None]]),)
         ).fetchall()
         cp = _json(_col(rows[0], 1)) if rows else None
         if not cp:
@@ -533,10 +535,14 @@ class SaverReader:
 
 
 def _col(row: Any, i: int) -> Any:
-    """Column ``i`` of a row, whatever row factory the connection uses."""
-    if isinstance(row, dict):
-        return list(row.values())[i]
+    """Column ``i`` of a row (the ledger's connections return tuples)."""
     return row[i]
+
+
+def _requests(rows: Any) -> str:
+    """Requests for the saver-row queries as one JSON parameter (arrays of text cost
+    psycopg far more to send): ``[[a, b, c, d], ...]``, answered by position."""
+    return json.dumps(list(rows), ensure_ascii=False, separators=(",", ":"))
 
 
 def _json(value: Any) -> Any:

@@ -230,26 +230,30 @@ class SealingService:
 
     # -- the loop --------------------------------------------------------------------------
     def _loop(self) -> None:
+        busy = False  # the last look sealed something: more is likely on its way
         while True:
             with self._cv:
                 if self._drained >= self._wakes and not self._stop:
-                    self._cv.wait(self.poll_interval)
+                    # a busy app's wake-ups are spaced out: look again soon after a batch
+                    self._cv.wait(self.linger * 2 if busy else self.poll_interval)
                 if self._stop:
                     return
-                urgent = self._drained < self._wakes
-            if self.linger and not urgent:
-                time.sleep(self.linger)
-            elif self.linger:
+            if self.linger:
                 time.sleep(self.linger)  # gather a few more captures into the batch
             with self._cv:
                 target = self._wakes
+            busy = False
             try:
                 with self._cv:
                     self._busy_since = time.monotonic()
+                # a batch below the limits took all there was: the next one waits a
+                # linger for more (sealing the few captures that committed meanwhile at
+                # once would cost a transaction and its fixed reads for each of them)
                 while self.sealer.seal_batch():
+                    busy = True
                     with self._cv:
                         self._busy_since = time.monotonic()
-                        if self._stop:
+                        if self._stop or not self.sealer.full:
                             break
                 self._look_pending()
                 with self._cv:

@@ -3,7 +3,9 @@
 Every ``search``, ``get``, ``put`` and ``delete`` (sync or async) goes to the wrapped
 store unchanged and is recorded: namespace, key or query, filter, the hit keys with rank
 and score, attributed to the graph thread, node, step and task that made the call (taken
-from the running graph's config; ``_no_thread`` outside a graph).
+from the running graph's config; ``_no_thread`` outside a graph). A thread id the record
+cannot store is refused with :class:`~langgraph_external.errors.InvalidThreadIdError`
+before the wrapped store is called, as the checkpointer refuses it.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -41,12 +43,17 @@ from langgraph_external.callbacks import NO_THREAD
 from langgraph_external.events import Event, EventKind
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import to_readable
+from langgraph_external.thread_ids import check_thread_id
 
 __all__ = ["AuditedStore"]
 
 
 def _graph_context() -> dict[str, Any]:
-    """Thread, node, step and task of the graph task running this code, if any."""
+    """Thread, node, step and task of the graph task running this code, if any.
+
+    Raises:
+        InvalidThreadIdError: the graph's thread id cannot be recorded.
+    """
     try:
         from langgraph.config import get_config
 
@@ -58,7 +65,7 @@ def _graph_context() -> dict[str, Any]:
     ns = str(md.get("langgraph_checkpoint_ns") or "")
     last = ns.split("|")[-1] if ns else ""
     return {
-        "thread_id": str(conf.get("thread_id") or md.get("thread_id") or NO_THREAD),
+        "thread_id": check_thread_id(conf.get("thread_id") or md.get("thread_id") or NO_THREAD),
         "node": md.get("langgraph_node"),
         "step": md.get("langgraph_step"),
         "task_id": last.split(":", 1)[1] if ":" in last else None,
@@ -91,21 +98,24 @@ class AuditedStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` on the wrapped store and record each."""
         ops = list(ops)
+        ctx = _graph_context()  # an invalid thread id is refused before the store runs
         started = time.perf_counter()
         results = self.inner.batch(ops)
-        self._record(ops, results, started)
+        self._record(ops, results, started, ctx)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async twin of :meth:`batch`."""
         ops = list(ops)
+        ctx = _graph_context()
         started = time.perf_counter()
         results = await self.inner.abatch(ops)
-        self._record(ops, results, started)
+        self._record(ops, results, started, ctx)
         return results
 
-    def _record(self, ops: list[Op], results: list[Result], started: float) -> None:
-        ctx = _graph_context()
+    def _record(
+        self, ops: list[Op], results: list[Result], started: float, ctx: dict[str, Any]
+    ) -> None:
         duration = round((time.perf_counter() - started) * 1000.0, 3)
         for op, result in zip(ops, results, strict=False):
             event = _event_for(op, result, ctx, duration)

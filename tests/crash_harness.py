@@ -1,5 +1,7 @@
 """Crash harness: a child records graphs until it is SIGKILLed at a random moment; after
 each kill ``repair`` runs and the record is checked against what the saver committed.
+At the end (and every ``check_every`` trials) the user's own commands run: ``lgx repair``,
+then ``lgx verify --all``, which must pass on every thread.
 
 Used by ``tests/test_crash.py`` (a short run in CI) and ``benchmarks/crash_long.py``
 (>= 200 trials). The child runs new threads (a ReAct agent with two tools; a Send fan-out
@@ -47,11 +49,15 @@ class Findings:
     restore_problems: list[str] = field(default_factory=list)
     recovered_writes: int = 0
     wal_replayed: int = 0
+    verify_runs: int = 0  # `lgx repair` + `lgx verify --all` rounds
+    verified_threads: int = 0  # threads the last `lgx verify --all` checked
+    verify_failures: list[str] = field(default_factory=list)  # "thread: first problem"
     sealer_kills: int = 0
 
     def problems(self) -> list[str]:
         """Every violation of the guarantee, in words."""
         out = list(self.chain_problems) + self.workspace_disagreements + self.restore_problems
+        out += [f"lgx verify: {p}" for p in self.verify_failures]
         for name in (
             "checkpoints_without_event_before_repair",
             "writes_without_event_before_repair",
@@ -94,6 +100,76 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing
             fan.invoke(
                 {"items": [], "total": 0}, ext.config(f"fan-{pid}-{i}"), durability=durability
             )
+
+
+def turns(
+    dsn: str, workspace: str, spool: str, strict: bool, thread_id: str, n: int, sealing: str
+) -> None:
+    """Run ``n`` ReAct turns on one thread, say so once the last one is mirrored (with the
+    sealing helper's pid, if any), then wait to be killed (no flush).
+
+    Every turn but the last is flushed: ``state.json`` shows it, so the last turn's
+    ``state.json`` is deferred (it is rewritten at most every 5 s) whatever the timing.
+    """
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    sys.path.insert(0, str(ROOT))
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_external import External
+    from tests.graphs import react_agent
+
+    ext = External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict, sealing=sealing)
+    ext.__enter__()
+    assert ext.pipeline is not None
+    graph = react_agent(ext.checkpointer)
+    config = ext.config(thread_id)
+    for i in range(n):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
+        if i < n - 1:
+            assert ext.flush()
+    # the last turn mirrored (its checkpoint line written), nothing flushed: what is left
+    # is the workspace's deferred state.json
+    latest = graph.get_state(config).config["configurable"]["checkpoint_id"]
+    log = Path(ext.workspace.checkpoint_log_path(thread_id, ""))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and latest not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    helper = getattr(ext.pipeline.sealing, "pid", None)
+    print("done", helper or "", flush=True)
+    time.sleep(600)
+
+
+def kill_after_turns(
+    dsn: str,
+    ws: Path,
+    spool: Path,
+    *,
+    strict: bool,
+    thread_id: str,
+    turns: int,
+    wait: float,
+    sealing: str = "thread",
+) -> None:
+    """Start :func:`turns` in a child, let it idle ``wait`` seconds, SIGKILL it — its
+    sealing helper first, if it has one (else the orphan would settle what was deferred)."""
+    args = [str(ws), str(spool), "1" if strict else "0", thread_id, str(turns), sealing]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.crash_harness", "turns", dsn, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    if not line or line[0] != "done":
+        proc.kill()
+        raise RuntimeError(f"the child did not finish its turns ({line!r})")
+    time.sleep(wait)
+    if len(line) > 1:
+        _kill(int(line[1]))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 # -- the parent ------------------------------------------------------------------------------
@@ -202,12 +278,46 @@ def run_trials(
             findings.trials += 1
             if check_every and (trial + 1) % check_every == 0:
                 _check(dsn, ws, findings, restore=False)
+                _lgx_repair_verify(dsn, ws, findings)
     finally:
         if worker is not None:
             worker.terminate()
             worker.wait(timeout=60)
     _check(dsn, ws, findings, restore=True)
+    _lgx_repair_verify(dsn, ws, findings)
     return findings
+
+
+def lgx(dsn: str, ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``lgx`` command installed next to this interpreter, as a user would."""
+    lgx = Path(sys.executable).parent / "lgx"
+    return subprocess.run(
+        [str(lgx), "--dsn", dsn, "--workspace", str(ws), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=1800,
+    )
+
+
+def _lgx_repair_verify(dsn: str, ws: Path, findings: Findings) -> None:
+    """``lgx repair`` (exit 0), then ``lgx verify --all``: every thread must pass."""
+    findings.verify_runs += 1
+    done = lgx(dsn, ws, "repair")
+    if done.returncode != 0:
+        findings.verify_failures.append(
+            f"lgx repair exited {done.returncode}: {(done.stdout + done.stderr)[-500:]}"
+        )
+    done = lgx(dsn, ws, "verify", "--all", "--json")
+    results = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    findings.verified_threads = len(results)
+    failed = [r for r in results if not r["ok"]]
+    findings.verify_failures += [f"{r['thread_id']}: {r['problems'][0]}" for r in failed]
+    if done.returncode != (1 if failed else 0) or not results:
+        findings.verify_failures.append(
+            f"lgx verify --all exited {done.returncode} with {len(failed)} failed of "
+            f"{len(results)}: {done.stderr[-500:]}"
+        )
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
@@ -373,3 +483,6 @@ if __name__ == "__main__":
         child(
             sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]), sys.argv[7]
         )
+    elif sys.argv[1] == "turns":
+        a = sys.argv
+        turns(a[2], a[3], a[4], a[5] == "1", a[6], int(a[7]), a[8])

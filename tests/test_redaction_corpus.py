@@ -4,7 +4,10 @@ Every value below is made up (random characters in the provider's format, Luhn-v
 numbers no issuer has given out). For each shape the redactor must remove the secret in
 free text, in JSON text, nested in dicts, lists, tuples and sets, as a dict key, in bytes
 and bytearrays, and whole under a sensitive key. The end-to-end test runs the corpus
-through a real graph under ``External`` and searches the ledger and the workspace.
+through a real graph under ``External`` and searches the ledger and the workspace — with
+secrets that only their key path gives away too: state channels named ``password``,
+``api_key``, ``private_key`` (a large value), sensitive keys inside state values, tool
+arguments, interrupt and resume values, all of which also land in pending-write lines.
 """
 
 from __future__ import annotations
@@ -385,9 +388,31 @@ def test_url_credentials_with_an_empty_user() -> None:
 
 
 # -- end to end ---------------------------------------------------------------------------
+# Secrets no pattern recognises (a password is just text): only the key path they sit
+# under — a channel's name, a field's name — gives them away.
+KEYED: dict[str, str] = {
+    where: fake(ALNUM, 18, where)
+    for where in (
+        "the channel `password`",
+        "the channel `api_key`",
+        "the large channel `private_key`",
+        "the state key `clientSecret`",
+        "the nested state key `access_token`",
+        "the tool argument `password`",
+        "the interrupt value's `password`",
+        "the resume value's `token`",
+    )
+}
+LARGE = 20 * 1024  # above the checkpoint line's rendering limit: rendered from the blob
+
+
 class State(MessagesState):
     vault: dict[str, Any]
     answer: Any
+    password: str
+    api_key: str
+    private_key: str
+    settings: dict[str, Any]
 
 
 def _texts() -> list[str]:
@@ -398,6 +423,12 @@ def _texts() -> list[str]:
 def lookup(query: str, config_blob: dict[str, Any]) -> dict[str, Any]:
     """Look something up in the vault (returns every secret it knows)."""
     return {"found": _texts(), "by_name": {s.name: s.secret for s in CORPUS if s.bare}}
+
+
+@tool
+def login(user: str, password: str) -> str:
+    """Log in to the vault."""
+    return f"welcome {user}"
 
 
 @tool
@@ -424,6 +455,11 @@ def _graph(checkpointer: Any, store: Any) -> Any:
             },
         },
         {"id": "call-2", "name": "broken", "args": {"query": _texts()[1]}},
+        {
+            "id": "call-3",
+            "name": "login",
+            "args": {"user": "ann", "password": KEYED["the tool argument `password`"]},
+        },
     ]
     model = FakeMessagesListChatModel(
         responses=[
@@ -436,18 +472,32 @@ def _graph(checkpointer: Any, store: Any) -> Any:
         return {
             "messages": [model.invoke(state["messages"])],
             "vault": {"texts": _texts(), "secrets": [s.secret for s in CORPUS if s.bare]},
+            "password": KEYED["the channel `password`"],
+            "api_key": KEYED["the channel `api_key`"],
+            "private_key": "-" * LARGE + KEYED["the large channel `private_key`"],
+            "settings": {
+                "clientSecret": KEYED["the state key `clientSecret`"],
+                "oauth": {"access_token": KEYED["the nested state key `access_token`"]},
+                "theme": "dark",
+            },
         }
 
     def remember(state: State, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
         store.put(("vault",), "all", {"texts": _texts(), "token": CORPUS[0].secret})
         found = store.get(("vault",), "all")
         docs = VaultRetriever().invoke("everything", config)
-        answer = interrupt({"confirm": _texts(), "found": found.value if found else None})
+        answer = interrupt(
+            {
+                "confirm": _texts(),
+                "found": found.value if found else None,
+                "password": KEYED["the interrupt value's `password`"],
+            }
+        )
         return {"answer": {"resumed": answer, "docs": [d.page_content for d in docs]}}
 
     g = StateGraph(State)
     g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([lookup, broken], handle_tool_errors=True))
+    g.add_node("tools", ToolNode([lookup, broken, login], handle_tool_errors=True))
     g.add_node("remember", remember)
     g.add_edge(START, "agent")
     g.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "remember"})
@@ -526,13 +576,21 @@ def _workspace_file_texts(ws: Path) -> dict[str, list[str]]:
     return out
 
 
-def _exports(dsn: str, ws: Path, thread_id: str) -> dict[str, str]:
+def files_raw(ws: Path) -> Iterator[str]:
+    """Each line of each checkpoint log, as text."""
+    for p in ws.rglob("*.jsonl"):
+        yield from p.read_text().splitlines()
+
+
+def _exports(dsn: str, ws: Path, thread_id: str, checkpoints: list[str]) -> dict[str, str]:
     runner = CliRunner(env={"LGX_DSN": None, "COLUMNS": "200"})
     out = {}
     for args in (
         ["events", thread_id, "--json"],
         ["show", thread_id, "--json", "--limit", "0"],
         ["state", thread_id, "--json"],
+        # older checkpoints: rendered from the checkpoint log and the blob files
+        *(["state", thread_id, "--json", "--checkpoint", c] for c in checkpoints),
     ):
         res = runner.invoke(lgx_app, ["--dsn", dsn, "--workspace", str(ws), *args])
         assert res.exit_code == 0, res.output
@@ -556,8 +614,9 @@ def _unkeyed_digests(values: list[Any]) -> set[str]:
 def test_the_corpus_leaves_no_secret_and_no_unkeyed_hash_in_the_ledger_workspace_or_exports(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    """Tool args and results, LLM input and output, state, interrupt and resume values,
-    retriever documents, store values, config metadata and exceptions: 0 occurrences."""
+    """Tool args and results, LLM input and output, state (sensitive channel names and
+    state keys too), interrupt and resume values, pending writes, retriever documents,
+    store values, config metadata and exceptions: 0 occurrences."""
     ws = tmp_path / "ws"
     with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
         app = _graph(ext.checkpointer, ext.store(InMemoryStore()))
@@ -565,13 +624,19 @@ def test_the_corpus_leaves_no_secret_and_no_unkeyed_hash_in_the_ledger_workspace
         config["metadata"] = {"note": "\n".join(_texts()), "api_key": CORPUS[0].secret}
         question = HumanMessage("Please use these:\n" + "\n".join(_texts()))
         app.invoke({"messages": [question], "vault": {}, "answer": None}, config)
-        out = app.invoke(Command(resume={"ok": _texts()}), config)
+        resume = {"ok": _texts(), "token": KEYED["the resume value's `token`"]}
+        out = app.invoke(Command(resume=resume), config)
         assert out["vault"]["texts"] == _texts()  # the app itself is unchanged
-        assert out["answer"]["resumed"] == {"ok": _texts()}
+        assert out["answer"]["resumed"] == resume
+        assert out["password"] == KEYED["the channel `password`"]
         assert len(out["answer"]["docs"]) == len(CORPUS)
         ext.flush()
         kinds = {e["kind"] for e in ext.events("corpus-thread")}
         state_values = [out["vault"], out["answer"], out["messages"], _texts()]
+        state_values += [out["settings"], out["private_key"], *KEYED.values()]
+        checkpoints = [
+            t.config["configurable"]["checkpoint_id"] for t in ext.checkpointer.list(config)
+        ]
     # every position was recorded
     assert {
         "tool_start",
@@ -588,7 +653,7 @@ def test_the_corpus_leaves_no_secret_and_no_unkeyed_hash_in_the_ledger_workspace
     } <= kinds, kinds
     ledger_texts = _ledger_schema_texts(dsn)
     files = _workspace_file_texts(ws)
-    exports = _exports(dsn, ws, "corpus-thread")
+    exports = _exports(dsn, ws, "corpus-thread", checkpoints)
     assert any("[REDACTED:" in t for t in ledger_texts)
     assert {"events.jsonl", "state.json", "_root.jsonl"} <= {Path(n).name for n in files}
     assert any("checkpoints/blobs/" in n for n in files)  # exact copies are searched too
@@ -600,6 +665,14 @@ def test_the_corpus_leaves_no_secret_and_no_unkeyed_hash_in_the_ledger_workspace
     for name, text in exports.items():
         leaks = [s.name for s in CORPUS if leaked(s.secret, text)]
         assert leaks == [], f"in `lgx {name}`: {leaks}"
+    # what only a key path gives away: hidden wherever the value is shown readably
+    assert any('"record": "write"' in t and '"channel": "password"' in t for t in files_raw(ws))
+    for where, secret in KEYED.items():
+        assert not leaked(secret, ledger_texts), f"{where}: in the ledger schema"
+        for name, texts in files.items():
+            assert not leaked(secret, texts), f"{where}: in {name}"
+        for name, text in exports.items():
+            assert not leaked(secret, text), f"{where}: in `lgx {name}`"
     # no stored hash of a corpus value is its plain sha256 (each would invert by guessing)
     digests = _unkeyed_digests([s.secret for s in CORPUS] + [s.text for s in CORPUS] + state_values)
     stored = {h for t in [*ledger_texts, *exports.values()] for h in _HEX64.findall(t)}

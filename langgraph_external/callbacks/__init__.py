@@ -40,6 +40,7 @@ from langgraph_external.errors import InvalidThreadIdError
 from langgraph_external.events import Event, EventKind, canonical_json
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import message_to_dict, to_readable
+from langgraph_external.thread_ids import check_thread_id
 
 __all__ = ["AsyncAuditCallbackHandler", "AuditCallbackHandler", "prompt_context_hash"]
 
@@ -201,16 +202,15 @@ class AuditCallbackHandler(GraphCallbackHandler):
 
     # -- plumbing ----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
-        if "\x00" in event.thread_id:
-            # PostgreSQL text cannot hold NUL and the checkpointer refuses such a thread:
-            # recording it under an escaped id would file the run under another thread
+        try:
+            check_thread_id(event.thread_id)
+        except InvalidThreadIdError as exc:
+            # refused as the checkpointer refuses it, before anything is buffered: the
+            # ledger could never store it (and recording it under an escaped id would
+            # file the run under another thread)
             if self.pipeline.strict:
-                raise InvalidThreadIdError(f"thread id {event.thread_id!r} contains NUL")
-            logger.warning(
-                "langgraph-external: not recording a %s event: thread id %r contains NUL",
-                event.kind,
-                event.thread_id,
-            )
+                raise
+            logger.warning("langgraph-external: not recording a %s event: %s", event.kind, exc)
             return
         try:
             self.pipeline.emit(event)

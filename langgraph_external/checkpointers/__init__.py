@@ -29,9 +29,7 @@ import contextvars
 import inspect
 import os
 import threading
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import psycopg
@@ -55,7 +53,6 @@ from langgraph_external.errors import (
     ConfigurationError,
     InvalidCheckpointIdError,
     InvalidFilterError,
-    InvalidThreadIdError,
     SerializationError,
 )
 from langgraph_external.events import Event, EventKind
@@ -69,6 +66,7 @@ from langgraph_external.records import (
     WritesMaterial,
     node_of_task_path,
 )
+from langgraph_external.thread_ids import check_thread_id
 from langgraph_external.workspace import Workspace, sha256_hex
 
 __all__ = ["ExternalCheckpointer", "untapped_serde"]
@@ -453,9 +451,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             )
             return next_config
         commit, box = self._checkpoint_capture(tid, config, checkpoint, metadata, new_versions)
-        token = _compat.OUTBOX.set(box)
-        key = id(commit)
-        self.pipeline.call_started(key)
+        token = _compat.OUTBOX.set(box)  # the open commit is the call health() sees
         try:
             with _capturing("checkpoint", record=False):
                 next_config = self.inner.put(config, checkpoint, metadata, new_versions)
@@ -464,7 +460,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise
         finally:
             _compat.OUTBOX.reset(token)
-            self.pipeline.call_ended(key)
         self._settle(commit, box, tid, config, checkpoint, metadata, new_versions)
         return next_config
 
@@ -486,9 +481,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             await asyncio.to_thread(self.pipeline.emit, event, durable=True)
             return next_config
         commit, box = self._checkpoint_capture(tid, config, checkpoint, metadata, new_versions)
-        token = _compat.OUTBOX.set(box)
-        key = id(commit)
-        self.pipeline.call_started(key)
+        token = _compat.OUTBOX.set(box)  # the open commit is the call health() sees
         try:
             with _capturing("checkpoint", record=False):
                 next_config = await self._inner_aput(*args)
@@ -497,7 +490,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise
         finally:
             _compat.OUTBOX.reset(token)
-            self.pipeline.call_ended(key)
         self._settle(commit, box, tid, config, checkpoint, metadata, new_versions)
         return next_config
 
@@ -522,9 +514,11 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         cid = checkpoint["id"]
         step = metadata.get("step")
         step = step if isinstance(step, int) else None
+        sends = _compat.send_targets(checkpoint["channel_values"])
         with self._book:  # which node a later Send task runs (its writes name it)
             self._threads.put(tid, None)
-            self._sends.put((tid, ns, cid), _compat.send_targets(checkpoint["channel_values"]))
+            if sends:  # else no task names this checkpoint's packets (the sealer checks)
+                self._sends.put((tid, ns, cid), sends)
         values = checkpoint["channel_values"]
         inline = {
             ch: self._plain.dumps_typed(values[ch])
@@ -585,20 +579,17 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 self.inner.put_writes(*args)
             self._emit_writes(self._local_writes(tid, config, writes, task_id, task_path, cap))
             return
-        commit, box = self._writes_capture(tid, config, writes, task_id, task_path)
+        box, event_id = self._writes_capture(tid, config, writes, task_id, task_path)
         token = _compat.OUTBOX.set(box)
-        key = id(commit)
+        key = id(box)
         self.pipeline.call_started(key)
         try:
             with _capturing("write", record=False):
                 self.inner.put_writes(*args)
-        except BaseException as exc:
-            commit.failed(doubtful=_doubtful(exc))
-            raise
         finally:
             _compat.OUTBOX.reset(token)
             self.pipeline.call_ended(key)
-        self._settle_writes(commit, box, tid, config, writes, task_id, task_path)
+        self._settle_writes(box, event_id, tid, config, writes, task_id, task_path)
 
     async def aput_writes(
         self,
@@ -616,20 +607,17 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 await self._inner_aput_writes(*args)
             self._emit_writes(self._local_writes(tid, config, writes, task_id, task_path, cap))
             return
-        commit, box = self._writes_capture(tid, config, writes, task_id, task_path)
+        box, event_id = self._writes_capture(tid, config, writes, task_id, task_path)
         token = _compat.OUTBOX.set(box)
-        key = id(commit)
+        key = id(box)
         self.pipeline.call_started(key)
         try:
             with _capturing("write", record=False):
                 await self._inner_aput_writes(*args)
-        except BaseException as exc:
-            commit.failed(doubtful=_doubtful(exc))
-            raise
         finally:
             _compat.OUTBOX.reset(token)
             self.pipeline.call_ended(key)
-        self._settle_writes(commit, box, tid, config, writes, task_id, task_path)
+        self._settle_writes(box, event_id, tid, config, writes, task_id, task_path)
 
     async def _inner_aput_writes(self, *args: Any) -> None:
         if self._async_native["aput_writes"]:
@@ -644,12 +632,19 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
-    ) -> tuple[Commit, _compat.Outbox]:
+    ) -> tuple[_compat.Outbox, str]:
+        """The capture of one task's writes, queued in the saver's transaction, and the id
+        of its event. It carries
+        no buffered events, so it needs no commit of the pipeline: the writes' own
+        transaction is its only order (their events are not ordered against others')."""
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "") or ""
         cid = conf.get("checkpoint_id")
-        with self._book:
-            node = node_of_task_path(task_path, lambda: self._sends.get((tid, ns, cid)))
+        if task_path.startswith(_PULL):
+            node = node_of_task_path(task_path, _no_sends)
+        else:
+            with self._book:
+                node = node_of_task_path(task_path, lambda: self._sends.get((tid, ns, cid)))
         capture = Capture(
             "writes",
             tid,
@@ -660,23 +655,21 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             node=node,
             idx=[WRITES_IDX_MAP.get(ch, i) for i, (ch, _) in enumerate(writes)],
         )
-        commit = self.pipeline.open_commit(tid)
+        row = capture.row()
         ledger = self.pipeline.ledger
 
         def run(cur: Any) -> None:
-            take = commit.take(capture, ns=ns, step=None, checkpoint_id=cid, riders=False)
-            ledger.capture_in(cur, take)  # type: ignore[attr-defined]
+            ledger.capture_row_in(cur, row)  # type: ignore[attr-defined]
 
         async def arun(cur: Any) -> None:
-            take = commit.take(capture, ns=ns, step=None, checkpoint_id=cid, riders=False)
-            await ledger.acapture_in(cur, take)  # type: ignore[attr-defined]
+            await ledger.acapture_row_in(cur, row)  # type: ignore[attr-defined]
 
-        return commit, _compat.Outbox(run, arun)
+        return _compat.Outbox(run, arun), capture.event_id
 
     def _settle_writes(
         self,
-        commit: Commit,
         box: _compat.Outbox,
+        event_id: str,
         tid: str,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
@@ -684,10 +677,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str,
     ) -> None:
         if box.ran:
-            commit.done()
+            self.pipeline.captured_alone(tid, event_id)
             return
-        commit.failed()
-        with _capturing("write") as cap:
+        with _capturing("write") as cap:  # the saver opened no transaction of its own
             event = self._local_writes(tid, config, writes, task_id, task_path, cap)
         self.pipeline.emit(event, durable=True)
 
@@ -760,23 +752,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise InvalidFilterError(f"filter {problem}")
 
     def _thread_id(self, value: Any) -> str:
-        if not isinstance(value, (str, int, uuid.UUID)) or isinstance(value, bool):
-            raise InvalidThreadIdError(
-                f"thread id must be a str (or an int or UUID), got {type(value).__name__}"
-            )
-        tid = str(value)
-        if tid == "":
-            raise InvalidThreadIdError("thread id must not be empty")
-        if self.reject_nul and "\x00" in tid:
-            raise InvalidThreadIdError(
-                f"thread id {tid!r} contains NUL, which PostgreSQL text cannot store"
-            )
-        try:
-            if not tid.isascii():  # called on every get/put: skip the copy for plain ids
-                tid.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidThreadIdError(f"thread id {tid!r} is not valid Unicode text") from exc
-        return tid
+        return check_thread_id(value, reject_nul=self.reject_nul)
 
     def _local_event(
         self,
@@ -905,23 +881,31 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
                 del self._unresolved[key]
 
 
-@contextmanager
-def _capturing(what: str, *, record: bool = True) -> Iterator[_Capture]:
+class _capturing:
     """Capture what the wrapped saver serializes inside the block (see :class:`_TapSerde`).
 
     A serializer failure inside the saver becomes a :class:`SerializationError`.
+    (A class, not a generator: it runs around every ``put`` and ``put_writes``.)
     """
-    cap = _Capture(record)
-    token = _CAPTURE.set(cap)
-    try:
-        yield cap
-    except Exception as exc:
-        err = _serialization_error(cap, exc, what)
-        if err is exc:
-            raise
-        raise err from exc
-    finally:
-        _CAPTURE.reset(token)
+
+    __slots__ = ("cap", "token", "what")
+
+    def __init__(self, what: str, *, record: bool = True) -> None:
+        self.what = what
+        self.cap = _Capture(record)
+        self.token: Any = None
+
+    def __enter__(self) -> _Capture:
+        self.token = _CAPTURE.set(self.cap)
+        return self.cap
+
+    def __exit__(self, typ: Any, exc: Any, tb: Any) -> None:
+        _CAPTURE.reset(self.token)
+        if exc is None or not isinstance(exc, Exception):
+            return
+        err = _serialization_error(self.cap, exc, self.what)
+        if err is not exc:
+            raise err from exc
 
 
 def _filter_problem(value: Any, reject_nul: bool) -> str | None:
@@ -994,6 +978,10 @@ def _tombstone(tid: str) -> Event:
         status="deleted",
         payload={"thread_id": tid},
     )
+
+
+def _no_sends() -> None:
+    return None
 
 
 def _doubtful(exc: BaseException) -> bool:

@@ -50,6 +50,7 @@ from langgraph_external.guards._tools import (
 from langgraph_external.guards._visits import aearlier_visits, earlier_visits
 from langgraph_external.pipeline import Pipeline
 from langgraph_external.render import to_readable
+from langgraph_external.thread_ids import check_thread_id
 
 logger = logging.getLogger("langgraph_external.guards")
 
@@ -265,13 +266,14 @@ class _Guard:
         if thread_id is None:
             logger.debug("policy violation not recorded: the run has no thread_id")
             return
+        thread_id = check_thread_id(thread_id)  # refused as the checkpointer refuses it
         meta = config.get("metadata") or {}
         task_ns = str(conf.get("checkpoint_ns") or "")
         parent_ns, _, last = task_ns.rpartition("|")
         pipeline.emit(
             Event.new(
                 EventKind.POLICY_VIOLATION,
-                str(thread_id),
+                thread_id,
                 node=v.node,
                 step=meta.get("langgraph_step"),
                 task_id=last.rpartition(":")[2] or None,

@@ -49,6 +49,7 @@ from langgraph_external.memory_adapters._mem0_errors import (
     MemoryNotFoundError,
     MemoryTooLargeError,
 )
+from langgraph_external.thread_ids import check_thread_id
 
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 # Payload keys Mem0 manages itself; everything else is the caller's metadata.
@@ -90,6 +91,10 @@ def graph_provenance() -> dict[str, Any]:
     ``run_id`` of its ``run_start`` event), asked of the audit callback handler attached
     to the run, else the ``run_id`` the caller put in the config. Outside a graph every
     value is ``None``.
+
+    Raises:
+        InvalidThreadIdError: the graph's thread id cannot be recorded (checked before
+            the adapter touches Mem0 or its audit tables, as the checkpointer checks it).
 
     Example:
         >>> graph_provenance()["root_run_id"] is None  # not inside a graph task
@@ -133,7 +138,7 @@ def graph_provenance() -> dict[str, Any]:
     step = md.get("langgraph_step")
     last = parts[-1] if parts else ""
     return {
-        "thread_id": str(thread) if thread is not None else None,
+        "thread_id": check_thread_id(thread) if thread is not None else None,
         "run_id": str(node_run) if node_run is not None else None,
         "root_run_id": str(root) if root is not None else None,
         "checkpoint_ns": parent_ns if md.get("langgraph_node") else None,

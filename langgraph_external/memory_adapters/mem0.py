@@ -49,6 +49,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
+from langgraph_external._pools import check_idle
 from langgraph_external.callbacks import NO_THREAD
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
@@ -289,7 +290,12 @@ class Mem0Adapter:
             self.embedding_dims = len(self.embedder.embed_query("dimension probe"))
         dims = int(self.embedding_dims)
         pool: ConnectionPool[Any] = ConnectionPool(
-            self.dsn, min_size=1, max_size=self.pool_size, open=False, name="lgx-mem0"
+            self.dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            check=check_idle,  # died in a database restart: replaced
+            open=False,
+            name="lgx-mem0",
         )
         try:
             pool.open(wait=True, timeout=10)

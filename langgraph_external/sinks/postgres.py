@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external import ledger
+from langgraph_external._pools import check_idle
 from langgraph_external.capture import Capture, unpack_inline, unpack_riders
 from langgraph_external.crypto import WorkspaceCipher
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
@@ -132,6 +133,7 @@ class PostgresLedger:
                             "options": _CONNECT_OPTIONS,
                         },
                         timeout=self.connect_timeout,
+                        check=check_idle,  # died in a database restart: replaced
                         name="langgraph-external-ledger",
                         open=True,
                     )
@@ -280,6 +282,14 @@ class PostgresLedger:
         """Async twin of :meth:`capture_in`."""
         await cur.execute(self._sql["capture"], capture.row())
 
+    def capture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """:meth:`capture_in` of a capture's prepared row (:meth:`Capture.row`)."""
+        cur.execute(self._sql["capture"], row)
+
+    async def acapture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """Async twin of :meth:`capture_row_in`."""
+        await cur.execute(self._sql["capture"], row)
+
     def capture(self, captures: Sequence[Capture]) -> None:
         """Store captures in one transaction of the ledger's own connection.
 
@@ -355,6 +365,12 @@ class PostgresLedger:
         """
         try:
             with self._connection() as conn, conn.transaction():
+                # a sealing transaction need not wait for its WAL flush (nor make the app's
+                # commits wait behind it): if the server crashes before the flush, the
+                # transaction is lost whole — events, head move and capture deletion — and
+                # the captures, committed synchronously with the checkpoints, are sealed
+                # again into the same events (ids, times and bytes come from the captures)
+                conn.execute(ledger.ASYNC_COMMIT)
                 tids = [
                     r[0]
                     for r in conn.execute(

@@ -32,6 +32,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_external.crypto import ALGORITHM, DecryptionError, WorkspaceCipher
 from langgraph_external.events import SCHEMA_VERSION, Event, canonical_json, canonical_line
 from langgraph_external.processors import Redactor
+from langgraph_external.redaction import redact_at
 from langgraph_external.render import to_readable
 from langgraph_external.workspace import Workspace, dumps_json, encode_thread_id
 
@@ -153,6 +154,26 @@ class WorkspaceProjection:
                 self._write_state(tid, e)
             else:  # another writer went on since: the newest root checkpoint is in the log
                 self._write_latest_state(tid)
+
+    def settled(self, thread_id: str, position: int) -> int:
+        """How far ``thread_id`` is mirrored for good, ``state.json`` included: ``position``,
+        or just before the root checkpoint whose ``state.json`` is still deferred.
+
+        The pipeline records this as the thread's cursor, so a process that dies before
+        :meth:`settle` leaves the thread lagging in the ledger: a restart or ``lgx repair``
+        comes back to it and :meth:`resume` writes the ``state.json`` that was never written.
+        """
+        due = self._state_due.get(thread_id)
+        if due is None:
+            return position
+        return min(position, (due[0].seq or 1) - 1)
+
+    def resume(self, thread_id: str) -> None:
+        """The recorded cursor of ``thread_id`` is behind its files: whoever wrote them
+        stopped before settling them (a crash). Write ``state.json`` from the newest root
+        checkpoint of the log now, unless a write of this projection is pending already."""
+        if thread_id not in self._state_due:
+            self._write_latest_state(thread_id)
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
@@ -432,6 +453,12 @@ class WorkspaceProjection:
             return value
         return self.redactor(value)[0]
 
+    def _redact_at(self, key: Any, value: Any) -> Any:
+        """``value`` redacted as it sits under ``key`` (a channel) in the whole state."""
+        if self.redactor is None:
+            return value
+        return redact_at(self.redactor, [str(key)], value)[0]
+
     def _writes_lines(self, tid: str, e: Event) -> list[dict[str, Any]]:
         inline = (e.detail or {}).get("inline") or {}
         lines = []
@@ -447,7 +474,9 @@ class WorkspaceProjection:
             }
             if w.get("inline") and w.get("sha256") in inline:
                 line["b64"] = inline[w["sha256"]]
-            line["value"] = self._redact(self._render(tid, w, e.checkpoint_ns))
+            # redacted under its channel's name, as state.json redacts it: a channel named
+            # ``password`` is hidden whole, though its value alone looks like nothing
+            line["value"] = self._redact_at(w.get("channel"), self._render(tid, w, e.checkpoint_ns))
             lines.append(line)
         return lines
 

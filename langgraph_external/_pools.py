@@ -1,0 +1,50 @@
+"""Pooled connections that died while idle are replaced before anyone uses them.
+
+A connection waiting in a pool while the database restarts (``pg_ctl stop``/``start``, a
+failover, ``pg_terminate_backend``, ``idle_session_timeout``) is dead, and the pool does not
+know until it hands it out: the caller then gets ``AdminShutdown`` or "server closed the
+connection unexpectedly" although the database is back. psycopg_pool's ``check`` callback
+runs when a connection is requested; its own :meth:`ConnectionPool.check_connection` asks
+the server (one round trip per request: +20 % on a 10-node graph's invoke over the official
+saver, since the saver takes a connection per call). These checks ask only when there is
+reason to: the server never speaks to an idle connection unless it is closing it (or has a
+notice or notification for it), so a socket with nothing to read is alive as far as anyone
+can tell without a round trip, and one with something to read is checked by the library's
+round trip (and replaced by the pool if that fails).
+
+Example:
+    >>> from psycopg_pool import ConnectionPool
+    >>> pool = ConnectionPool("postgresql:///app", check=check_idle, open=False)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import select
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+__all__ = ["acheck_idle", "check_idle"]
+
+
+def _has_input(conn: Any) -> bool:
+    """Whether the connection's socket has something to read (or is closed), now."""
+    fd = conn.fileno()
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - no poll (Windows)
+
+
+def check_idle(conn: Any) -> None:
+    """``check`` callback of a :class:`~psycopg_pool.ConnectionPool`: raise if ``conn`` died
+    while it waited in the pool (the pool then discards it and hands out another)."""
+    if conn.closed or _has_input(conn):
+        ConnectionPool.check_connection(conn)
+
+
+async def acheck_idle(conn: Any) -> None:
+    """Async twin of :func:`check_idle`, for an :class:`~psycopg_pool.AsyncConnectionPool`."""
+    if conn.closed or _has_input(conn):
+        await AsyncConnectionPool.check_connection(conn)
