@@ -913,7 +913,9 @@ class Soak:
         wa, wb = window(*a), window(*b)
         flat: dict[str, dict[str, Any] | None] = {}
         for k in wa:
-            if k == "control_threads" or wa[k] is None or wb[k] is None or not wa[k]:
+            # resources must stay flat; a backlog gauge near 0 (threads_behind) is shown
+            # per minute instead (a few threads in flight swing it by 100 %)
+            if k in _NOT_COMPARED or wa[k] is None or wb[k] is None or not wa[k]:
                 flat[k] = None
                 continue
             change = (wb[k] - wa[k]) / wa[k]
@@ -994,6 +996,7 @@ class Soak:
 
 
 # -- helpers -------------------------------------------------------------------------------
+_NOT_COMPARED = ("control_threads", "control_export_threads_behind")
 _HEALTH_KEYS = ("failing", "quarantined", "helper_down", "export_errors", "unsealed_captures")
 
 
