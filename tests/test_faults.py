@@ -315,17 +315,22 @@ def test_a_disk_full_for_seconds_sets_no_thread_aside_and_the_mirror_catches_up(
             app = react_agent(ext.checkpointer)
             for k in range(3):
                 app.invoke(_ask(k), ext.config(f"old-{k}"))
-            assert ext.flush()
-            for log in ws.glob("threads/old-*/**/*.jsonl"):  # room in blocks they hold
+                app.invoke(_ask(k), ext.config(f"idle-{k}"))
+            assert ext.flush()  # every state.json written: the next is due in 5 s
+            for log in ws.glob("threads/*/**/*.jsonl"):  # room in blocks they hold
                 size = log.stat().st_size
                 cmd = ["fallocate", "--keep-size", "-o", str(size), "-l", "1MiB", str(log)]
                 subprocess.run(cmd, check=disk.real)
             disk.fill()
             try:
-                until, i = time.monotonic() + 7.0, 0
-                while time.monotonic() < until:
+                start, i = time.monotonic(), 0
+                while time.monotonic() < start + 8.0:
                     app.invoke(_ask(i), ext.config(f"new-{i}"))  # the app goes on
                     app.invoke(_ask(i), ext.config(f"old-{i % 3}"))
+                    if i == 0:
+                        time.sleep(6.0 - (time.monotonic() - start))
+                        for k in range(3):  # their last runs: state.json is due, ENOSPC
+                            app.invoke(_ask(k), ext.config(f"idle-{k}"))
                     i += 1
                     time.sleep(0.2)
                 assert ext.health()["failures"]  # the mirror did meet the full disk
@@ -336,6 +341,15 @@ def test_a_disk_full_for_seconds_sets_no_thread_aside_and_the_mirror_catches_up(
             assert health["quarantined"] == {}
         _assert_trusted(dsn, ws)  # every thread mirrored, nothing torn or duplicated
         assert list(ws.glob("threads/**/.tmp-*")) == []  # no half-written file left
+        lgx = [sys.executable, "-m", "langgraph_external.cli", "--dsn", dsn, "-w", str(ws)]
+        verified = subprocess.run(  # state.json too: a write the full disk refused is done
+            [*lgx, "verify", "--all"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-2000:]
     finally:
         disk.close()
 
