@@ -9,7 +9,8 @@ loudly when one of them moves, so an upgrade is one file to read.
 Checked against (``CHECKED_AGAINST``): langgraph 1.2.24, langgraph-checkpoint 4.3.2,
 langgraph-checkpoint-postgres 3.2.0 (the record); langgraph-prebuilt 1.1.3 and
 langchain-core 1.8.3 (the transition guard); opentelemetry-semantic-conventions 0.66b2
-(the GenAI attribute names of the OTLP export, last section).
+(the GenAI attribute names of the OTLP export, last section); psycopg-pool 3.3.3 (the pool a
+connection is handed out by, :func:`pool_of`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from langgraph.errors import ParentCommand as ParentCommand
 from langgraph.graph._branch import BranchSpec as BranchSpec
 
 CHECKED_AGAINST = {
+    "psycopg-pool": "3.3.3",
     "langgraph": "1.2.24",
     "langgraph-checkpoint": "4.3.2",
     "langgraph-checkpoint-postgres": "3.2.0",
@@ -514,3 +516,12 @@ def genai_attributes() -> Any:
     from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 
     return gen_ai_attributes
+
+
+# -- psycopg_pool ---------------------------------------------------------------------------
+def pool_of(conn: Any) -> Any:
+    """The pool handing ``conn`` out, while its ``check`` callback runs (else ``None``).
+
+    psycopg_pool sets the connection's private ``_pool`` before it calls ``check``.
+    """
+    return getattr(conn, "_pool", None)

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -38,6 +39,11 @@ __all__ = ["Failure", "Projector"]
 _LINGER = 0.02  # seconds a pass waits to gather more batches (unless a settle is waiting)
 _QUIET = 0.2  # seconds without a new batch after which deferred writes are made
 _FRESH_MAX = 20_000  # sealed events held for projections before they read them back
+# errors of the whole filesystem (full, over quota, read-only): every thread meets them
+# sooner or later, whatever its files, and they pass once space is back — a thread that
+# meets one waits and is retried, it is never set aside (another thread's small append
+# may still fit in a block it holds, which says nothing about this thread's files)
+_WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
 @dataclass
@@ -366,8 +372,10 @@ class Projector:
             except OSError as exc:  # disk full, read-only, vanished: retried
                 self.failures.add(proj.name, exc)
                 self._stalls[key] = self._stalls.get(key, 0) + 1
-                if self._stalls[key] >= 3 and self._last_ok > self._stall_since.get(
-                    key, time.monotonic()
+                if (
+                    exc.errno not in _WHOLE_DISK
+                    and self._stalls[key] >= 3
+                    and self._last_ok > self._stall_since.get(key, time.monotonic())
                 ):
                     # other threads were written meanwhile: this thread's files are the problem
                     self._set_aside(proj, tid, exc)

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -183,8 +184,13 @@ class Workspace:
             self.fs.pipe_file(path, data)  # object stores replace whole objects
             return
         tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
-        self._write_local(tmp, data)
-        os.replace(tmp, path)
+        try:
+            self._write_local(tmp, data)
+            os.replace(tmp, path)
+        except BaseException:  # a full disk: no half-written temp file stays behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def write_new(self, path: str, data: bytes) -> None:
         """Write a file that is written once and never replaced (a checkpoint's mirror).

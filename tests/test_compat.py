@@ -215,3 +215,17 @@ def test_the_genai_attribute_names_are_the_conventions() -> None:
     assert ga.GEN_AI_TOOL_CALL_RESULT == "gen_ai.tool.call.result"
     assert ga.GEN_AI_RETRIEVAL_DOCUMENTS == "gen_ai.retrieval.documents"
     assert ga.GEN_AI_CONVERSATION_ID == "gen_ai.conversation.id"
+
+
+def test_a_pool_check_callback_sees_the_pool_handing_the_connection_out(dsn: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    seen: list[Any] = []
+    with (
+        ConnectionPool(
+            dsn, min_size=1, max_size=1, check=lambda c: seen.append(_compat.pool_of(c))
+        ) as pool,
+        pool.connection(timeout=30),
+    ):
+        pass
+    assert seen == [pool]

@@ -474,6 +474,9 @@ class OtlpExporter:
                 self._mark_done(thread_id, head)
                 return head
             cursor, _ = self._cursor(thread_id)
+            # the receiver holds every span up to the cursor, whichever exporter sent them
+            # (another process's may have sent all there is): done that far for flush()
+            self._mark_done(thread_id, cursor)
             mapper = self._mappers.get(thread_id)
             pending = self._pending.pop(thread_id, None)
             if pending is not None and (
