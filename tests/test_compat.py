@@ -456,3 +456,23 @@ def test_the_saver_tables_named_are_the_tables_the_saver_creates(dsn: str) -> No
         ):
             found = conn.execute(probe).fetchone()
             assert found is not None and found[0] is not None, probe
+
+
+# -- psycopg_pool internals (langgraph_external/upstream/psycopg_pool.py) --
+def test_a_pool_check_callback_sees_the_pool_handing_the_connection_out(dsn: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from langgraph_external.upstream import psycopg_pool as psycopg_pool_internals
+
+    seen: list[Any] = []
+    with (
+        ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=1,
+            check=lambda c: seen.append(psycopg_pool_internals.pool_of(c)),
+        ) as pool,
+        pool.connection(timeout=30),
+    ):
+        pass
+    assert seen == [pool]

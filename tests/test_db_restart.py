@@ -129,3 +129,20 @@ def test_the_idle_check_replaces_only_connections_the_server_closed(
             while time.monotonic() < deadline:
                 check_idle(alive)
                 time.sleep(0.05)
+
+
+def test_a_pool_of_connections_dead_since_a_restart_serves_its_next_caller(
+    own_server: Any,  # noqa: F811
+) -> None:
+    """Six connections idle in a pool (the checkpointer's grows to ``pool_size``, 8) die in a
+    restart; the next caller alone must get a live one, not wait through a backoff pause
+    per dead connection (1 + 2 + 4 + 8 + 16 s: ``PoolTimeout`` after 30 s)."""
+    from psycopg_pool import ConnectionPool
+
+    dsn = own_server.get_uri()
+    with ConnectionPool(dsn, min_size=6, max_size=6, check=check_idle, timeout=30) as pool:
+        pool.wait(timeout=30)
+        _restart(own_server)
+        for _ in range(3):
+            with pool.connection() as conn:  # raised PoolTimeout here
+                assert conn.execute("select 1").fetchone() == (1,)

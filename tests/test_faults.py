@@ -232,6 +232,128 @@ def test_a_full_disk_under_the_workspace_tears_nothing_and_duplicates_nothing(
     _assert_trusted(dsn, ws)
 
 
+class _SmallDisk:
+    """A 64 MiB ext4 filesystem loop-mounted for one test (we run as root); ``fill`` takes
+    every free block with a ballast file (a real ENOSPC for anyone writing), ``free``
+    removes it. ``real`` is False where mounting is not allowed: then a workspace's writes
+    under threads named ``new-*`` raise ENOSPC while it is "full" (simulated, in-process)."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "disk"
+        self.path.mkdir()
+        self.image = root / "disk.img"
+        self.real = all(
+            subprocess.run(cmd, capture_output=True).returncode == 0
+            for cmd in (
+                ["truncate", "-s", "64M", str(self.image)],
+                ["mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096", str(self.image)],
+                ["mount", "-o", "loop", str(self.image), str(self.path)],
+            )
+        )
+        self.full = threading.Event()
+        self.ballast = self.path / ".ballast"
+
+    def simulate_on(self, ws: Any) -> None:
+        """Make ``ws`` (a mirror's Workspace in this process) fail like a full disk would
+        for threads it does not hold yet (``new-*``)."""
+        for name in ("append_lines", "write_atomic"):
+            real = getattr(ws, name)
+
+            def failing(path: str, data: Any, real: Any = real) -> None:
+                if self.full.is_set() and "/threads/new-" in path:
+                    raise OSError(errno.ENOSPC, "No space left on device", path)
+                return real(path, data)
+
+            setattr(ws, name, failing)
+
+    def fill(self) -> None:
+        self.full.set()
+        if not self.real:
+            return
+        fd = os.open(self.ballast, os.O_CREAT | os.O_WRONLY, 0o600)
+        try:
+            st = os.statvfs(self.path)
+            with contextlib.suppress(OSError):
+                os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize)
+            os.lseek(fd, 0, os.SEEK_END)
+            while True:  # the last blocks, one by one
+                try:
+                    os.write(fd, b"\0" * 4096)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        self.ballast.unlink(missing_ok=True)
+        self.full.clear()
+
+    def close(self) -> None:
+        self.free()
+        if self.real:
+            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+        self.image.unlink(missing_ok=True)
+
+
+def test_a_disk_full_for_seconds_sets_no_thread_aside_and_the_mirror_catches_up(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """The workspace's disk is full for ~7 s while the app records old threads (whose files
+    have room left in blocks they hold: their appends still land) and new ones (which need
+    new blocks: ENOSPC). Once space is back, every thread is mirrored — none is set aside
+    for good, as a thread with a value the mirror cannot apply would be."""
+    disk = _SmallDisk(tmp_path)
+    try:
+        ws = disk.path
+        # the mirror runs in the sealing helper on a real disk; in this process otherwise
+        sealing = "process" if disk.real else "thread"
+        with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, sealing=sealing) as ext:
+            if not disk.real:
+                disk.simulate_on(ext._recording.mirror.ws)  # type: ignore[union-attr]
+            app = react_agent(ext.checkpointer)
+            for k in range(3):
+                app.invoke(_ask(k), ext.config(f"old-{k}"))
+                app.invoke(_ask(k), ext.config(f"idle-{k}"))
+            assert ext.flush()  # every state.json written: the next is due in 5 s
+            for log in ws.glob("threads/*/**/*.jsonl"):  # room in blocks they hold
+                size = log.stat().st_size
+                cmd = ["fallocate", "--keep-size", "-o", str(size), "-l", "1MiB", str(log)]
+                subprocess.run(cmd, check=disk.real)
+            disk.fill()
+            try:
+                start, i = time.monotonic(), 0
+                while time.monotonic() < start + 8.0:
+                    app.invoke(_ask(i), ext.config(f"new-{i}"))  # the app goes on
+                    app.invoke(_ask(i), ext.config(f"old-{i % 3}"))
+                    if i == 0:
+                        time.sleep(6.0 - (time.monotonic() - start))
+                        for k in range(3):  # their last runs: state.json is due, ENOSPC
+                            app.invoke(_ask(k), ext.config(f"idle-{k}"))
+                    i += 1
+                    time.sleep(0.2)
+                assert ext.health()["failures"]  # the mirror did meet the full disk
+            finally:
+                disk.free()
+            assert ext.flush(timeout=60)
+            health = ext.health()
+            assert health["quarantined"] == {}
+        _assert_trusted(dsn, ws)  # every thread mirrored, nothing torn or duplicated
+        assert list(ws.glob("threads/**/.tmp-*")) == []  # no half-written file left
+        lgx = [sys.executable, "-m", "langgraph_external.cli", "--dsn", dsn, "-w", str(ws)]
+        verified = subprocess.run(  # state.json too: a write the full disk refused is done
+            [*lgx, "verify", "--all"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-2000:]
+    finally:
+        disk.close()
+
+
 def test_a_deleted_workspace_is_rebuilt_from_the_ledger(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:

@@ -361,6 +361,79 @@ def test_two_follow_exporters_send_every_span_once(
     assert {sid: len(v) for sid, v in rx.deliveries.items()} == dict.fromkeys(expected, 1)
 
 
+_SLOW_APP = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import psycopg
+from langgraph_external import External
+from langgraph_external.exporters import LangfuseExport
+from tests.graphs import react_agent
+# a long linger: this app's exporter (in its sealing helper) is slow to reach its threads
+cfg = LangfuseExport(public_key={pk!r}, secret_key={sk!r}, base_url={url!r}, linger=120.0)
+with External(dsn={dsn!r}, workspace={ws!r}, langfuse=cfg) as ext:
+    graph = react_agent(ext.checkpointer)
+    for i in range(4):
+        graph.invoke({{"messages": [("user", "hi")]}}, ext.config(f"slow-{{i}}"))
+    time.sleep(1.5)  # the flusher captures the runs' last events (hold: 1 s)
+    quiet = 0  # then nothing buffered nor unsealed, three looks in a row (all sealed;
+    with psycopg.connect({dsn!r}) as conn:  # flush() would hurry the exporter)
+        while quiet < 3:
+            n = conn.execute("select count(*) from langgraph_external.captures").fetchone()[0]
+            quiet = quiet + 1 if n == 0 and ext.health()["buffered"] == 0 else 0
+            time.sleep(0.2)
+    print("sealed", flush=True)
+    sys.stdin.readline()  # meanwhile another process exports these threads
+    started = time.monotonic()
+    ok = ext.flush(20)
+    print(json.dumps({{"flushed": ok, "seconds": time.monotonic() - started,
+                      "threads_behind": ext.health()["langfuse"]["threads_behind"]}}), flush=True)
+"""
+
+
+def test_threads_another_process_exported_first_do_not_hold_flush_back(
+    dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]
+) -> None:
+    """Two processes export one database to one receiver: an app (its exporter runs in its
+    sealing helper) and ``lgx export langfuse``. The other one sends the app's threads
+    first; the app's ``flush()`` returns True at once (the receiver has every span) and
+    its health shows no thread behind."""
+    script = _SLOW_APP.format(
+        root=str(ROOT), pk=keys[0], sk=keys[1], url=rx.base_url, dsn=dsn, ws=str(tmp_path / "ws")
+    )
+    app = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert app.stdout is not None and app.stdin is not None
+        assert app.stdout.readline().strip() == "sealed"
+        other = subprocess.run(
+            [sys.executable, "-m", "langgraph_external.cli", "--dsn", dsn, "export", "langfuse"],
+            env={**os.environ, **langfuse_env(rx, keys), "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert other.returncode == 0, other.stdout + other.stderr
+        app.stdin.write("go\n")
+        app.stdin.flush()
+        answer = json.loads(app.stdout.readline())
+        assert app.wait(timeout=120) == 0
+    finally:
+        if app.poll() is None:
+            app.kill()
+    assert answer["flushed"] and answer["threads_behind"] == 0, answer
+    expected: dict[str, Any] = {}
+    for i in range(4):
+        expected.update(expected_spans(dsn, f"slow-{i}"))
+    assert set(expected) <= set(rx.spans)
+    assert all(len(rx.deliveries[sid]) == 1 for sid in expected)  # sent once, by the other
+
+
 # -- the live exporter under load ----------------------------------------------------------
 def test_live_export_keeps_up_while_cpu_is_busy(
     dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]

@@ -364,6 +364,41 @@ def test_the_helper_seals_what_an_app_killed_left_then_exits(
     ) == (_count(dsn, "select count(*) from checkpoints"))
 
 
+def test_an_orphaned_helper_logs_plain_lines_to_the_stderr_the_app_left_it(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """The app is SIGKILLed; its helper drains and closes its export (the receiver is
+    down), and the warning it logs then reaches the app's stderr as a line, not as a
+    "--- Logging error ---" traceback about the app's closed pipe."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: the receiver is down
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"
+    ws, spool = str(tmp_path / "ws"), str(spool_dir)
+    script = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from langgraph_external import External\n"
+        "from langgraph_external.exporters import LangfuseExport\n"
+        "from tests.graphs import react_agent\n"
+        "from langchain_core.messages import HumanMessage\n"
+        f"lf = LangfuseExport(public_key='pk-orphan', secret_key='sk', base_url={down!r})\n"
+        f"ext = External(dsn={dsn!r}, workspace={ws!r}, spool_dir={spool!r}, langfuse=lf)\n"
+        "ext.setup()\n"
+        "react_agent(ext.checkpointer).invoke({'messages': [HumanMessage('hi')]},"
+        " ext.config('orphan-logs'))\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    # the helper inherits the app's stderr: run() returns once the helper closed it too
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=ROOT
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert "not sent at close" in proc.stderr, proc.stderr[-3000:]
+    assert "Logging error" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_a_long_transaction_holds_sealing_back_and_health_says_so(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from langgraph_external.upstream.psycopg_pool import pool_of
+
 __all__ = ["acheck_idle", "check_idle", "ledger_pool"]
 
 LEDGER_CONNECT_OPTIONS = (
@@ -45,15 +47,33 @@ def _has_input(conn: Any) -> bool:
 
 def check_idle(conn: Any) -> None:
     """``check`` callback of a :class:`~psycopg_pool.ConnectionPool`: raise if ``conn`` died
-    while it waited in the pool (the pool then discards it and hands out another)."""
+    while it waited in the pool (the pool then discards it and hands out another).
+
+    A dead one means the others idled through the same restart: the whole pool is checked
+    at once (:meth:`~psycopg_pool.ConnectionPool.check`). Found one by one, each would cost
+    the caller a pause of psycopg_pool's backoff (1, 2, 4, 8, 16 s): five dead connections
+    outlast its 30 s timeout.
+    """
     if conn.closed or _has_input(conn):
-        ConnectionPool.check_connection(conn)
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            pool = pool_of(conn)
+            if isinstance(pool, ConnectionPool):
+                pool.check()
+            raise
 
 
 async def acheck_idle(conn: Any) -> None:
     """Async twin of :func:`check_idle`, for an :class:`~psycopg_pool.AsyncConnectionPool`."""
     if conn.closed or _has_input(conn):
-        await AsyncConnectionPool.check_connection(conn)
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except Exception:
+            pool = pool_of(conn)
+            if isinstance(pool, AsyncConnectionPool):
+                await pool.check()
+            raise
 
 
 def ledger_pool(dsn: str, connect_timeout: int) -> ConnectionPool[Any]:

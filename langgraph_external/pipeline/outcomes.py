@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -35,6 +36,13 @@ __all__ = ["STALLS_BEFORE_ASIDE", "ThreadOutcomes"]
 STALLS_BEFORE_ASIDE = 3
 """Failed writes of one thread's files (while other threads were written) before the
 thread is set aside."""
+
+
+# errors of the whole filesystem (full, over quota, read-only): every thread meets them
+# sooner or later, whatever its files, and they pass once space is back — a thread that
+# meets one waits and is retried, it is never set aside (another thread's small append
+# may still fit in a block it holds, which says nothing about this thread's files)
+WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
 def label_of(proj: Projection) -> str:
@@ -119,12 +127,15 @@ class ThreadOutcomes:
     def files_failed(self, proj: Projection, tid: str, exc: OSError) -> bool:
         """Writing ``tid``'s files failed (disk full, read-only, vanished). Retried; set
         aside (``True``) after :data:`STALLS_BEFORE_ASIDE` failures while other threads
-        were written meanwhile — then this thread's files are the problem."""
+        were written meanwhile — then this thread's files are the problem — unless the error
+        is the whole filesystem's (:data:`WHOLE_DISK`): those pass once space is back."""
         key = f"{proj.name}:{tid}"
         self.failures.add(proj.name, exc)
         self._stalls[key] = self._stalls.get(key, 0) + 1
-        if self._stalls[key] >= STALLS_BEFORE_ASIDE and self._last_ok > self._stall_since.get(
-            key, time.monotonic()
+        if (
+            exc.errno not in WHOLE_DISK
+            and self._stalls[key] >= STALLS_BEFORE_ASIDE
+            and self._last_ok > self._stall_since.get(key, time.monotonic())
         ):
             self.set_aside(proj, tid, exc)
             return True

@@ -107,8 +107,9 @@ class _ToParent(logging.Handler):
             }
             with self.send_lock:
                 self.conn.send((0, data))
-        except Exception:  # the app is gone: nowhere to log to
-            self.handleError(record)
+        except Exception:  # the app is gone: the stderr it left us is all there is
+            if logging.lastResort is not None:  # the message, not a "Logging error" trace
+                logging.lastResort.handle(record)
 
 
 def _forward_logs(conn: Connection, lock: threading.Lock) -> None:

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -125,8 +126,13 @@ class Workspace:
             self.fs.pipe_file(path, data)  # object stores replace whole objects
             return
         tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
-        self._write_local(tmp, data)
-        os.replace(tmp, path)
+        try:
+            self._write_local(tmp, data)
+            os.replace(tmp, path)
+        except BaseException:  # a full disk: no half-written temp file stays behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def _inside(self, path: str) -> None:
         """Refuse a local write whose directory resolves outside the root (a symlink).

@@ -149,10 +149,14 @@ class WorkspaceProjection:
                 continue
             e, size = due
             log = f"{self.ws.thread_dir(tid)}/events.jsonl"
-            if size != _FOREIGN and self.ws.size(log) == self._file_size.get(log, size):
-                self._write_state(tid, e)
-            else:  # another writer went on since: the newest root checkpoint is in the log
-                self._write_latest_state(tid)
+            try:
+                if size != _FOREIGN and self.ws.size(log) == self._file_size.get(log, size):
+                    self._write_state(tid, e)
+                else:  # another writer went on since: the newest root checkpoint is in the log
+                    self._write_latest_state(tid)
+            except BaseException:  # a full disk: still due, written by the next settle
+                self._state_due.setdefault(tid, due)
+                raise
 
     def settled(self, thread_id: str, position: int) -> int:
         """How far ``thread_id`` is mirrored for good, ``state.json`` included: ``position``,
@@ -287,7 +291,10 @@ class WorkspaceProjection:
             # STATE_INTERVAL seconds per thread, and when the pipeline flushes
             self._state_due[tid] = (latest_root, self._file_size.get(f"{tdir}/events.jsonl"))
             if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
-                self._write_state(tid, self._state_due.pop(tid)[0])
+                # due until written: a write that fails (a full disk) is retried by settle,
+                # and the thread's cursor stays held back meanwhile (settled)
+                self._write_state(tid, latest_root)
+                self._state_due.pop(tid, None)
 
     def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
         for ns, lines in logs.items():
