@@ -713,9 +713,8 @@ class Soak:
         }
 
     def span_check(self) -> dict[str, Any]:
-        from langgraph_external.ledger.postgres import PostgresLedger
-
         from langgraph_external.exporters._langfuse_map import ThreadMapper
+        from langgraph_external.ledger.postgres import PostgresLedger
 
         got = self.receiver.received()
         expected: set[str] = set()

@@ -16,7 +16,7 @@ LOADED_ON_DEMAND = (
     "langgraph_external.assembly",
     "langgraph_external.external",
     "langgraph_external.pipeline.pipeline",
-    "langgraph_external.pipeline.worker",
+    "langgraph_external.processes.worker",
     "langgraph_external.ops.repair",
     "langgraph_external.ops.restore",
     "langgraph_external.guards",
