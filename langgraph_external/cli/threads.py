@@ -41,6 +41,7 @@ from langgraph_external.ops.verify import read_jsonl
 from langgraph_external.read import inspection
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.workspace.files import Workspace
+from langgraph_external.workspace.lines import events_path
 
 
 # -- threads -----------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def show(
             )
             .fetchone()
         )
-        in_workspace = ws.exists(f"{tdir}/events.jsonl") or ws.exists(f"{tdir}/thread.json")
+        in_workspace = ws.exists(events_path(ws, thread_id)) or ws.exists(f"{tdir}/thread.json")
         if thread is None and not in_workspace:
             raise CliError(
                 f"thread {thread_id!r} not found in the ledger (schema {s.schema}) "
@@ -134,7 +135,7 @@ def show(
         if as_json:
             envelopes = ledger.fetch_events(conn, thread_id, s.schema)
             if not envelopes:
-                envelopes, bad_line = read_jsonl(ws, f"{tdir}/events.jsonl")
+                envelopes, bad_line = read_jsonl(ws, events_path(ws, thread_id))
                 where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
                 err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
             for env in envelopes[-limit:] if limit else envelopes:

@@ -29,6 +29,7 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import read_jsonl
 from langgraph_external.read import inspection
 from langgraph_external.workspace.files import encode_thread_id
+from langgraph_external.workspace.lines import events_path
 
 
 def timeline(
@@ -108,7 +109,7 @@ def _thread_envelopes(s: Settings, thread_id: str) -> tuple[list[dict[str, Any]]
         envelopes = ledger.fetch_events(conn, thread_id, s.schema)
     if envelopes:
         return envelopes, "ledger"
-    envelopes, _ = read_jsonl(s.ws(), f"{s.ws().thread_dir(thread_id)}/events.jsonl")
+    envelopes, _ = read_jsonl(s.ws(), events_path(s.ws(), thread_id))
     return envelopes, "workspace"
 
 

@@ -25,7 +25,6 @@ from langgraph_external.cli.console import (
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.record.keys import load_key
 from langgraph_external.workspace.files import Workspace
-from langgraph_external.workspace.projection import WorkspaceProjection
 
 
 def worker(
@@ -112,6 +111,8 @@ def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any
             round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
         )
         if ws is not None:
+            from langgraph_external.workspace.projection import WorkspaceProjection  # lazy: 0.3 s
+
             name = WorkspaceProjection(ws).name
             info["workspace_behind_threads"] = len(store.lagging(name, limit=100_000))
     finally:

@@ -31,11 +31,11 @@ from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.rows import checkpoint_row
-from langgraph_external.ops.restore import verify_thread as verify_copies
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, verify_chain
 from langgraph_external.record.keys import head_tag, heads_tag, state_tag
 from langgraph_external.upstream import saver_ops
+from langgraph_external.workspace.checkpoint_log import verify_thread as verify_copies
 from langgraph_external.workspace.files import Workspace, sha256_hex
 from langgraph_external.workspace.lines import events_path, read_file
 

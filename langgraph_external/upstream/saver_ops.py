@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from langgraph_external.upstream import langgraph as _compat
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
 
 CHECKPOINTS = "checkpoints"
 BLOBS = "checkpoint_blobs"
@@ -91,6 +92,8 @@ def bulk_insert(saver: Any, rows: Mapping[str, Sequence[Any]]) -> None:
     ``executemany`` as one pipeline: a few round trips instead of two per checkpoint.
     All or nothing, on the saver's own connection and under its lock.
     """
+    from langgraph_external.upstream import langgraph as _compat  # lazy: start-up time
+
     sql = _compat.saver_statements()
     with _sync_conn(saver) as conn, conn.transaction(), conn.cursor() as cur:
         for key in ("blobs", "checkpoints", "writes_insert", "writes_upsert"):

@@ -39,6 +39,7 @@ from langgraph_external.record.locations import decode_thread_id as decode_threa
 from langgraph_external.record.locations import encode_ns as encode_ns
 from langgraph_external.record.locations import encode_thread_id as encode_thread_id
 from langgraph_external.record.locations import sha256_hex as sha256_hex
+from langgraph_external.workspace.lines import events_path, parse_lines
 
 
 class Workspace:
@@ -287,14 +288,14 @@ class Workspace:
         return bool(self.fs.exists(path))
 
     def iter_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
-        """Yield the envelopes of ``events.jsonl`` in order."""
-        path = f"{self.thread_dir(thread_id)}/events.jsonl"
+        """Yield the envelopes of ``events.jsonl`` in order, streamed (read by
+        :func:`~langgraph_external.workspace.lines.parse_lines`, the one reader)."""
+        path = events_path(self, thread_id)
         if not self.exists(path):
             return
         with self.fs.open(path, "rb") as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
+            for _, _, doc in parse_lines(f):
+                yield doc
 
     def list_threads(self) -> list[str]:
         """Thread ids present in the workspace, sorted."""

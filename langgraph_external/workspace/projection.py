@@ -33,6 +33,7 @@ from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_li
 from langgraph_external.record.processors import Redactor
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
 from langgraph_external.workspace.files import Workspace, dumps_json, encode_thread_id
+from langgraph_external.workspace.lines import EVENTS_FILE, events_path
 from langgraph_external.workspace.readable import ReadableViews, state_tag
 
 logger = logging.getLogger("langgraph_external")
@@ -101,7 +102,7 @@ class WorkspaceProjection:
         A thread whose files vanished (a deleted folder, a wiped disk) is at 0 again, so
         the pipeline rebuilds it from the ledger.
         """
-        path = f"{self.ws.thread_dir(thread_id)}/events.jsonl"
+        path = events_path(self.ws, thread_id)
         if thread_id in self._last_seq:
             if self._last_seq[thread_id] == 0 or self.ws.exists(path):
                 return self._last_seq[thread_id]
@@ -124,7 +125,7 @@ class WorkspaceProjection:
         """:meth:`forget` what another writer changed: a file whose size is not the size
         this projection left it at (one ``stat`` per file instead of re-reading tails)."""
         prefix = self.ws.thread_dir(thread_id) + "/"
-        events = prefix + "events.jsonl"
+        events = prefix + EVENTS_FILE
         if thread_id in self._last_seq and self.ws.size(events) != self._file_size.get(events):
             self.forget(thread_id)
             return
@@ -148,7 +149,7 @@ class WorkspaceProjection:
             if due is None:
                 continue
             e, size = due
-            log = f"{self.ws.thread_dir(tid)}/events.jsonl"
+            log = events_path(self.ws, tid)
             try:
                 if size != _FOREIGN and self.ws.size(log) == self._file_size.get(log, size):
                     self._write_state(tid, e)
@@ -283,13 +284,13 @@ class WorkspaceProjection:
                 self._copy_checkpoints(e.payload["source_thread_id"], tid, e.seq or 0)
         self._flush_logs(tid, logs)
         self._append(
-            f"{tdir}/events.jsonl", [(e.seq or 0, e.line or canonical_line(e)) for e in fresh]
+            f"{tdir}/{EVENTS_FILE}", [(e.seq or 0, e.line or canonical_line(e)) for e in fresh]
         )
         self._remember_seq(tid, fresh[-1].seq or last)
         if latest_root is not None:
             # rendering the whole state grows with the thread: at most every
             # STATE_INTERVAL seconds per thread, and when the pipeline flushes
-            self._state_due[tid] = (latest_root, self._file_size.get(f"{tdir}/events.jsonl"))
+            self._state_due[tid] = (latest_root, self._file_size.get(f"{tdir}/{EVENTS_FILE}"))
             if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
                 # due until written: a write that fails (a full disk) is retried by settle,
                 # and the thread's cursor stays held back meanwhile (settled)
@@ -421,8 +422,8 @@ class WorkspaceProjection:
 
 def _dir_of(path: str) -> str:
     """The thread directory of a log path (``<dir>/events.jsonl``, ``<dir>/checkpoints/..``)."""
-    if path.endswith("/events.jsonl"):
-        return path[: -len("/events.jsonl")]
+    if path.endswith("/" + EVENTS_FILE):
+        return path[: -len("/" + EVENTS_FILE)]
     return path.rsplit("/", 2)[0]
 
 
