@@ -48,6 +48,15 @@ _FOREIGN = -1
 STATE_INTERVAL = 5.0  # state.json is rewritten at most this often per thread (and at flush)
 
 
+_YOUNG = 20  # a thread's policy hash is looked for in its events up to this seq
+
+
+def _policy_hash(e: Event) -> str | None:
+    """The policy hash an event names (a run's start, or a checkpoint's metadata)."""
+    found = e.payload.get("policy_hash") or (e.payload.get("metadata") or {}).get("lgx_policy_hash")
+    return found if isinstance(found, str) else None
+
+
 class WorkspaceProjection:
     """Writes events and checkpoint mirrors under a :class:`Workspace`.
 
@@ -89,6 +98,7 @@ class WorkspaceProjection:
         self.lines = CheckpointLines(workspace, self.views)
         """Checkpoint lines and the full channel maps of recent checkpoints."""
         self._described: set[str] = set()  # threads whose thread.json exists
+        self._unpoliced: set[str] = set()  # young threads whose thread.json names no policy
         self._file_size: dict[str, int | None] = {}  # path -> size after our last append
         self._by_dir: dict[str, set[str]] = {}  # thread directory -> its cached log paths
         # thread -> (newest root checkpoint not in state.json, events.jsonl size then)
@@ -254,8 +264,8 @@ class WorkspaceProjection:
         if not fresh:
             return
         tdir = ws.thread_dir(tid)
-        if tid not in self._described:
-            self._write_thread_json(tid, fresh[0])
+        if tid not in self._described or tid in self._unpoliced:
+            self._write_thread_json(tid, fresh)
             self._described.add(tid)
             if len(self._described) > _CACHE:
                 self._described.clear()
@@ -306,10 +316,22 @@ class WorkspaceProjection:
                 )
         logs.clear()
 
-    def _write_thread_json(self, tid: str, first: Event) -> None:
+    def _write_thread_json(self, tid: str, fresh: list[Event]) -> None:
+        """``thread.json``: written with the thread's first events. Its policy hash comes
+        from the first event that names one — a task's writes can be sealed before the
+        run's start (they commit in their own transaction), so while a young thread's
+        ``thread.json`` has none, the next events are looked at too."""
         path = f"{self.ws.thread_dir(tid)}/thread.json"
+        policy = next((h for e in fresh if (h := _policy_hash(e))), None)
         if self.ws.exists(path):
+            if tid in self._unpoliced and policy is not None:
+                doc = self.ws.read_json(path)
+                if doc.get("policy_hash") is None:
+                    self.ws.write_json(path, {**doc, "policy_hash": policy})
+            if policy is not None or (fresh[-1].seq or 0) > _YOUNG:
+                self._unpoliced.discard(tid)
             return
+        first = fresh[0]
         self.ws.write_json(
             path,
             {
@@ -317,10 +339,11 @@ class WorkspaceProjection:
                 "encoded": encode_thread_id(tid),
                 "created": first.ts.isoformat(),
                 "schema_version": SCHEMA_VERSION,
-                "policy_hash": first.payload.get("policy_hash")
-                or (first.payload.get("metadata") or {}).get("lgx_policy_hash"),
+                "policy_hash": policy,
             },
         )
+        if policy is None and (fresh[-1].seq or 0) <= _YOUNG:
+            self._unpoliced.add(tid)
 
     def _write_state(self, tid: str, e: Event) -> None:
         assert e.checkpoint_id is not None
