@@ -194,3 +194,68 @@ def test_a_deferred_state_json_never_goes_back_behind_another_writer(
     first.apply("t", events[y + 1 : w + 1])  # writes lines only: no root checkpoint
     first.settle()
     assert ws.read_json(state)["checkpoint_id"] == events[y].checkpoint_id
+
+
+def test_a_writer_that_died_with_state_json_deferred_leaves_it_to_the_next_one(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    """A sealing process defers ``state.json`` for checkpoint X (its cursor held back) and
+    is SIGKILLed; the next process is handed only writes events of the thread (no root
+    checkpoint). It must still write X's state, and hold the cursor back until it has —
+    the 30-minute soak's ``lgx verify`` failures ("state.json shows checkpoint …, but the
+    latest is …")."""
+    ledger = InMemoryLedger()
+    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    for n in (1, 10):
+        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
+    pipeline.close()
+    events = ledger.read("t", 0, limit=10**6)
+    roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
+    x = next(i for i in roots[1:] if i + 1 < len(events) and events[i + 1].kind == "writes")
+    w = next((i for i in range(x + 1, len(events)) if events[i].kind != "writes"), len(events))
+    ws = Workspace(tmp_path / "mirror")
+    state = f"{ws.thread_dir('t')}/state.json"
+    dead = WorkspaceProjection(ws)
+    dead.apply("t", events[: roots[0] + 1])  # state.json at once (first time)
+    dead.apply("t", events[roots[0] + 1 : x + 1])  # X: deferred (STATE_INTERVAL)
+    cursor = dead.settled("t", dead.position("t"))
+    assert cursor < events[x].seq  # recorded: the thread lags behind its files
+    assert ws.read_json(state)["checkpoint_id"] != events[x].checkpoint_id
+    del dead  # SIGKILL: nothing settled
+
+    nxt = WorkspaceProjection(ws)
+    nxt.apply("t", events[x + 1 : w])  # writes lines only
+    pos = nxt.position("t")
+    assert pos == events[w - 1].seq
+    assert nxt.due() == ["t"]
+    assert nxt.settled("t", pos) < pos  # killed now too: the one after it still knows
+    nxt.settle()
+    assert ws.read_json(state)["checkpoint_id"] == events[x].checkpoint_id
+    assert nxt.settled("t", pos) == pos
+
+
+def test_a_writer_that_resumes_its_own_settled_thread_writes_nothing_twice(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    """Files found settled by a writer that went on at once with a root checkpoint: its
+    own state.json is the one written, and nothing stays due."""
+    ledger = InMemoryLedger()
+    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    for n in (1, 10):
+        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
+    pipeline.close()
+    events = ledger.read("t", 0, limit=10**6)
+    last_root = max(
+        i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns
+    )
+    ws = Workspace(tmp_path / "mirror")
+    first = WorkspaceProjection(ws)
+    first.apply("t", events[:3])
+    first.settle()
+    nxt = WorkspaceProjection(ws)
+    nxt.apply("t", events[3:])
+    assert nxt.due() == []
+    state = ws.read_json(f"{ws.thread_dir('t')}/state.json")
+    assert state["checkpoint_id"] == events[last_root].checkpoint_id

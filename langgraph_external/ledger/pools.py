@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import select
 from typing import Any
 
@@ -26,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external.upstream.psycopg_pool import pool_of
 
-__all__ = ["acheck_idle", "check_idle", "ledger_pool"]
+__all__ = ["acheck_idle", "check_idle", "ledger_pool", "share_our_priority"]
 
 LEDGER_CONNECT_OPTIONS = (
     "-c timezone=UTC -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000"
@@ -76,6 +77,28 @@ async def acheck_idle(conn: Any) -> None:
             raise
 
 
+def share_our_priority(conn: Any) -> None:
+    """``configure`` callback: a process that runs below normal CPU priority (our sealing
+    processes, :mod:`~langgraph_external.processes.gc_tuning`) gives the server process of
+    its session the same priority, when that runs on this machine (a Unix-socket
+    connection, as to the embedded server) and this process may lower it (same user, or
+    root). Sealing is the server's work as much as ours: at normal priority its backend
+    would take the cores from the app's own sessions. Elsewhere it does nothing.
+    """
+    try:
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        if ours <= 0 or not str(conn.info.host).startswith("/"):
+            return
+        pid = int(conn.info.backend_pid)
+        with open(f"/proc/{pid}/comm", encoding="ascii", errors="replace") as f:
+            if f.read().strip() != "postgres":
+                return  # not a server process of this machine
+        if os.getpriority(os.PRIO_PROCESS, pid) < ours:
+            os.setpriority(os.PRIO_PROCESS, pid, ours)
+    except (OSError, AttributeError, ValueError):
+        return  # not permitted, not Linux: the session keeps its priority
+
+
 def ledger_pool(dsn: str, connect_timeout: int) -> ConnectionPool[Any]:
     """The ledger's small pool of autocommit connections (the flusher, the projector,
     look-ups), opened now.
@@ -94,6 +117,7 @@ def ledger_pool(dsn: str, connect_timeout: int) -> ConnectionPool[Any]:
         },
         timeout=connect_timeout,
         check=check_idle,  # died in a database restart: replaced
+        configure=share_our_priority,  # a sealing process's sessions yield to the app's
         name="langgraph-external-ledger",
         open=True,
     )

@@ -41,7 +41,8 @@ logger = logging.getLogger("langgraph_external")
 __all__ = ["STATE_INTERVAL", "WorkspaceProjection", "state_tag"]
 
 _CACHE = 4096
-# a deferred state.json whose thread another writer appended to after it was due: the
+# a deferred state.json whose thread another writer appended to after it was due, or whose
+# files another writer left (it may have died with its own state.json deferred): the
 # newest root checkpoint is then read from the log (our own later appends of writes lines
 # must not make the old one look current)
 _FOREIGN = -1
@@ -101,9 +102,11 @@ class WorkspaceProjection:
         self._unpoliced: set[str] = set()  # young threads whose thread.json names no policy
         self._file_size: dict[str, int | None] = {}  # path -> size after our last append
         self._by_dir: dict[str, set[str]] = {}  # thread directory -> its cached log paths
-        # thread -> (newest root checkpoint not in state.json, events.jsonl size then)
-        self._state_due: dict[str, tuple[Event, int | None]] = {}
+        # thread -> (seq the cursor stays below, newest root checkpoint not in state.json
+        # or None: the newest in the log, events.jsonl size then or _FOREIGN)
+        self._state_due: dict[str, tuple[int, Event | None, int | None]] = {}
         self._state_at: OrderedDict[str, float] = OrderedDict()  # thread -> last state.json write
+        self._inherited: set[str] = set()  # threads whose position was read from their files
 
     # -- Projection ----------------------------------------------------------------------
     def position(self, thread_id: str) -> int:
@@ -119,6 +122,8 @@ class WorkspaceProjection:
             self._forget(thread_id)
         seq = self.ws.repair_tail(path)
         self._remember_seq(thread_id, seq)
+        if seq > 0:
+            self._inherited.add(thread_id)  # found, not written here: see _write_thread
         return seq
 
     def forget(self, thread_id: str) -> None:
@@ -126,7 +131,7 @@ class WorkspaceProjection:
         self._last_seq.pop(thread_id, None)
         due = self._state_due.get(thread_id)
         if due is not None:  # another writer may hold a newer root checkpoint than ours:
-            self._state_due[thread_id] = (due[0], _FOREIGN)  # settle reads the log then
+            self._state_due[thread_id] = (due[0], None, _FOREIGN)  # settle reads the log
         prefix = self.ws.thread_dir(thread_id) + "/"
         for path in self._paths_of(prefix):
             self._drop_path(path)
@@ -158,10 +163,10 @@ class WorkspaceProjection:
             due = self._state_due.pop(tid, None)
             if due is None:
                 continue
-            e, size = due
+            _, e, size = due
             log = events_path(self.ws, tid)
             try:
-                if size != _FOREIGN and self.ws.size(log) == self._file_size.get(log, size):
+                if e is not None and self.ws.size(log) == self._file_size.get(log, size):
                     self._write_state(tid, e)
                 else:  # another writer went on since: the newest root checkpoint is in the log
                     self._write_latest_state(tid)
@@ -180,7 +185,7 @@ class WorkspaceProjection:
         due = self._state_due.get(thread_id)
         if due is None:
             return position
-        return min(position, (due[0].seq or 1) - 1)
+        return min(position, due[0] - 1)
 
     def resume(self, thread_id: str) -> None:
         """The recorded cursor of ``thread_id`` is behind its files: whoever wrote them
@@ -188,6 +193,7 @@ class WorkspaceProjection:
         checkpoint of the log now, unless a write of this projection is pending already."""
         if thread_id not in self._state_due:
             self._write_latest_state(thread_id)
+            self._inherited.discard(thread_id)
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
@@ -205,7 +211,7 @@ class WorkspaceProjection:
         self._last_seq[tid] = seq
         self._last_seq.move_to_end(tid)
         while len(self._last_seq) > _CACHE:
-            self._last_seq.popitem(last=False)
+            self._inherited.discard(self._last_seq.popitem(last=False)[0])
 
     def _append(self, path: str, lines: list[tuple[int, str]]) -> None:
         """Append ``(seq, line)`` pairs whose seq the file does not hold yet."""
@@ -253,6 +259,13 @@ class WorkspaceProjection:
     def _write_thread(self, tid: str, events: list[Event]) -> None:
         ws = self.ws
         last = self.position(tid)
+        if tid in self._inherited and tid not in self._state_due:
+            # files another writer left (or this process before it forgot them): it may
+            # have died with its state.json deferred and its cursor held back. Until a
+            # settle here writes the newest root checkpoint of the log, the cursor stays
+            # below what was found, so whoever comes next knows too.
+            self._state_due[tid] = (last, None, _FOREIGN)
+        self._inherited.discard(tid)
         for i, e in enumerate(events):
             if e.kind == "thread_deleted" and (e.seq or 0) > last:
                 ws.remove_thread(tid)
@@ -300,7 +313,13 @@ class WorkspaceProjection:
         if latest_root is not None:
             # rendering the whole state grows with the thread: at most every
             # STATE_INTERVAL seconds per thread, and when the pipeline flushes
-            self._state_due[tid] = (latest_root, self._file_size.get(f"{tdir}/{EVENTS_FILE}"))
+            size = self._file_size.get(f"{tdir}/{EVENTS_FILE}")
+            held = self._state_due.get(tid)
+            self._state_due[tid] = (
+                min(held[0], latest_root.seq or 1) if held else (latest_root.seq or 1),
+                latest_root,
+                size,
+            )
             if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
                 # due until written: a write that fails (a full disk) is retried by settle,
                 # and the thread's cursor stays held back meanwhile (settled)
