@@ -443,3 +443,36 @@ def test_causal_order_holds_for_async_graphs_with_subgraphs(
                 _check_causal_order(events)
 
     asyncio.run(main())
+
+
+_PRIORITY_PROBE = """
+import os, sys
+from langgraph_external.ledger.postgres import PostgresLedger
+os.nice(int(sys.argv[2]))
+ledger = PostgresLedger(sys.argv[1])
+with ledger._connection() as conn:  # noqa: SLF001 - the pool a sealer's sessions come from
+    pid = conn.info.backend_pid
+    print(pid, os.getpriority(os.PRIO_PROCESS, pid), conn.info.host.startswith("/"))
+ledger.close()
+"""
+
+
+@pytest.mark.parametrize("niceness", [0, 10])
+def test_a_sealing_processs_server_sessions_run_at_its_lower_priority(
+    dsn: str, niceness: int
+) -> None:
+    """The helper and ``lgx worker`` run niced; their sessions' server processes (the seal
+    transactions, the saver reads) must yield to the app's sessions too, not only their
+    Python. The app's own sessions (niceness 0) keep the server's priority."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PRIORITY_PROBE, dsn, str(niceness)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    _, priority, local = int(out[0]), int(out[1]), out[2] == "True"
+    if not local:
+        pytest.skip("the server is reached over TCP: its processes are not ours to renice")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert priority == base + niceness if niceness else priority <= base
