@@ -167,7 +167,11 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         helper_proc: psutil.Process | None = None
+        ticks = 0
         while not self.stop.wait(1.0):
+            ticks += 1
+            if ticks % 60 == 1:
+                self.out.write("pools", pools=pool_stats())
             asked = time.monotonic()
             try:
                 h = self.ext.health()
@@ -211,6 +215,32 @@ class Sampler(threading.Thread):
                 fds=self.me.num_fds(),
                 threads=threading.active_count(),
             )
+
+
+def pool_stats() -> list[dict[str, Any]]:
+    """Every psycopg pool of this process with its size and counters (where connections
+    go over time: a pool that fills up to its maximum after an outage, or one that leaks)."""
+    import gc
+
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    out = []
+    for obj in gc.get_objects():
+        if isinstance(obj, (ConnectionPool, AsyncConnectionPool)) and not obj.closed:
+            st = obj.get_stats()
+            out.append(
+                {
+                    "name": obj.name,
+                    "max": obj.max_size,
+                    "size": st.get("pool_size"),
+                    "available": st.get("pool_available"),
+                    "opened": st.get("connections_num"),
+                    "lost": st.get("connections_lost"),
+                    "errors": st.get("connections_errors"),
+                    "returns_bad": st.get("returns_bad"),
+                }
+            )
+    return out
 
 
 def main(cfg: dict[str, Any]) -> int:
