@@ -36,7 +36,7 @@ from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.contract import Projection
 from langgraph_external.ledger.embedded import EmbeddedPostgres
-from langgraph_external.ledger.pools import acheck_idle, check_idle
+from langgraph_external.ledger.pools import POOL_MAX_IDLE, acheck_idle, check_idle
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.pipeline.pipeline import Pipeline, default_spool_dir
 from langgraph_external.processes.worker import HelperProcess, NotifyingBackend, WorkerConfig
@@ -325,6 +325,7 @@ def open_saver(dsn: str, pool_size: int) -> tuple[PostgresSaver, ConnectionPool[
         min_size=1,
         max_size=pool_size,
         kwargs=dict(SAVER_CONN_KWARGS),
+        max_idle=POOL_MAX_IDLE,
         check=check_idle,
         open=True,
     )
@@ -348,6 +349,7 @@ async def aopen_saver(
         min_size=1,
         max_size=pool_size,
         kwargs=dict(SAVER_CONN_KWARGS),
+        max_idle=POOL_MAX_IDLE,
         check=acheck_idle,
         open=False,
     )

@@ -146,3 +146,27 @@ def test_a_pool_of_connections_dead_since_a_restart_serves_its_next_caller(
         for _ in range(3):
             with pool.connection() as conn:  # raised PoolTimeout here
                 assert conn.execute("select 1").fetchone() == (1,)
+
+
+def test_a_pool_grown_by_an_outage_comes_back_down_once_the_callers_are_gone(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """During an outage or a freeze every waiting caller asks for a connection and the
+    pool grows to its maximum. psycopg_pool closes one unused connection per ``max_idle``:
+    at its default (10 minutes) the soak's connections stepped up at each restart and
+    never came down. Ours shrink at :data:`POOL_MAX_IDLE` (here shortened to a second)."""
+    from langgraph_external.ledger import pools
+
+    monkeypatch.setattr(pools, "POOL_MAX_IDLE", 0.5)
+    pool = pools.ledger_pool(dsn, 10)
+    try:
+        held = [pool.getconn() for _ in range(6)]  # callers at once: grown to the max
+        for conn in held:
+            pool.putconn(conn)
+        assert pool.get_stats()["pool_size"] == 6
+        deadline = time.monotonic() + 30
+        while pool.get_stats()["pool_size"] > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pool.get_stats()["pool_size"] <= 1
+    finally:
+        pool.close()

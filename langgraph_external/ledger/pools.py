@@ -27,13 +27,21 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external.upstream.psycopg_pool import pool_of
 
-__all__ = ["acheck_idle", "check_idle", "ledger_pool", "share_our_priority"]
+__all__ = ["POOL_MAX_IDLE", "acheck_idle", "check_idle", "ledger_pool", "share_our_priority"]
 
 LEDGER_CONNECT_OPTIONS = (
     "-c timezone=UTC -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000"
 )
 """Every ledger connection works in UTC and is bounded: statements time out after 30 s,
 idle transactions after 60 s."""
+
+POOL_MAX_IDLE = 60.0
+"""Seconds after which our pools (the ledger's, the saver's, the Mem0 adapter's) close one
+connection nobody needed (psycopg_pool's default, 600 s). An outage or a freeze fills a
+pool up to its maximum — every waiting caller asks for a connection — and psycopg_pool
+closes at most one unused connection per ``max_idle``: at the default, a pool grown by a
+restart every few minutes never came back down (the soak's connections stepped up at
+each restart). Reopening a connection costs milliseconds, once a minute at most."""
 
 
 def _has_input(conn: Any) -> bool:
@@ -116,6 +124,7 @@ def ledger_pool(dsn: str, connect_timeout: int) -> ConnectionPool[Any]:
             "options": LEDGER_CONNECT_OPTIONS,
         },
         timeout=connect_timeout,
+        max_idle=POOL_MAX_IDLE,
         check=check_idle,  # died in a database restart: replaced
         configure=share_our_priority,  # a sealing process's sessions yield to the app's
         name="langgraph-external-ledger",

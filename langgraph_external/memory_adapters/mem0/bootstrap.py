@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.ledger.pools import check_idle
+from langgraph_external.ledger.pools import POOL_MAX_IDLE, check_idle
 from langgraph_external.memory_adapters.mem0 import sql as S
 from langgraph_external.memory_adapters.mem0.errors import (
     EmbeddingDimensionError,
@@ -35,6 +35,7 @@ def open_pool(dsn: str, size: int) -> ConnectionPool[Any]:
         dsn,
         min_size=1,
         max_size=size,
+        max_idle=POOL_MAX_IDLE,
         check=check_idle,  # died in a database restart: replaced
         open=False,
         name="lgx-mem0",
