@@ -313,13 +313,9 @@ class WorkspaceProjection:
         if latest_root is not None:
             # rendering the whole state grows with the thread: at most every
             # STATE_INTERVAL seconds per thread, and when the pipeline flushes
+            hold = min(latest_root.seq or 1, self._state_due.get(tid, (1 << 62,))[0])
             size = self._file_size.get(f"{tdir}/{EVENTS_FILE}")
-            held = self._state_due.get(tid)
-            self._state_due[tid] = (
-                min(held[0], latest_root.seq or 1) if held else (latest_root.seq or 1),
-                latest_root,
-                size,
-            )
+            self._state_due[tid] = (hold, latest_root, size)
             if time.monotonic() - self._state_at.get(tid, -STATE_INTERVAL) >= STATE_INTERVAL:
                 # due until written: a write that fails (a full disk) is retried by settle,
                 # and the thread's cursor stays held back meanwhile (settled)
