@@ -24,6 +24,7 @@ from langgraph_external.cli.console import (
     plural,
     print_data,
 )
+from langgraph_external.upstream.saver_ops import SAVER_TABLES
 
 
 def prune_command(
@@ -75,8 +76,6 @@ def prune_command(
         cutoff = pruning.parse_age(older_than) if older_than is not None else None
         dsn = s.resolve_dsn(create=False)
         with connect(s) as conn:
-            from langgraph_external.ops.repair import SAVER_TABLES  # lazy: LangGraph, 0.5 s
-
             row = conn.execute(SAVER_TABLES).fetchone()
             if row is None or row[0] is None:
                 raise CliError("no official checkpoint tables in this database")

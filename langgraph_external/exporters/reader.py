@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 
 from langgraph_external.errors import LedgerUnavailableError
-from langgraph_external.exporters import _sql
 from langgraph_external.exporters._langfuse_map import END_KINDS, POINT_KINDS
+from langgraph_external.ledger import queries, statements
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.postgres import unpack_detail
 from langgraph_external.record.events import Event
@@ -39,13 +39,13 @@ class ExportReader:
         self.sql = {
             k: ledger_sql.q(v, schema)
             for k, v in {
-                "cursor": _sql.SELECT_CURSOR,
-                "markers": _sql.SELECT_RUN_MARKERS,
-                "threads": _sql.SELECT_THREADS,
-                "reset": _sql.RESET_CURSORS,
-                "open_chain": _sql.OPEN_CHAIN,
-                "events": _sql.SELECT_EVENTS_LEAN,
-                "waiting": _sql.COUNT_WAITING,
+                "cursor": queries.SELECT_CURSOR,
+                "markers": queries.SELECT_RUN_MARKERS,
+                "threads": queries.SELECT_EXPORT_THREADS,
+                "reset": statements.RESET_CURSORS,
+                "open_chain": queries.OPEN_CHAIN,
+                "events": queries.SELECT_EVENTS_LEAN,
+                "waiting": queries.COUNT_WAITING,
             }.items()
         }
         self._conn: psycopg.Connection[Any] | None = None

@@ -206,6 +206,13 @@ update {schema}.projection_cursors set error = null, updated_at = now()
 where projection = %s and error is not null
 """
 
+# an export's cursors of some threads set back to the start (resend: exporters/reader)
+RESET_CURSORS = """
+insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)
+select %(projection)s, t, 0, null, now() from unnest(%(threads)s::text[]) as t
+on conflict (projection, thread_id) do update set seq = 0, error = null, updated_at = now()
+"""
+
 UPSERT_CURSORS_UNLOCK = """
 with cursors as (
     insert into {schema}.projection_cursors as c (projection, thread_id, seq, error, updated_at)

@@ -32,49 +32,13 @@ from typing import Any
 from langgraph_external.assembly import assemble
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.upstream.saver_ops import (
+    CAPTURE_MISSING_CHECKPOINTS,
+    CAPTURE_MISSING_WRITES,
+    SAVER_TABLES,
+)
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.projection import WorkspaceProjection
-
-# what the official saver holds that nothing captured or recorded (a plain saver wrote it,
-# or a write's capture was lost with its process before v7): captured now, in order, and
-# sealed like any capture (``"recovered": true`` in the event)
-CAPTURE_MISSING_CHECKPOINTS = """
-insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, recovered)
-select gen_random_uuid(), c.thread_id, 'checkpoint', c.checkpoint_ns, c.checkpoint_id,
-    c.parent_checkpoint_id, true
-from public.checkpoints c
-where not exists (
-    select 1 from {schema}.checkpoints l
-    where l.thread_id = c.thread_id and l.checkpoint_ns = c.checkpoint_ns
-      and l.checkpoint_id = c.checkpoint_id)
-  and not exists (
-    select 1 from {schema}.captures k
-    where k.thread_id = c.thread_id and k.kind = 'checkpoint'
-      and k.checkpoint_ns = c.checkpoint_ns and k.checkpoint_id = c.checkpoint_id)
-order by c.thread_id, c.checkpoint_ns, c.checkpoint_id
-"""
-
-CAPTURE_MISSING_WRITES = """
-insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
-    task_id, task_path, idx, recovered)
-select gen_random_uuid(), w.thread_id, 'writes', w.checkpoint_ns, w.checkpoint_id, w.task_id,
-    min(w.task_path), jsonb_agg(w.idx order by w.idx), true
-from public.checkpoint_writes w
-where not exists (
-    select 1 from {schema}.events e
-    where e.thread_id = w.thread_id and e.kind = 'writes'
-      and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
-      and e.task_id = w.task_id)
-  and not exists (
-    select 1 from {schema}.captures k
-    where k.thread_id = w.thread_id and k.kind = 'writes' and k.checkpoint_ns = w.checkpoint_ns
-      and k.checkpoint_id = w.checkpoint_id and k.task_id = w.task_id)
-group by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
-order by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
-"""
-
-SAVER_TABLES = "select to_regclass('public.checkpoints'), to_regclass('public.checkpoint_writes')"
 
 
 @dataclass

@@ -22,12 +22,13 @@ from typing import Any
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.queries import SELECT_CALLS
 from langgraph_external.read.state_diff import is_message, message_key, tool_call_keys
 from langgraph_external.record.events import canonical_json
 from langgraph_external.record.namespaces import SEPARATOR, scope_of
 from langgraph_external.workspace.files import Workspace
 
-__all__ = ["SELECT_CALLS", "ModelCall", "ToolCall", "load_calls"]
+__all__ = ["ModelCall", "ToolCall", "load_calls"]
 
 
 @dataclass
@@ -122,13 +123,6 @@ class ToolCall:
 
 _CALL_KINDS = ("llm_start", "llm_end", "tool_start", "tool_end", "tool_error")
 
-SELECT_CALLS = """
-select seq, kind, name, status, checkpoint_ns, run_id, node, step, payload
-from {schema}.events
-where thread_id = %s and kind = any(%s) and seq > %s and (%s::bigint is null or seq <= %s)
-order by seq
-"""
-
 
 def _answer(generation: Any) -> dict[str, Any]:
     g = generation if isinstance(generation, Mapping) else {"content": generation}
@@ -136,6 +130,10 @@ def _answer(generation: Any) -> dict[str, Any]:
 
 
 def _prompt_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The prompt as ``lgx diff`` compares it: a completion model's prompts as ``prompt``
+    messages, a batch flattened, other values kept as ``{"content": value}`` (the thread
+    view's :func:`~langgraph_external.read.llm_calls.prompt_messages` shows prompts as
+    ``user`` messages and leaves out what is not a message)."""
     msgs = payload.get("messages")
     if msgs is None and payload.get("prompts") is not None:  # a completion model
         return [{"role": "prompt", "content": p} for p in payload.get("prompts") or ()]

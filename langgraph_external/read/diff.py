@@ -66,8 +66,9 @@ import psycopg
 
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.queries import SELECT_CALLS, SELECT_PATH, SELECT_RUN
 from langgraph_external.read.call_diff import CallChange, CallsDiff, diff_calls
-from langgraph_external.read.calls import SELECT_CALLS, ModelCall, ToolCall, load_calls
+from langgraph_external.read.calls import ModelCall, ToolCall, load_calls
 from langgraph_external.read.diff_text import (
     message_lines,
     prompt_lines,
@@ -78,7 +79,6 @@ from langgraph_external.read.diff_text import (
 )
 from langgraph_external.read.errors import NotFoundError
 from langgraph_external.read.path_diff import (
-    SELECT_PATH,
     PathDiff,
     PathEntry,
     diff_paths,
@@ -188,13 +188,6 @@ class LoadedSide:
     tool_calls: list[ToolCall] = field(default_factory=list)
     after_seq: int = 0
     upto_seq: int | None = None
-
-
-SELECT_RUN = """
-select thread_id, kind, seq from {schema}.events
-where run_id = %s and kind in ('run_start', 'run_end') and parent_run_id is null
-order by seq
-"""
 
 
 def load_side(

@@ -16,18 +16,10 @@ from typing import Any
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.queries import SELECT_STEP_CONTEXT
 from langgraph_external.record.namespaces import SEPARATOR, split_task
 
-__all__ = ["SELECT_STEP_CONTEXT", "Placed", "place_events", "step_context"]
-
-# what placing a subset of a thread's events by step needs to know about the rest
-SELECT_STEP_CONTEXT = """
-select seq, kind, checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, step,
-    task_id
-from {schema}.events
-where thread_id = %s and kind in ('run_start', 'node_start', 'checkpoint')
-order by seq
-"""
+__all__ = ["Placed", "place_events", "step_context"]
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,12 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.queries import (
     COUNT_THREADS,
     SELECT_EVENTS,
+    SELECT_STEP_CONTEXT,
     SELECT_THREADS,
     THREAD_IN_LEDGER,
 )
 from langgraph_external.read.errors import AmbiguousCheckpointError, NotFoundError
-from langgraph_external.read.event_order import (
-    SELECT_STEP_CONTEXT,
-    Placed,
-    place_events,
-    step_context,
-)
+from langgraph_external.read.event_order import Placed, place_events, step_context
 from langgraph_external.read.sql_shell import (
     EXAMPLE_QUERIES,
     SET_READ_ONLY,

@@ -23,10 +23,11 @@ from typing import Any
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.queries import SELECT_PATH
 from langgraph_external.record.namespaces import SEPARATOR, scope_of
 from langgraph_external.upstream.langgraph import SEEN_NOT_A_NODE
 
-__all__ = ["SELECT_PATH", "PathDiff", "PathEntry", "diff_paths", "load_path"]
+__all__ = ["PathDiff", "PathEntry", "diff_paths", "load_path"]
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,6 @@ def diff_paths(a: Sequence[PathEntry], b: Sequence[PathEntry]) -> PathDiff:
 
 
 # -- from the ledger ---------------------------------------------------------------------
-SELECT_PATH = """
-select checkpoint_ns, checkpoint_id, step, nodes, source, event_seq
-from {schema}.checkpoints where thread_id = %s order by event_seq
-"""
-
-
 def load_path(
     conn: psycopg.Connection[Any], thread_id: str, schema: str = ledger.DEFAULT_SCHEMA
 ) -> list[tuple[int, PathEntry]]:

@@ -40,6 +40,10 @@ def _checkpoint_seq(envs: Sequence[Mapping[str, Any]], wanted: str) -> tuple[int
 
 
 def _message_text(m: Mapping[str, Any]) -> list[str]:
+    """A message as the compare page's lines: each line names its role (``[role name] …``,
+    tool calls ``[role] → tool(args)``), so every line of the prompt diff says whose it is
+    (``lgx diff`` prints :func:`~langgraph_external.read.diff_text.message_lines` instead:
+    an ``[i] role`` header over the content, ``-> tool(args)`` lines)."""
     role = str(m.get("role"))
     content = m.get("content")
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)

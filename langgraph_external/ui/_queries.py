@@ -1,8 +1,8 @@
-"""SQL of ``lgx ui``: the threads list (search, sort, pages) and one thread's rows.
+"""The reads of ``lgx ui``: the threads list (search, sort, pages) and one thread's rows.
 
-Every statement takes the ledger schema as ``{schema}`` and reads only ``threads`` and
-``events`` (and the Mem0 views, when present). A search is a list of ``key:value`` terms;
-a NULL parameter switches its condition off, so each statement is one fixed text.
+The statements are those of ``lgx ui`` in :mod:`langgraph_external.ledger.queries` (over
+``threads`` and ``events``) and, for memories, in
+:mod:`langgraph_external.memory_adapters.mem0.sql` (the Mem0 views, when present).
 """
 
 from __future__ import annotations
@@ -18,6 +18,16 @@ from typing import Any
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ledger.queries import (
+    AGGREGATES,
+    EVENTS_AT,
+    HEADS,
+    MATCHES,
+    MODEL_TOKENS,
+    THREAD_ROW,
+    VIEW_EVENTS,
+)
+from langgraph_external.memory_adapters.mem0 import sql as mem0_sql
 from langgraph_external.read.prices import PriceTable
 
 SEARCH_KEYS = ("thread", "user", "session", "tag", "status", "node", "tool", "error", "violation")
@@ -67,7 +77,8 @@ class Search:
         return cls(terms)
 
     def params(self) -> dict[str, Any]:
-        """Parameters of :data:`SELECT_MATCHES` (``None``: no condition)."""
+        """Parameters of :data:`~langgraph_external.ledger.queries.MATCHES` (``None``: no
+        condition)."""
         t = self.terms
 
         def like(v: str | None) -> str | None:
@@ -87,111 +98,6 @@ class Search:
             "violation": t.get("violation") if "violation" in t else None,
             "status": t.get("status"),
         }
-
-
-# Threads matching the terms only the events can answer (error text, session); the other
-# terms are answered from the threads' summaries (see Summaries).
-MATCHES = """
-select t.thread_id
-from {schema}.threads t
-where t.last_seq > 0
-  and (%(session)s::text is null or t.thread_id = %(session)s or t.thread_id in (
-        select thread_id from {schema}.events
-        where kind = 'checkpoint'
-          and payload -> 'metadata' ->> 'langfuse_session_id' = %(session)s))
-  and (%(error)s::text is null or t.thread_id in (
-        select thread_id from {schema}.events
-        where (status = 'error' or kind in ('error', 'tool_error'))
-          and (%(error)s = '' or payload ->> 'error' ilike %(error_like)s
-               or payload ->> 'error_type' ilike %(error_like)s)))
-"""
-
-HEADS = """
-select thread_id, last_seq, created_at, updated_at from {schema}.threads where last_seq > 0
-"""
-
-# Headline numbers of a set of threads, from their runs, nodes, model and tool calls,
-# interrupts and violations. The status of a thread is that of its last run:
-# interrupted (an interrupt after its start), else how it ended, else running.
-AGGREGATES = """
-select e.thread_id,
-    count(*) filter (where e.kind = 'run_start' and e.parent_run_id is null) as runs,
-    coalesce(sum(e.duration_ms)
-             filter (where e.kind = 'run_end' and e.parent_run_id is null), 0) as duration_ms,
-    coalesce(sum(coalesce((e.payload -> 'usage' ->> 'input_tokens')::bigint,
-                          (e.payload -> 'usage' ->> 'prompt_tokens')::bigint))
-             filter (where e.kind = 'llm_end'), 0)::bigint as input_tokens,
-    coalesce(sum(coalesce((e.payload -> 'usage' ->> 'output_tokens')::bigint,
-                          (e.payload -> 'usage' ->> 'completion_tokens')::bigint))
-             filter (where e.kind = 'llm_end'), 0)::bigint as output_tokens,
-    count(*) filter (where e.kind = 'llm_end') as llm_calls,
-    count(*) filter (where e.kind = 'policy_violation') as violations,
-    array_agg(distinct e.name) filter (where e.kind = 'policy_violation') as violation_rules,
-    count(*) filter (where e.kind in ('error', 'tool_error')
-                     or (e.status = 'error' and e.kind in ('run_end', 'llm_end'))) as errors,
-    max(e.seq) filter (where e.kind = 'run_start' and e.parent_run_id is null) as last_start,
-    max(e.seq) filter (where e.kind = 'run_end' and e.parent_run_id is null) as last_end,
-    max(e.seq) filter (where e.kind = 'interrupt') as last_interrupt,
-    (array_agg(e.status order by e.seq desc)
-        filter (where e.kind = 'run_end' and e.parent_run_id is null))[1] as last_status,
-    array_agg(distinct e.payload ->> 'user_id')
-        filter (where e.kind = 'run_start' and e.payload ? 'user_id') as users,
-    jsonb_agg(e.payload -> 'tags') filter (where e.kind = 'run_start' and e.payload ? 'tags')
-        as tags,
-    array_agg(distinct e.node) filter (where e.kind = 'node_start') as nodes,
-    array_agg(distinct e.name) filter (where e.kind = 'tool_start') as tools
-from {schema}.events e
-where e.thread_id = any(%(ids)s)
-  and e.kind in ('run_start', 'run_end', 'llm_end', 'policy_violation', 'error', 'tool_error',
-                 'interrupt', 'node_start', 'tool_start')
-group by e.thread_id
-"""
-
-# Tokens per model of a set of threads (for costs): a model call's start names the model,
-# its end the usage.
-MODEL_TOKENS = """
-select s.thread_id, coalesce(s.payload ->> 'model', s.name) as model,
-    sum(coalesce((e.payload -> 'usage' ->> 'input_tokens')::bigint,
-                 (e.payload -> 'usage' ->> 'prompt_tokens')::bigint))::bigint as input_tokens,
-    sum(coalesce((e.payload -> 'usage' ->> 'output_tokens')::bigint,
-                 (e.payload -> 'usage' ->> 'completion_tokens')::bigint))::bigint as output_tokens
-from {schema}.events s
-join {schema}.events e on e.run_id = s.run_id and e.kind = 'llm_end' and e.thread_id = s.thread_id
-where s.kind = 'llm_start' and s.thread_id = any(%(ids)s)
-group by 1, 2
-"""
-
-# A thread's events as the view reads them: the exact copies (``exact``), the checkpoints'
-# channel maps and raw bytes stay in the database (the page fetches whole events on demand).
-VIEW_EVENTS = """
-select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms,
-    payload - 'exact' - 'channels', null::bytea, artifact, redactions, null::text, null::text
-from {schema}.events where thread_id = %s order by seq
-"""
-
-EVENTS_AT = """
-select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms,
-    payload, raw, artifact, redactions, prev, hash
-from {schema}.events where thread_id = %s and seq = any(%s::bigint[]) order by seq
-"""
-
-THREAD_ROW = """
-select thread_id, created_at, updated_at, last_seq, deleted_at
-from {schema}.threads where thread_id = %s
-"""
-
-# Mem0's tables (memory_adapters/mem0/sql.py creates them) are there only where the adapter ran
-MEMORY_TABLES_PRESENT = "select to_regclass(%s)"
-
-MEMORY_TEXTS = """
-select memory_id::text, memory from {schema}.memory_current where memory_id = any(%s::uuid[])
-"""
-
-MEMORY_QUERIES = """
-select search_id::text, query from {schema}.memory_retrievals where search_id = any(%s::uuid[])
-"""
 
 
 @dataclass
@@ -400,17 +306,21 @@ def memory_details(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Current text of memories and the text of searches, when the Mem0 tables are here
     (erased memories and other databases give nothing)."""
-    row = conn.execute(MEMORY_TABLES_PRESENT, (f"{schema}.memory_current",)).fetchone()
+    row = conn.execute(mem0_sql.MEMORY_TABLES_PRESENT, (f"{schema}.memory_current",)).fetchone()
     if row is None or row[0] is None:
         return {}, {}
     texts: dict[str, str] = {}
     queries: dict[str, str] = {}
     valid = [m for m in memory_ids if _is_uuid(m)]
     if valid:
-        texts = dict(conn.execute(ledger.q(MEMORY_TEXTS, schema), (valid,)).fetchall())
+        texts = dict(
+            conn.execute(mem0_sql.compose(mem0_sql.MEMORY_TEXTS, schema), (valid,)).fetchall()
+        )
     valid = [s for s in search_ids if _is_uuid(s)]
     if valid:
-        queries = dict(conn.execute(ledger.q(MEMORY_QUERIES, schema), (valid,)).fetchall())
+        queries = dict(
+            conn.execute(mem0_sql.compose(mem0_sql.MEMORY_QUERIES, schema), (valid,)).fetchall()
+        )
     return texts, queries
 
 
@@ -423,7 +333,8 @@ def _is_uuid(text: Any) -> bool:
 
 
 def view_events(conn: psycopg.Connection[Any], schema: str, thread_id: str) -> list[dict[str, Any]]:
-    """The events of a thread for its view (see :data:`VIEW_EVENTS`)."""
+    """The events of a thread for its view (see
+    :data:`~langgraph_external.ledger.queries.VIEW_EVENTS`)."""
     rows = conn.execute(ledger.q(VIEW_EVENTS, schema), (thread_id,)).fetchall()
     return [ledger.row_to_envelope(r) for r in rows]
 

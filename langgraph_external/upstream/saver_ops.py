@@ -5,8 +5,10 @@ one transaction on the saver's own connection (and under its lock), so it is
 all-or-nothing and never races the saver's own statements on a shared connection.
 
 Also here, as named statements: what the operations read and change in the saver's
-tables (``lgx verify`` compares them with the ledger, ``lgx prune`` deletes checkpoints,
-``lgx import`` checks a thread is new, ``lgx setup --roles`` grants on them). The tables
+tables (``lgx verify`` compares them with the ledger, ``lgx repair`` captures what the
+ledger lacks of them, ``lgx prune`` deletes checkpoints, ``lgx import`` checks a thread is
+new, ``lgx setup --roles`` grants on them); those that join the ledger's tables name its
+schema ``{schema}``. The tables
 live in the search path's first schema (``public``) of the saver's database; the table
 layout was checked against langgraph-checkpoint-postgres 3.2.0 (``tests/test_compat.py``).
 """
@@ -236,6 +238,8 @@ def _ids(rows: Sequence[Any]) -> dict[str, set[str]]:
 HAS_WRITES_TABLE = "select to_regclass('public.checkpoint_writes')"
 HAS_CHECKPOINTS_TABLE = "select to_regclass('public.checkpoints')"
 HAS_BLOBS_TABLE = "select to_regclass('public.checkpoint_blobs')"
+# both tables ``lgx repair`` and ``lgx prune`` need (ops/repair, cli/prune)
+SAVER_TABLES = "select to_regclass('public.checkpoints'), to_regclass('public.checkpoint_writes')"
 
 SAVER_THREAD_IDS = "select distinct thread_id from public.checkpoints"
 SAVER_THREADS_ORDERED = "select distinct thread_id from checkpoints order by thread_id"
@@ -266,6 +270,46 @@ select
 """A thread's saver rows without their ledger record (checkpoints, task writes; captured
 counts as recorded) and ledger checkpoints the saver does not hold (``{schema}``: the
 ledger's)."""
+
+# -- ``lgx repair`` (ops/repair): the saver's rows the ledger lacks, captured now ------------
+# what the official saver holds that nothing captured or recorded (a plain saver wrote it,
+# or a write's capture was lost with its process before v7): captured now, in order, and
+# sealed like any capture (``"recovered": true`` in the event)
+CAPTURE_MISSING_CHECKPOINTS = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, recovered)
+select gen_random_uuid(), c.thread_id, 'checkpoint', c.checkpoint_ns, c.checkpoint_id,
+    c.parent_checkpoint_id, true
+from public.checkpoints c
+where not exists (
+    select 1 from {schema}.checkpoints l
+    where l.thread_id = c.thread_id and l.checkpoint_ns = c.checkpoint_ns
+      and l.checkpoint_id = c.checkpoint_id)
+  and not exists (
+    select 1 from {schema}.captures k
+    where k.thread_id = c.thread_id and k.kind = 'checkpoint'
+      and k.checkpoint_ns = c.checkpoint_ns and k.checkpoint_id = c.checkpoint_id)
+order by c.thread_id, c.checkpoint_ns, c.checkpoint_id
+"""
+
+CAPTURE_MISSING_WRITES = """
+insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
+    task_id, task_path, idx, recovered)
+select gen_random_uuid(), w.thread_id, 'writes', w.checkpoint_ns, w.checkpoint_id, w.task_id,
+    min(w.task_path), jsonb_agg(w.idx order by w.idx), true
+from public.checkpoint_writes w
+where not exists (
+    select 1 from {schema}.events e
+    where e.thread_id = w.thread_id and e.kind = 'writes'
+      and e.checkpoint_ns = w.checkpoint_ns and e.checkpoint_id = w.checkpoint_id
+      and e.task_id = w.task_id)
+  and not exists (
+    select 1 from {schema}.captures k
+    where k.thread_id = w.thread_id and k.kind = 'writes' and k.checkpoint_ns = w.checkpoint_ns
+      and k.checkpoint_id = w.checkpoint_id and k.task_id = w.task_id)
+group by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
+order by w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id
+"""
 
 PRUNE_SELECT_CHECKPOINTS = """
 select checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint ->> 'ts' as ts,

@@ -428,3 +428,15 @@ COUNT_EVENTS_AFTER_ERASURE = """
 select count(*) from {schema}.memory_events where memory_id = any(%s::uuid[])
     and (old_hash = any(%s) or new_hash = any(%s)) and erasure_id is null
 """
+
+# -- what ``lgx ui`` shows of memories (ui/_queries) -----------------------------------------
+# The adapter's tables (MIGRATIONS above) are there only where the adapter ran.
+MEMORY_TABLES_PRESENT = "select to_regclass(%s)"
+
+MEMORY_TEXTS = """
+select memory_id::text, memory from {schema}.memory_current where memory_id = any(%s::uuid[])
+"""
+
+MEMORY_QUERIES = """
+select search_id::text, query from {schema}.memory_retrievals where search_id = any(%s::uuid[])
+"""
