@@ -9,19 +9,25 @@ Example:
     True
 """
 
-from langgraph_external.memory_adapters.mem0.adapter import (
-    EmbeddingDimensionError,
-    ErasureReceipt,
-    ErasureVerificationError,
-    Mem0Adapter,
-    MemoryAdapterError,
-    MemoryAuditError,
-    MemoryNotFoundError,
-    MemoryScopeError,
-    MemoryTooLargeError,
-    PgVectorUnavailableError,
-    import_mem0,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langgraph_external.memory_adapters.mem0.adapter import (
+        EmbeddingDimensionError,
+        ErasureReceipt,
+        ErasureVerificationError,
+        Mem0Adapter,
+        MemoryAdapterError,
+        MemoryAuditError,
+        MemoryNotFoundError,
+        MemoryScopeError,
+        MemoryTooLargeError,
+        PgVectorUnavailableError,
+        import_mem0,
+    )
 
 __all__ = [
     "EmbeddingDimensionError",
@@ -36,3 +42,12 @@ __all__ = [
     "PgVectorUnavailableError",
     "import_mem0",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The adapter's names load it on first use: ``memory_adapters.mem0.sql`` (the Mem0
+    store's statements, read by ``lgx ui``) imports without the adapter and LangGraph."""
+    if name in __all__:
+        adapter = importlib.import_module("langgraph_external.memory_adapters.mem0.adapter")
+        return getattr(adapter, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
