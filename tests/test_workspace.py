@@ -259,3 +259,39 @@ def test_a_writer_that_resumes_its_own_settled_thread_writes_nothing_twice(
     assert nxt.due() == []
     state = ws.read_json(f"{ws.thread_dir('t')}/state.json")
     assert state["checkpoint_id"] == events[last_root].checkpoint_id
+
+
+def test_a_writer_with_nothing_new_to_write_does_not_vouch_for_a_dead_writers_files(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    """The soak's remaining ``lgx verify`` failures: a sealer deferred ``state.json`` of
+    the thread's last checkpoint and never settled it; another process retried the thread
+    later (its own write had failed on the full disk) and found every event already in the
+    files — nothing to apply — and recorded the thread's cursor at the head. Recording a
+    cursor for files another writer left must first write their newest state."""
+    from langgraph_external.pipeline.apply import apply_thread, cursor_of
+
+    ledger = InMemoryLedger()
+    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    for n in (1, 10):
+        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
+    pipeline.close()
+    events = ledger.read("t", 0, limit=10**6)
+    roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
+    ws = Workspace(tmp_path / "mirror")
+    state = f"{ws.thread_dir('t')}/state.json"
+    dead = WorkspaceProjection(ws)
+    dead.apply("t", events[: roots[0] + 1])  # state.json at once (first time)
+    dead.apply("t", events[roots[0] + 1 :])  # the last root checkpoint: deferred
+    assert ws.read_json(state)["checkpoint_id"] != events[roots[-1]].checkpoint_id
+    del dead  # SIGKILL: nothing settled
+
+    other = WorkspaceProjection(ws)
+    pos, mark = apply_thread(ledger, other, "t", lambda _pos: [], cursor=None)
+    assert pos == events[-1].seq
+    assert mark < pos  # not vouched for before its state.json is written
+    assert other.due() == ["t"]
+    other.settle()
+    assert ws.read_json(state)["checkpoint_id"] == events[roots[-1]].checkpoint_id
+    assert cursor_of(other, "t", pos) == pos

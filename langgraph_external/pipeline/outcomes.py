@@ -27,6 +27,7 @@ from collections.abc import Collection
 from typing import Any
 
 from langgraph_external.ledger.contract import Projection
+from langgraph_external.pipeline.apply import cursor_of
 from langgraph_external.pipeline.failures import Failures
 
 logger = logging.getLogger("langgraph_external")
@@ -149,6 +150,8 @@ class ThreadOutcomes:
         self.quarantined[f"{proj.name}:{tid}"] = err
         logger.error("%s set thread %r aside: %s", label_of(proj), tid, err)
         try:
-            self.ledger.set_cursor(proj.name, tid, proj.position(tid), err)
+            # where its files are settled, not their end: a deferred state.json is still
+            # written once lgx repair lets the thread go on
+            self.ledger.set_cursor(proj.name, tid, cursor_of(proj, tid, proj.position(tid)), err)
         except Exception:
             logger.debug("could not record the quarantine of %r", tid)

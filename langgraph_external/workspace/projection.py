@@ -170,6 +170,7 @@ class WorkspaceProjection:
                     self._write_state(tid, e)
                 else:  # another writer went on since: the newest root checkpoint is in the log
                     self._write_latest_state(tid)
+                self._inherited.discard(tid)
             except BaseException:  # a full disk: still due, written by the next settle
                 self._state_due.setdefault(tid, due)
                 raise
@@ -182,6 +183,8 @@ class WorkspaceProjection:
         :meth:`settle` leaves the thread lagging in the ledger: a restart or ``lgx repair``
         comes back to it and :meth:`resume` writes the ``state.json`` that was never written.
         """
+        if thread_id in self._inherited:
+            self._inherit(thread_id, position)  # recorded by us, the files are ours to settle
         due = self._state_due.get(thread_id)
         if due is None:
             return position
@@ -206,6 +209,16 @@ class WorkspaceProjection:
             by_thread.setdefault(e.thread_id, []).append(e)
         for tid, evs in by_thread.items():
             self._write_thread(tid, evs)
+
+    def _inherit(self, tid: str, position: int) -> None:
+        """Files another writer left (or this process before it forgot them), about to be
+        written to or vouched for by a cursor: that writer may have died with its
+        ``state.json`` deferred and its cursor held back. Until a settle here writes the
+        newest root checkpoint of the log, the cursor stays below what was found, so
+        whoever comes next knows too."""
+        self._inherited.discard(tid)
+        if position > 0 and tid not in self._state_due:
+            self._state_due[tid] = (position, None, _FOREIGN)
 
     def _remember_seq(self, tid: str, seq: int) -> None:
         self._last_seq[tid] = seq
@@ -259,13 +272,8 @@ class WorkspaceProjection:
     def _write_thread(self, tid: str, events: list[Event]) -> None:
         ws = self.ws
         last = self.position(tid)
-        if tid in self._inherited and tid not in self._state_due:
-            # files another writer left (or this process before it forgot them): it may
-            # have died with its state.json deferred and its cursor held back. Until a
-            # settle here writes the newest root checkpoint of the log, the cursor stays
-            # below what was found, so whoever comes next knows too.
-            self._state_due[tid] = (last, None, _FOREIGN)
-        self._inherited.discard(tid)
+        if tid in self._inherited:
+            self._inherit(tid, last)
         for i, e in enumerate(events):
             if e.kind == "thread_deleted" and (e.seq or 0) > last:
                 ws.remove_thread(tid)
@@ -391,34 +399,12 @@ class WorkspaceProjection:
 
     # -- thread operations -------------------------------------------------------------
     def _remove_checkpoints(self, tid: str, e: Event) -> None:
-        """Drop the lines of pruned or deleted checkpoints from the logs.
-
-        A kept checkpoint may reference inline bytes stored in a removed checkpoint's line
-        (unchanged channels are not stored twice): those bytes move into the kept line.
-        """
+        """Drop the lines of pruned or deleted checkpoints from the logs."""
         for ns, ids in (e.payload.get("removed") or {}).items():
             gone = set(ids)
             path = self.ws.checkpoint_log_path(tid, ns)
             if self.ws.exists(path):
-                docs = [
-                    json.loads(line)
-                    for line in self.ws.read_bytes(path).splitlines()
-                    if line.strip()
-                ]
-                moving: dict[str, str] = {}
-                for doc in docs:
-                    if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") in gone:
-                        moving.update(doc.get("blobs") or {})
-                kept = []
-                for doc in docs:
-                    if doc.get("checkpoint_id") in gone:
-                        continue
-                    if doc.get("record") == "checkpoint":
-                        for ref in (doc.get("channels") or {}).values():
-                            if ref.get("inline") and ref.get("in") in gone:
-                                doc.setdefault("blobs", {})[ref["sha256"]] = moving[ref["sha256"]]
-                                ref["in"] = doc["checkpoint_id"]
-                    kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
+                kept = _without_checkpoints(self.ws.read_bytes(path), gone)
                 self.ws.write_atomic(path, b"".join(x + b"\n" for x in kept))
                 self._drop_path(path)
             for cid in gone:
@@ -456,6 +442,28 @@ class WorkspaceProjection:
         prefix = self.ws.thread_dir(tid) + "/"
         for path in self._paths_of(prefix):
             self._drop_path(path)
+
+
+def _without_checkpoints(log: bytes, gone: set[str]) -> list[bytes]:
+    """The lines of a checkpoint log without those of the ``gone`` checkpoints. A kept
+    checkpoint may reference inline bytes stored in a removed checkpoint's line (unchanged
+    channels are not stored twice): those bytes move into the kept line."""
+    docs = [json.loads(line) for line in log.splitlines() if line.strip()]
+    moving: dict[str, str] = {}
+    for doc in docs:
+        if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") in gone:
+            moving.update(doc.get("blobs") or {})
+    kept = []
+    for doc in docs:
+        if doc.get("checkpoint_id") in gone:
+            continue
+        if doc.get("record") == "checkpoint":
+            for ref in (doc.get("channels") or {}).values():
+                if ref.get("inline") and ref.get("in") in gone:
+                    doc.setdefault("blobs", {})[ref["sha256"]] = moving[ref["sha256"]]
+                    ref["in"] = doc["checkpoint_id"]
+        kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
+    return kept
 
 
 def _dir_of(path: str) -> str:
