@@ -27,6 +27,7 @@ it saw return; interrupts and resumes; guard outcomes; every exception of the wo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -171,7 +172,10 @@ class Sampler(threading.Thread):
         while not self.stop.wait(1.0):
             ticks += 1
             if ticks % 60 == 1:
-                self.out.write("pools", pools=pool_stats())
+                sealing_pools = None
+                with contextlib.suppress(Exception):
+                    sealing_pools = (self.ext.health().get("sealing") or {}).get("connections")
+                self.out.write("pools", pools=pool_stats(), helper_pools=sealing_pools)
             asked = time.monotonic()
             try:
                 h = self.ext.health()

@@ -476,3 +476,17 @@ def test_a_sealing_processs_server_sessions_run_at_its_lower_priority(
         pytest.skip("the server is reached over TCP: its processes are not ours to renice")
     base = os.getpriority(os.PRIO_PROCESS, 0)
     assert priority == base + niceness if niceness else priority <= base
+
+
+def test_health_shows_the_sealing_helpers_connections(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """Where a deployment's connections go: the helper's pools are in ``health()`` beside
+    the app's, open ones never above their maximum."""
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        react_agent(ext.checkpointer).invoke(ASK, ext.config("pools"))
+        assert ext.flush(timeout=60)
+        pools = ext.health()["sealing"]["connections"]
+    assert set(pools) == {"ledger"}
+    assert 1 <= pools["ledger"]["open"] <= pools["ledger"]["max"]
+    assert 0 <= pools["ledger"]["idle"] <= pools["ledger"]["open"]

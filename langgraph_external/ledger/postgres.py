@@ -403,6 +403,19 @@ class PostgresLedger:
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
+    def connections(self) -> dict[str, int]:
+        """The ledger pool's connections: ``open`` (to the server), ``idle`` of those, and
+        its ``max`` (all 0 before the first use)."""
+        pool = self._pool
+        if pool is None:
+            return {"open": 0, "idle": 0, "max": 0}
+        stats = pool.get_stats()
+        return {
+            "open": int(stats.get("pool_size", 0)),
+            "idle": int(stats.get("pool_available", 0)),
+            "max": pool.max_size,
+        }
+
     def quarantined(self, projection: str) -> list[dict[str, Any]]:
         """Threads a projection set aside because one of their events could not be applied."""
         with self._connection() as conn:

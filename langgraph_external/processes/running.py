@@ -156,6 +156,15 @@ class Running:
         out = self.service.health()
         if self.exporters:
             out["exports"] = {x.name: x.health() for x in self.exporters}
+        # this process's database connections (an outage fills pools up; they shrink back)
+        pools = {"ledger": self.ledger.connections()}
+        for x in self.exporters:
+            if (
+                isinstance(getattr(x, "ledger", None), PostgresLedger)
+                and x.ledger is not self.ledger
+            ):
+                pools[f"export {x.name}"] = x.ledger.connections()
+        out["connections"] = pools
         return out
 
     def close(self, timeout: float = 30.0) -> bool:
