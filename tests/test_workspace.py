@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -196,6 +197,17 @@ def test_a_deferred_state_json_never_goes_back_behind_another_writer(
     assert ws.read_json(state)["checkpoint_id"] == events[y].checkpoint_id
 
 
+def _two_turns(spool_dir: Path) -> tuple[InMemoryLedger, list[Any]]:
+    """The ledger of a thread ``t`` after two turns of the graph, and its events."""
+    ledger = InMemoryLedger()
+    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
+    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
+    for n in (1, 10):
+        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
+    pipeline.close()
+    return ledger, ledger.read("t", 0, limit=10**6)
+
+
 def test_a_writer_that_died_with_state_json_deferred_leaves_it_to_the_next_one(
     tmp_path: Path, spool_dir: Path
 ) -> None:
@@ -204,13 +216,7 @@ def test_a_writer_that_died_with_state_json_deferred_leaves_it_to_the_next_one(
     checkpoint). It must still write X's state, and hold the cursor back until it has —
     the 30-minute soak's ``lgx verify`` failures ("state.json shows checkpoint …, but the
     latest is …")."""
-    ledger = InMemoryLedger()
-    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
-    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
-    for n in (1, 10):
-        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
-    pipeline.close()
-    events = ledger.read("t", 0, limit=10**6)
+    _, events = _two_turns(spool_dir)
     roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
     x = next(i for i in roots[1:] if i + 1 < len(events) and events[i + 1].kind == "writes")
     w = next((i for i in range(x + 1, len(events)) if events[i].kind != "writes"), len(events))
@@ -240,13 +246,7 @@ def test_a_writer_that_resumes_its_own_settled_thread_writes_nothing_twice(
 ) -> None:
     """Files found settled by a writer that went on at once with a root checkpoint: its
     own state.json is the one written, and nothing stays due."""
-    ledger = InMemoryLedger()
-    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
-    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
-    for n in (1, 10):
-        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
-    pipeline.close()
-    events = ledger.read("t", 0, limit=10**6)
+    _, events = _two_turns(spool_dir)
     last_root = max(
         i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns
     )
@@ -271,13 +271,7 @@ def test_a_writer_with_nothing_new_to_write_does_not_vouch_for_a_dead_writers_fi
     cursor for files another writer left must first write their newest state."""
     from langgraph_external.pipeline.apply import apply_thread, cursor_of
 
-    ledger = InMemoryLedger()
-    pipeline = Pipeline(ledger, projections=[], spool_dir=spool_dir)
-    app = _graph(ExternalCheckpointer(InMemorySaver(), pipeline=pipeline))
-    for n in (1, 10):
-        app.invoke({"n": n}, {"configurable": {"thread_id": "t"}})
-    pipeline.close()
-    events = ledger.read("t", 0, limit=10**6)
+    ledger, events = _two_turns(spool_dir)
     roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
     ws = Workspace(tmp_path / "mirror")
     state = f"{ws.thread_dir('t')}/state.json"
