@@ -130,3 +130,69 @@ def test_follow_runs_on_the_callers_thread_until_told_to_stop() -> None:
     follower.join(5)
     assert not follower.is_alive()
     assert target.got["t"] == [1, 2, 3, 4]
+
+
+class Deferring(Receiver):
+    """A target that, like the workspace's ``state.json``, defers finishing every thread
+    it writes: the cursor stays one short until :meth:`settle`; deferred writes are
+    overdue at once (``STATE_INTERVAL`` 0)."""
+
+    name = "deferring"
+
+    def __init__(self, ledger: InMemoryLedger) -> None:
+        super().__init__(ledger)
+        self.pending: set[str] = set()
+        self.settled_at: dict[str, int] = {}
+
+    def apply(self, thread_id: str, events: Sequence[Event]) -> None:
+        super().apply(thread_id, events)
+        with self.lock:
+            self.pending.add(thread_id)
+
+    def due(self) -> list[str]:
+        with self.lock:
+            return sorted(self.pending)
+
+    overdue = due
+
+    def settle(self, threads: Sequence[str] | None = None) -> None:
+        with self.lock:
+            for tid in list(self.pending if threads is None else threads):
+                self.pending.discard(tid)
+                self.settled_at[tid] = self.got[tid][-1]
+
+    def settled(self, thread_id: str, position: int) -> int:
+        with self.lock:
+            return position - 1 if thread_id in self.pending else position
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_a_busy_runner_settles_what_it_deferred_without_a_quiet_pass(attempt: int) -> None:
+    """A sealing process under steady load never has a pass without new batches: what its
+    projection deferred and is overdue is settled in busy passes too, so the cursor of a
+    thread that went quiet reaches its head without a flush (the soak's mirror kept whole
+    threads held back until exit)."""
+    ledger = InMemoryLedger()
+    target = Deferring(ledger)
+    runner = ProjectionRunner(ledger, [target], linger=0.0, name="deferring")
+    burn = threading.Event()
+    burner = threading.Thread(target=_burn, args=(burn,), daemon=True)
+    burner.start()
+    runner.start()
+    try:
+        runner.hand_over(_sealed(ledger, "quiet", 3 + attempt))
+        head = 3 + attempt
+        deadline = time.monotonic() + 20
+        i = 0
+        while time.monotonic() < deadline:
+            i += 1
+            runner.hand_over(_sealed(ledger, f"busy-{i % 4}", 1))  # never quiet
+            time.sleep(0.002)
+            lagging = {t for t, _, _ in ledger.lagging("deferring")}
+            if target.settled_at.get("quiet") == head and "quiet" not in lagging:
+                break
+        assert target.settled_at.get("quiet") == head
+        assert "quiet" not in {t for t, _, _ in ledger.lagging("deferring")}
+    finally:
+        burn.set()
+        runner.stop()

@@ -267,8 +267,9 @@ def test_a_writer_with_nothing_new_to_write_does_not_vouch_for_a_dead_writers_fi
     """The soak's remaining ``lgx verify`` failures: a sealer deferred ``state.json`` of
     the thread's last checkpoint and never settled it; another process retried the thread
     later (its own write had failed on the full disk) and found every event already in the
-    files — nothing to apply — and recorded the thread's cursor at the head. Recording a
-    cursor for files another writer left must first write their newest state."""
+    files — nothing to apply — and recorded the thread's cursor at the head. A process
+    records no cursor for files another writer left that it did not write to; the resume
+    of a recheck (which knows the recorded cursor) writes their newest state, then moves it."""
     from langgraph_external.pipeline.apply import apply_thread, cursor_of
 
     ledger, events = _two_turns(spool_dir)
@@ -278,14 +279,67 @@ def test_a_writer_with_nothing_new_to_write_does_not_vouch_for_a_dead_writers_fi
     dead = WorkspaceProjection(ws)
     dead.apply("t", events[: roots[0] + 1])  # state.json at once (first time)
     dead.apply("t", events[roots[0] + 1 :])  # the last root checkpoint: deferred
+    recorded = dead.settled("t", dead.position("t"))
+    assert recorded is not None and recorded < events[-1].seq
     assert ws.read_json(state)["checkpoint_id"] != events[roots[-1]].checkpoint_id
     del dead  # SIGKILL: nothing settled
 
     other = WorkspaceProjection(ws)
     pos, mark = apply_thread(ledger, other, "t", lambda _pos: [], cursor=None)
     assert pos == events[-1].seq
-    assert mark < pos  # not vouched for before its state.json is written
-    assert other.due() == ["t"]
-    other.settle()
+    assert mark is None  # not vouched for: nothing written here
+    assert other.due() == []  # nor taken over
+    pos, mark = apply_thread(ledger, other, "t", lambda _pos: [], cursor=recorded, resume=True)
     assert ws.read_json(state)["checkpoint_id"] == events[roots[-1]].checkpoint_id
+    assert mark == pos == events[-1].seq
     assert cursor_of(other, "t", pos) == pos
+
+
+def test_a_live_writers_deferred_state_json_is_left_to_it_by_the_other_writers(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    """The soak's mirror fell ever further behind: three sealing processes saw each other's
+    busy threads lagging (a deferred ``state.json`` holds the cursor back) and each took
+    them over, rewriting ``state.json`` from the whole log on every scan. A process that
+    finds such a thread with nothing new to write leaves the files and the cursor alone."""
+    from langgraph_external.pipeline.apply import apply_thread
+
+    ledger, events = _two_turns(spool_dir)
+    roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
+    ws = Workspace(tmp_path / "mirror")
+    state = Path(ws.thread_dir("t")) / "state.json"
+    live = WorkspaceProjection(ws)
+    live.apply("t", events[: roots[0] + 1])
+    live.apply("t", events[roots[0] + 1 :])  # deferred, the cursor held back
+    recorded = live.settled("t", live.position("t"))
+    assert recorded is not None and recorded < events[-1].seq
+    before = state.read_bytes(), state.stat().st_mtime_ns
+    for _ in range(3):  # the other processes' scans, again and again
+        other = WorkspaceProjection(ws)
+        pos, mark = apply_thread(ledger, other, "t", None, cursor=recorded)
+        assert (pos, mark) == (events[-1].seq, recorded)
+        assert other.due() == [] and other.overdue() == []
+    assert (state.read_bytes(), state.stat().st_mtime_ns) == before
+    live.settle()  # the live writer settles it in its time
+    assert ws.read_json(str(state))["checkpoint_id"] == events[roots[-1]].checkpoint_id
+    assert live.settled("t", live.position("t")) == events[-1].seq
+
+
+def test_a_deferred_state_json_is_overdue_after_state_interval(
+    tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy sealing process never has a quiet pass: what it deferred for
+    ``STATE_INTERVAL`` is overdue, which the runner settles in a busy pass too."""
+    from langgraph_external.workspace import projection
+
+    _, events = _two_turns(spool_dir)
+    roots = [i for i, e in enumerate(events) if e.kind == "checkpoint" and not e.checkpoint_ns]
+    monkeypatch.setattr(projection, "STATE_INTERVAL", 3600.0)
+    proj = WorkspaceProjection(Workspace(tmp_path / "mirror"))
+    proj.apply("t", events[: roots[0] + 1])
+    proj.apply("t", events[roots[0] + 1 :])
+    assert proj.due() == ["t"] and proj.overdue() == []  # written under an hour ago
+    monkeypatch.setattr(projection, "STATE_INTERVAL", 0.0)
+    assert proj.overdue() == ["t"]
+    proj.settle(proj.overdue())
+    assert proj.due() == proj.overdue() == []

@@ -68,10 +68,14 @@ class FreshEvents:
         return run
 
 
-def cursor_of(proj: Projection, tid: str, pos: int) -> int:
-    """The cursor to record for ``tid`` at ``pos``: what ``proj`` holds for good."""
+def cursor_of(proj: Projection, tid: str, pos: int) -> int | None:
+    """The cursor to record for ``tid`` at ``pos``: what ``proj`` holds for good (``None``:
+    none — files another writer left, which this process did not write to)."""
     settled = getattr(proj, "settled", None)
-    return pos if settled is None else int(settled(tid, pos))
+    if settled is None:
+        return pos
+    mark = settled(tid, pos)
+    return None if mark is None else int(mark)
 
 
 def apply_thread(
@@ -82,8 +86,9 @@ def apply_thread(
     *,
     cursor: int | None = None,
     resume: bool = False,
-) -> tuple[int, int]:
-    """Apply what ``tid`` lacks; returns its position and the cursor to record there.
+) -> tuple[int, int | None]:
+    """Apply what ``tid`` lacks; returns its position and the cursor to record there
+    (``None``: leave the recorded one).
 
     ``take_fresh``: gives the sealed events right after a position held in memory, if
     any (then nothing is read back). A cursor short of what the files hold (``cursor``, from
@@ -114,5 +119,5 @@ def apply_thread(
             break
     mark = cursor_of(proj, tid, pos)
     if unsettled and cursor is not None:
-        mark = min(mark, cursor)
+        mark = cursor if mark is None else min(mark, cursor)
     return pos, mark

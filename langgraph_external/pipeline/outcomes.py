@@ -151,7 +151,9 @@ class ThreadOutcomes:
         logger.error("%s set thread %r aside: %s", label_of(proj), tid, err)
         try:
             # where its files are settled, not their end: a deferred state.json is still
-            # written once lgx repair lets the thread go on
-            self.ledger.set_cursor(proj.name, tid, cursor_of(proj, tid, proj.position(tid)), err)
+            # written once lgx repair lets the thread go on (0: files this process did
+            # not write, which it does not vouch for)
+            mark = cursor_of(proj, tid, proj.position(tid))
+            self.ledger.set_cursor(proj.name, tid, 0 if mark is None else mark, err)
         except Exception:
             logger.debug("could not record the quarantine of %r", tid)

@@ -39,15 +39,23 @@ from langgraph_external.ledger.contract import Projection
 from langgraph_external.pipeline.apply import FreshEvents, apply_thread
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.outcomes import ThreadOutcomes, label_of
-from langgraph_external.pipeline.settling import lagging_threads, settle_projection
+from langgraph_external.pipeline.settling import (
+    lagging_threads,
+    settle_deferred,
+    settle_projection,
+)
 from langgraph_external.record.events import Event
 
 logger = logging.getLogger("langgraph_external")
 
-__all__ = ["ProjectionRunner", "TargetStalled"]
+__all__ = ["RECHECK_INTERVAL", "ProjectionRunner", "TargetStalled"]
 
 _LINGER = 0.02  # seconds a pass waits to gather more batches (unless a settle is waiting)
 _QUIET = 0.2  # seconds without a new batch after which deferred writes are made
+RECHECK_INTERVAL = 30.0
+"""Seconds between passes that resume threads whose files are ahead of their cursors (a
+writer that died before settling them); the first pass of a runner is one, and so is the
+pass a :meth:`ProjectionRunner.settle` waits for."""
 
 
 class TargetStalled(Exception):
@@ -290,12 +298,14 @@ class ProjectionRunner:
             return touched, self._batches, recheck
 
     def _loop(self, until: threading.Event | None = None) -> None:
-        last_scan = 0.0
+        last_scan = last_recheck = 0.0
         while True:
             job = self._next_pass(until, last_scan)
             if job is None:
                 return
             touched, target, recheck = job
+            if time.monotonic() - last_recheck >= RECHECK_INTERVAL:
+                recheck, last_recheck = True, time.monotonic()
             scan = recheck or time.monotonic() - last_scan >= self.poll_interval
             ok, failed = True, set[str]()
             for proj in self.projections:
@@ -308,14 +318,8 @@ class ProjectionRunner:
                     ok = False
             if scan:
                 last_scan = time.monotonic()
-            if ok and not touched and self._settle_at <= self._settled:
-                # a quiet pass: what the projections deferred (a busy thread's state.json is
-                # rewritten at most every few seconds) is written now, not at the next
-                # flush, which a long-running worker never gets
-                for proj in self.projections:
-                    due = getattr(proj, "due", None)
-                    if due is not None and due():
-                        ok = settle_projection(self.ledger, proj, self.failures) and ok
+            if ok and self._settle_at <= self._settled:
+                ok = settle_deferred(self.ledger, self.projections, self.failures, bool(touched))
             if ok and self._settled < self._settle_at <= target:
                 for proj in self.projections:
                     ok = settle_projection(self.ledger, proj, self.failures) and ok
@@ -392,7 +396,9 @@ class ProjectionRunner:
         revalidate = getattr(proj, "revalidate", None) or getattr(proj, "forget", None)
         if revalidate is not None:
             revalidate(tid)  # another process may have written since we last looked
-        pos, held.positions[tid] = self._apply(proj, tid, cursor, resume)
+        pos, mark = self._apply(proj, tid, cursor, resume)
+        if mark is not None:
+            held.positions[tid] = mark
         return pos
 
     def _each(
@@ -434,7 +440,8 @@ class ProjectionRunner:
         lock = getattr(self.ledger, "projection_lock", None)
         if lock is None:
             pos, mark = self._apply(proj, tid, cursor, resume)
-            self.ledger.set_cursor(proj.name, tid, mark, None)
+            if mark is not None:
+                self.ledger.set_cursor(proj.name, tid, mark, None)
             return pos
         with lock(proj.name, tid) as held:
             if not held:
@@ -444,12 +451,13 @@ class ProjectionRunner:
             if forget is not None:
                 forget(tid)  # another process may have written since we last looked
             pos, mark = self._apply(proj, tid, cursor, resume)
-            self.ledger.set_cursor(proj.name, tid, mark, None)
+            if mark is not None:
+                self.ledger.set_cursor(proj.name, tid, mark, None)
             return pos
 
     def _apply(
         self, proj: Projection, tid: str, cursor: int | None, resume: bool
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int | None]:
         fresh = self._fresh
         take = None if fresh is None else (lambda pos: fresh.take(proj.name, tid, pos))
         pos, mark = apply_thread(self.ledger, proj, tid, take, cursor=cursor, resume=resume)

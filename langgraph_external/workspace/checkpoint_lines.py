@@ -113,10 +113,8 @@ class CheckpointLines:
 def read_checkpoint_line(ws: Workspace, tid: str, ns: str, cid: str) -> dict[str, Any] | None:
     """The line of checkpoint ``cid`` in the thread's log of namespace ``ns`` (or ``None``)."""
     path = ws.checkpoint_log_path(tid, ns)
-    if not ws.exists(path):
-        return None
     try:
-        for line in reversed(ws.read_bytes(path).splitlines()):
+        for line in ws.lines_from_end(path):  # a recent checkpoint: the log's tail only
             if cid.encode() in line:
                 doc = json.loads(line)
                 if doc.get("record") == "checkpoint" and doc.get("checkpoint_id") == cid:

@@ -274,6 +274,38 @@ class Workspace:
         """Raw content of a file."""
         return bytes(self.fs.cat_file(path))
 
+    def lines_from_end(self, path: str, chunk: int = 65536) -> Iterator[bytes]:
+        """The complete lines of ``path``, last first, read from the end in growing
+        chunks: finding a recent line of a long log reads its tail, not the whole file.
+        A missing file has none.
+
+        Example:
+            >>> ws = Workspace("memory://lgx-doc-tail")
+            >>> ws.append_lines(ws.path("x.jsonl"), ["a", "b"])
+            >>> list(ws.lines_from_end(ws.path("x.jsonl")))
+            [b'b', b'a']
+        """
+        if not self.exists(path):
+            return
+        with self.fs.open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            carry: bytes | None = None  # None: the last newline is not found yet
+            while end > 0:
+                start = max(0, end - chunk)
+                f.seek(start)
+                block = f.read(end - start) + (carry or b"")
+                end, chunk = start, min(chunk * 2, 1 << 24)
+                if carry is None:  # what follows the last newline: nothing, or a torn line
+                    cut = block.rfind(b"\n")
+                    if cut < 0:
+                        continue
+                    block = block[:cut]
+                lines = block.split(b"\n")
+                carry = lines.pop(0) if start > 0 else b""  # may be the end of a line
+                for line in reversed(lines):
+                    if line.strip():
+                        yield line
+
     def size(self, path: str) -> int | None:
         """Size of ``path`` in bytes, ``None`` if it does not exist."""
         try:

@@ -152,6 +152,13 @@ class WorkspaceProjection:
         """Threads whose ``state.json`` waits for :meth:`settle`."""
         return list(self._state_due)
 
+    def overdue(self) -> list[str]:
+        """Threads whose ``state.json`` has waited :data:`STATE_INTERVAL` or longer (the
+        runner settles them even while it is busy: their cursors are held back)."""
+        now = time.monotonic()
+        at = self._state_at
+        return [t for t in self._state_due if now - at.get(t, -STATE_INTERVAL) >= STATE_INTERVAL]
+
     def settle(self, threads: Collection[str] | None = None) -> None:
         """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL` (of ``threads``,
         default all; the pipeline passes those whose projection lock it holds).
@@ -175,16 +182,19 @@ class WorkspaceProjection:
                 self._state_due.setdefault(tid, due)
                 raise
 
-    def settled(self, thread_id: str, position: int) -> int:
+    def settled(self, thread_id: str, position: int) -> int | None:
         """How far ``thread_id`` is mirrored for good, ``state.json`` included: ``position``,
-        or just before the root checkpoint whose ``state.json`` is still deferred.
+        or just before the root checkpoint whose ``state.json`` is still deferred; ``None``
+        for files another writer left that this projection has not written to (it does not
+        vouch for them: their writer may have died with its ``state.json`` deferred, and a
+        cursor recorded here would hide that from :meth:`resume`).
 
         The pipeline records this as the thread's cursor, so a process that dies before
         :meth:`settle` leaves the thread lagging in the ledger: a restart or ``lgx repair``
         comes back to it and :meth:`resume` writes the ``state.json`` that was never written.
         """
         if thread_id in self._inherited:
-            self._inherit(thread_id, position)  # recorded by us, the files are ours to settle
+            return None  # another writer's files, nothing written here: theirs to vouch for
         due = self._state_due.get(thread_id)
         if due is None:
             return position
@@ -272,8 +282,6 @@ class WorkspaceProjection:
     def _write_thread(self, tid: str, events: list[Event]) -> None:
         ws = self.ws
         last = self.position(tid)
-        if tid in self._inherited:
-            self._inherit(tid, last)
         for i, e in enumerate(events):
             if e.kind == "thread_deleted" and (e.seq or 0) > last:
                 ws.remove_thread(tid)
@@ -284,6 +292,8 @@ class WorkspaceProjection:
         fresh = [e for e in events if (e.seq or 0) > last]
         if not fresh:
             return
+        if tid in self._inherited:
+            self._inherit(tid, last)  # writing on: the files are ours to settle now
         tdir = ws.thread_dir(tid)
         if tid not in self._described or tid in self._unpoliced:
             self._write_thread_json(tid, fresh)
@@ -374,15 +384,15 @@ class WorkspaceProjection:
         self._write_state_of(tid, e.checkpoint_id, e.step, full)
 
     def _write_latest_state(self, tid: str) -> None:
-        """``state.json`` from the newest root checkpoint line of the log (whoever wrote it)."""
-        path = self.ws.checkpoint_log_path(tid, "")
-        if not self.ws.exists(path):
-            return
-        for line in reversed(self.ws.read_bytes(path).splitlines()):
+        """``state.json`` from the newest root checkpoint line of the log (whoever wrote it),
+        unless it shows that checkpoint already (its writer settled it before going on)."""
+        for line in self.ws.lines_from_end(self.ws.checkpoint_log_path(tid, "")):
             if b'"record": "checkpoint"' not in line:
                 continue
             doc = json.loads(line)
             if doc.get("record") == "checkpoint" and doc.get("checkpoint_id"):
+                if _state_shows(self.ws, tid, doc["checkpoint_id"]):
+                    return
                 full = dict(doc.get("channels") or {})
                 self._write_state_of(tid, doc["checkpoint_id"], doc.get("step"), full)
                 return
@@ -442,6 +452,15 @@ class WorkspaceProjection:
         prefix = self.ws.thread_dir(tid) + "/"
         for path in self._paths_of(prefix):
             self._drop_path(path)
+
+
+def _state_shows(ws: Workspace, tid: str, checkpoint_id: str) -> bool:
+    """Whether the thread's ``state.json`` is the one of ``checkpoint_id``."""
+    try:
+        doc = ws.read_json(f"{ws.thread_dir(tid)}/state.json")
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("checkpoint_id") == checkpoint_id
 
 
 def _without_checkpoints(log: bytes, gone: set[str]) -> list[bytes]:
