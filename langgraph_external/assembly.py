@@ -45,6 +45,7 @@ from langgraph_external.record.keys import load_key
 from langgraph_external.record.processors import Redactor
 from langgraph_external.record.redaction import as_redactor
 from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.upstream import saver_ops
 from langgraph_external.upstream.saver_lock import NoLock
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.projection import WorkspaceProjection
@@ -302,11 +303,11 @@ def saver_is_current(where: ConnectionPool[Any] | str, migrations: int) -> bool:
     try:
         if isinstance(where, str):
             with psycopg.connect(where, autocommit=True, connect_timeout=10) as conn:
-                row = conn.execute(_compat.SAVER_VERSION_SQL).fetchone()
+                row = conn.execute(saver_ops.SAVER_VERSION_SQL).fetchone()
                 version = row[0] if row else -1
         else:
             with where.connection() as conn:
-                found = conn.execute(_compat.SAVER_VERSION_SQL).fetchone()
+                found = conn.execute(saver_ops.SAVER_VERSION_SQL).fetchone()
                 version = found["v"] if found else -1
     except psycopg.Error:
         return False

@@ -343,3 +343,76 @@ def test_a_deferred_state_json_is_overdue_after_state_interval(
     assert proj.overdue() == ["t"]
     proj.settle(proj.overdue())
     assert proj.due() == proj.overdue() == []
+
+
+def test_a_reader_that_does_not_hold_the_thread_never_cuts_another_writers_append(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    """The soak's gaps in ``events.jsonl``: a sealing process looking at a thread another
+    process was writing (its lagging scan, a thread held elsewhere) read the position with
+    the torn-tail repair, and cut the other's append in progress — which then lost its
+    lines. A position read without holding the thread cuts nothing."""
+    from langgraph_external.ledger.memory import InMemoryLedger as Ledger
+    from langgraph_external.pipeline.settling import lagging_threads
+
+    ledger, events = _two_turns(spool_dir)
+    ws = Workspace(tmp_path / "mirror")
+    writer = WorkspaceProjection(ws)
+    writer.apply("t", events[:-1])
+    path = Path(ws.thread_dir("t")) / "events.jsonl"
+    with path.open("ab") as f:  # the next append, half way through
+        f.write(b'{"seq": ' + str(events[-1].seq).encode() + b', "kind": "che')
+    before = path.read_bytes()
+    reader = WorkspaceProjection(Workspace(tmp_path / "mirror"))
+    assert reader.peek("t") == events[-2].seq
+    assert lagging_threads(ledger, reader, recheck=False) == {"t": 0}
+    assert isinstance(ledger, Ledger) and path.read_bytes() == before
+    assert reader.position("t") == events[-2].seq  # the holder's read cuts the torn line
+    assert path.read_bytes() == before[: before.rindex(b"\n") + 1]
+
+
+@pytest.mark.parametrize("attempt", range(10))
+def test_two_writers_of_one_thread_at_once_write_each_event_once(
+    tmp_path: Path, spool_dir: Path, attempt: int
+) -> None:
+    """The soak's duplicated lines: a database restart ended the session that held a
+    thread's projection lock while its writer went on, and another process took the lock
+    and wrote the same events. The thread's directory lock still keeps them apart: two
+    writers applying the same batches at once (another thread burning CPU) leave every
+    event in ``events.jsonl`` once, in order."""
+    import threading
+
+    _, events = _two_turns(spool_dir)
+    batches = [events[i : i + 3 + attempt % 3] for i in range(0, len(events), 3 + attempt % 3)]
+    stop = threading.Event()
+
+    def burn() -> None:
+        x = 0
+        while not stop.is_set():
+            x = (x * 31 + 7) % 1_000_003
+
+    errors: list[BaseException] = []
+
+    def write(proj: WorkspaceProjection) -> None:
+        try:
+            for batch in batches:
+                proj.apply("t", batch)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    burner = threading.Thread(target=burn, daemon=True)
+    burner.start()
+    writers = [
+        threading.Thread(target=write, args=(WorkspaceProjection(Workspace(tmp_path / "m")),))
+        for _ in range(2)
+    ]
+    try:
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join(60)
+    finally:
+        stop.set()
+    assert not errors
+    ws = Workspace(tmp_path / "m")
+    assert [e["seq"] for e in ws.iter_events("t")] == [e.seq for e in events]

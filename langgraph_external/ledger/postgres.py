@@ -39,6 +39,7 @@ from langgraph_external.ledger.writes import Statement, execute_in, head_tag, wr
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
+from langgraph_external.upstream.saver_ops import SAVER_BLOBS_SQL
 
 logger = logging.getLogger("langgraph_external")
 
@@ -446,7 +447,6 @@ def _with_saver_blobs(
     }
     if not wanted:
         return e
-    from langgraph_external.upstream.langgraph import SAVER_BLOBS_SQL  # lazy: start-up time
 
     channels = [row[0] for row in wanted.values()]
     versions = [row[1] for row in wanted.values()]

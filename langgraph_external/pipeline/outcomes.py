@@ -90,8 +90,9 @@ class ThreadOutcomes:
         wrote is done here too (as far as ``proj``'s position says)."""
         if tid not in self._target:
             return
+        peek = getattr(proj, "peek", None) or proj.position  # it is not ours now
         try:
-            self.mark_done(proj.name, tid, proj.position(tid))
+            self.mark_done(proj.name, tid, peek(tid))
         except Exception as exc:
             logger.debug("could not read the position of %r: %s", tid, exc)
 

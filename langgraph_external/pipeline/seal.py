@@ -49,6 +49,7 @@ from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.processors import Processor, Sequencer
 from langgraph_external.upstream import langgraph as _compat
+from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.files import sha256_hex
 
 logger = logging.getLogger("langgraph_external")
@@ -365,7 +366,7 @@ class SaverReader:
         # in order, before its children) tell what it proved
         here = {(c.thread_id, c.checkpoint_ns, c.checkpoint_id) for c in cps}
         rows = conn.execute(
-            _compat.SAVER_CHECKPOINT_ROWS_SQL,
+            saver_ops.SAVER_CHECKPOINT_ROWS_SQL,
             (
                 _requests(
                     [
@@ -458,7 +459,7 @@ class SaverReader:
         if not wanted:
             return {}
         rows = conn.execute(
-            _compat.SAVER_BLOB_ROWS_SQL, (_requests([w[1], w[2], w[3], w[4]] for w in wanted),)
+            saver_ops.SAVER_BLOB_ROWS_SQL, (_requests([w[1], w[2], w[3], w[4]] for w in wanted),)
         ).fetchall()
         out: dict[tuple[int, str], tuple[str, bytes]] = {}
         for r in rows:
@@ -481,7 +482,7 @@ class SaverReader:
 
     def _writes(self, conn: Any, ws: Sequence[Capture]) -> dict[int, WritesMaterial | None]:
         rows = conn.execute(
-            _compat.SAVER_WRITE_ROWS_SQL,
+            saver_ops.SAVER_WRITE_ROWS_SQL,
             (_requests([c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.task_id] for c in ws),),
         ).fetchall()
         by_req: dict[int, dict[int, tuple[Any, Any, Any, Any]]] = {}
@@ -518,7 +519,7 @@ class SaverReader:
     ) -> tuple[Mapping[str, Any], Sequence[str | None]] | None:
         """``(versions_seen, Send targets)`` of a stored checkpoint (a builder look-up)."""
         rows = conn.execute(
-            _compat.SAVER_CHECKPOINT_ROWS_SQL, (_requests([[tid, ns, cid, None]]),)
+            saver_ops.SAVER_CHECKPOINT_ROWS_SQL, (_requests([[tid, ns, cid, None]]),)
         ).fetchall()
         cp = _json(_col(rows[0], 1)) if rows else None
         if not cp:

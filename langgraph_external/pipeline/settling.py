@@ -1,7 +1,8 @@
 """Projections that defer work (the workspace's ``state.json``): which threads a scan must
 visit, and the settle that writes what they deferred.
 
-Optional hooks of a projection target: ``resume(tid)`` and ``due()`` (threads whose
+Optional hooks of a projection target: ``peek(tid)`` (its position, read without holding
+the thread: changing nothing), ``resume(tid)`` and ``due()`` (threads whose
 settling is pending here), ``overdue()`` (those pending long enough to be settled even
 while the runner is busy), ``settle(threads)``, ``revalidate(tid)``, ``settled(tid, pos)``.
 
@@ -42,9 +43,10 @@ def lagging_threads(ledger: Any, proj: Projection, recheck: bool) -> dict[str, i
         return {t: cursor for t, _, cursor in lag}
     due = getattr(proj, "due", None)
     pending = set(due()) if due is not None else set()
+    peek = getattr(proj, "peek", None) or proj.position  # not holding the threads
     out = {}
     for t, head, cursor in lag:
-        if (recheck and t not in pending) or head > proj.position(t):
+        if (recheck and t not in pending) or head > peek(t):
             out[t] = cursor
     return out
 

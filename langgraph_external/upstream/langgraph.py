@@ -219,68 +219,6 @@ async def asame_database(saver: BaseCheckpointSaver[Any], dsn: str) -> bool:
         return False
 
 
-# the official Postgres saver's channel values, by (thread, namespace, channel, version);
-# unqualified like the saver's own statements (the same connection settings find them)
-SAVER_BLOBS_SQL = (
-    "select channel, version, blob from checkpoint_blobs where thread_id = %s"
-    " and checkpoint_ns = %s and channel = any(%s) and version = any(%s)"
-)
-
-# What the sealer reads back to build a captured checkpoint's or writes' event (same
-# tables, unqualified like the saver's own statements). The requests are one JSON array of
-# 4-item arrays; rows come back by the position ``i`` of the request they answer; a
-# checkpoint the saver no longer holds (deleted, pruned) comes back with nulls.
-_REQUESTS = """
-(select r ->> 0 as a, r ->> 1 as b, r ->> 2 as c, r ->> 3 as d, i
- from jsonb_array_elements(%s::jsonb) with ordinality as j(r, i))"""
-
-SAVER_CHECKPOINT_ROWS_SQL = (
-    """
-select t.i, c.checkpoint, c.metadata, p.checkpoint
-from """
-    + _REQUESTS
-    + """ as t(tid, ns, cid, pid, i)
-left join lateral (
-    select checkpoint, metadata from checkpoints
-    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid offset 0
-) c on true
-left join lateral (
-    select checkpoint from checkpoints
-    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.pid offset 0
-) p on true
-"""
-)
-
-# (each request is its own index look-up: a lateral subquery kept apart by ``offset 0``,
-# so the planner cannot turn it into a hash join over a scan of the saver's whole table,
-# which it prefers for its guess of 100 requests and which costs what the saver holds)
-SAVER_BLOB_ROWS_SQL = (
-    """
-select t.i, b.type, b.blob
-from """
-    + _REQUESTS
-    + """ as t(tid, ns, ch, ver, i)
-cross join lateral (
-    select type, blob from checkpoint_blobs
-    where thread_id = t.tid and checkpoint_ns = t.ns and channel = t.ch and version = t.ver offset 0
-) b
-"""
-)
-
-SAVER_WRITE_ROWS_SQL = (
-    """
-select t.i, w.idx, w.channel, w.type, w.blob, w.task_path
-from """
-    + _REQUESTS
-    + """ as t(tid, ns, cid, task, i)
-cross join lateral (
-    select idx, channel, type, blob, task_path from checkpoint_writes
-    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid
-        and task_id = t.task offset 0
-) w
-"""
-)
-
 SAVER_INLINE_TRUE = True
 """The value ``PostgresSaver.put`` leaves inline for a channel whose ``_DeltaSnapshot`` it
 moved to the blob table (its bytes are the blob row's)."""
@@ -291,12 +229,6 @@ def inline_value_is_primitive(value: Any) -> bool:
     (not in ``checkpoint_blobs``): ``None``, ``str``, ``int``, ``float``, ``bool``."""
     return value is None or isinstance(value, (str, int, float, bool))
 
-
-SAVER_VERSION_SQL = (
-    "select case when to_regclass('checkpoint_migrations') is null then -1"
-    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
-)
-"""The last migration the official saver's ``setup()`` ran here (-1: none, no table)."""
 
 IDENTITY_SQL = (
     "select (select system_identifier::text from pg_control_system()) as sysid, "

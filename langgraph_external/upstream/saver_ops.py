@@ -4,13 +4,14 @@
 one transaction on the saver's own connection (and under its lock), so it is
 all-or-nothing and never races the saver's own statements on a shared connection.
 
-Also here, as named statements: what the operations read and change in the saver's
-tables (``lgx verify`` compares them with the ledger, ``lgx repair`` captures what the
-ledger lacks of them, ``lgx prune`` deletes checkpoints, ``lgx import`` checks a thread is
-new, ``lgx setup --roles`` grants on them); those that join the ledger's tables name its
-schema ``{schema}``. The tables
-live in the search path's first schema (``public``) of the saver's database; the table
-layout was checked against langgraph-checkpoint-postgres 3.2.0 (``tests/test_compat.py``).
+Also here, as named statements: what the sealer reads back of a captured checkpoint or
+task write (one index look-up per request), the saver's migration version, and what the
+operations read and change in the saver's tables (``lgx verify`` compares them with the
+ledger, ``lgx repair`` captures what the ledger lacks of them, ``lgx prune`` deletes
+checkpoints, ``lgx import`` checks a thread is new, ``lgx setup --roles`` grants on them);
+those that join the ledger's tables name its schema ``{schema}``. The tables live in the
+search path's first schema (``public``) of the saver's database; the table layout was
+checked against langgraph-checkpoint-postgres 3.2.0 (``tests/test_compat.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,74 @@ WRITES = "checkpoint_writes"
 MIGRATIONS = "checkpoint_migrations"
 TABLES = (CHECKPOINTS, BLOBS, WRITES, MIGRATIONS)
 """The official Postgres saver's tables (schema ``public``)."""
+
+# the official Postgres saver's channel values, by (thread, namespace, channel, version);
+# unqualified like the saver's own statements (the same connection settings find them)
+SAVER_BLOBS_SQL = (
+    "select channel, version, blob from checkpoint_blobs where thread_id = %s"
+    " and checkpoint_ns = %s and channel = any(%s) and version = any(%s)"
+)
+
+# What the sealer reads back to build a captured checkpoint's or writes' event (same
+# tables, unqualified like the saver's own statements). The requests are one JSON array of
+# 4-item arrays; rows come back by the position ``i`` of the request they answer; a
+# checkpoint the saver no longer holds (deleted, pruned) comes back with nulls.
+_REQUESTS = """
+(select r ->> 0 as a, r ->> 1 as b, r ->> 2 as c, r ->> 3 as d, i
+ from jsonb_array_elements(%s::jsonb) with ordinality as j(r, i))"""
+
+SAVER_CHECKPOINT_ROWS_SQL = (
+    """
+select t.i, c.checkpoint, c.metadata, p.checkpoint
+from """
+    + _REQUESTS
+    + """ as t(tid, ns, cid, pid, i)
+left join lateral (
+    select checkpoint, metadata from checkpoints
+    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid offset 0
+) c on true
+left join lateral (
+    select checkpoint from checkpoints
+    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.pid offset 0
+) p on true
+"""
+)
+
+# (each request is its own index look-up: a lateral subquery kept apart by ``offset 0``,
+# so the planner cannot turn it into a hash join over a scan of the saver's whole table,
+# which it prefers for its guess of 100 requests and which costs what the saver holds)
+SAVER_BLOB_ROWS_SQL = (
+    """
+select t.i, b.type, b.blob
+from """
+    + _REQUESTS
+    + """ as t(tid, ns, ch, ver, i)
+cross join lateral (
+    select type, blob from checkpoint_blobs
+    where thread_id = t.tid and checkpoint_ns = t.ns and channel = t.ch and version = t.ver offset 0
+) b
+"""
+)
+
+SAVER_WRITE_ROWS_SQL = (
+    """
+select t.i, w.idx, w.channel, w.type, w.blob, w.task_path
+from """
+    + _REQUESTS
+    + """ as t(tid, ns, cid, task, i)
+cross join lateral (
+    select idx, channel, type, blob, task_path from checkpoint_writes
+    where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid
+        and task_id = t.task offset 0
+) w
+"""
+)
+
+SAVER_VERSION_SQL = (
+    "select case when to_regclass('checkpoint_migrations') is null then -1"
+    " else (select coalesce(max(v), -1) from checkpoint_migrations) end as v"
+)
+"""The last migration the official saver's ``setup()`` ran here (-1: none, no table)."""
 
 # Returns (thread_id, checkpoint_ns, checkpoint_id) of the removed checkpoints.
 SELECT_RUN_CHECKPOINTS = """

@@ -27,10 +27,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock, the ledger's locks only
+    fcntl = None  # type: ignore[assignment]
 
 from langgraph_external.errors import WorkspaceError
 from langgraph_external.record.events import json_safe
@@ -76,6 +83,7 @@ class Workspace:
         self._real_root = os.path.realpath(self.root) if self.is_local else self.root
         self.fsync = fsync and self.is_local
         self._can_append = self.is_local or "memory" in _protocols(fs)
+        self._locks = threading.local()  # thread -> directory fd this thread holds locked
 
     # -- paths -------------------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -168,6 +176,59 @@ class Workspace:
             if self.fsync:
                 f.flush()
                 os.fsync(f.fileno())
+
+    @contextlib.contextmanager
+    def thread_lock(self, thread_id: str, *, create: bool = True) -> Iterator[None]:
+        """Hold the thread's directory for writing, against every other process and thread
+        (a local workspace: ``flock`` on the directory; released by the kernel if the
+        holder dies). Writers also hold the ledger's projection lock; this one still holds
+        when a database restart ends the session that held that one while its pass goes
+        on. Re-entrant on one thread; a no-op on other file systems, and (``create``
+        false) for a thread without a directory.
+
+        Raises:
+            BlockingIOError: another writer held it for 30 s (the write is retried).
+        """
+        held = self._locks.__dict__.setdefault("held", {})
+        if not self.is_local or fcntl is None or thread_id in held:
+            yield
+            return
+        path = self.thread_dir(thread_id)
+        if create:
+            os.makedirs(path, exist_ok=True)
+        elif not os.path.isdir(path):
+            yield
+            return
+        self._inside(f"{path}/x")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            deadline = time.monotonic() + 30.0
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.002)
+            held[thread_id] = fd
+            try:
+                yield
+            finally:
+                del held[thread_id]
+        finally:
+            os.close(fd)  # releases the lock
+
+    def last_seq(self, path: str) -> int:
+        """The ``seq`` of the last complete line of a JSONL log (0: none), changing
+        nothing — a torn last line, perhaps another writer's append in progress, is
+        skipped, not cut (:meth:`repair_tail` cuts, under :meth:`thread_lock`)."""
+        for line in self.lines_from_end(path):
+            try:
+                return int(json.loads(line).get("seq") or 0)
+            except (ValueError, AttributeError):
+                return 0
+        return 0
 
     def write_if_absent(self, path: str, data: bytes) -> None:
         """Write a content-addressed file unless it already exists."""

@@ -120,11 +120,19 @@ class WorkspaceProjection:
             if self._last_seq[thread_id] == 0 or self.ws.exists(path):
                 return self._last_seq[thread_id]
             self._forget(thread_id)
-        seq = self.ws.repair_tail(path)
+        with self.ws.thread_lock(thread_id, create=False):  # never cut another's append
+            seq = self.ws.repair_tail(path)
         self._remember_seq(thread_id, seq)
         if seq > 0:
             self._inherited.add(thread_id)  # found, not written here: see _write_thread
         return seq
+
+    def peek(self, thread_id: str) -> int:
+        """:meth:`position` for a caller not holding the thread: cuts nothing (a torn
+        tail may be another writer's append in progress)."""
+        if thread_id in self._last_seq:
+            return self._last_seq[thread_id]
+        return self.ws.last_seq(events_path(self.ws, thread_id))
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about ``thread_id``'s files (another writer may have moved)."""
@@ -153,11 +161,10 @@ class WorkspaceProjection:
         return list(self._state_due)
 
     def overdue(self) -> list[str]:
-        """Threads whose ``state.json`` has waited :data:`STATE_INTERVAL` or longer (the
-        runner settles them even while it is busy: their cursors are held back)."""
-        now = time.monotonic()
-        at = self._state_at
-        return [t for t in self._state_due if now - at.get(t, -STATE_INTERVAL) >= STATE_INTERVAL]
+        """Threads whose ``state.json`` waited :data:`STATE_INTERVAL` (settled even by a
+        busy runner: their cursors are held back)."""
+        since = time.monotonic() - STATE_INTERVAL
+        return [t for t in self._state_due if self._state_at.get(t, since) <= since]
 
     def settle(self, threads: Collection[str] | None = None) -> None:
         """Write the ``state.json`` files deferred by :data:`STATE_INTERVAL` (of ``threads``,
@@ -167,9 +174,13 @@ class WorkspaceProjection:
         projection left it at) gets the state of the newest root checkpoint in its log instead.
         """
         for tid in list(self._state_due) if threads is None else list(threads):
-            due = self._state_due.pop(tid, None)
-            if due is None:
-                continue
+            if tid in self._state_due:
+                with self.ws.thread_lock(tid):
+                    self._settle_one(tid)
+
+    def _settle_one(self, tid: str) -> None:
+        due = self._state_due.pop(tid, None)
+        if due is not None:
             _, e, size = due
             log = events_path(self.ws, tid)
             try:
@@ -183,15 +194,11 @@ class WorkspaceProjection:
                 raise
 
     def settled(self, thread_id: str, position: int) -> int | None:
-        """How far ``thread_id`` is mirrored for good, ``state.json`` included: ``position``,
-        or just before the root checkpoint whose ``state.json`` is still deferred; ``None``
-        for files another writer left that this projection has not written to (it does not
-        vouch for them: their writer may have died with its ``state.json`` deferred, and a
-        cursor recorded here would hide that from :meth:`resume`).
-
-        The pipeline records this as the thread's cursor, so a process that dies before
-        :meth:`settle` leaves the thread lagging in the ledger: a restart or ``lgx repair``
-        comes back to it and :meth:`resume` writes the ``state.json`` that was never written.
+        """The cursor to record: ``position``, or just before the root checkpoint whose
+        ``state.json`` is still deferred (a process that dies before :meth:`settle` leaves
+        the thread lagging, and :meth:`resume` writes it later); ``None`` for files another
+        writer left that this one did not write to (their writer may have died with its
+        ``state.json`` deferred: a cursor from here would hide that from :meth:`resume`).
         """
         if thread_id in self._inherited:
             return None  # another writer's files, nothing written here: theirs to vouch for
@@ -205,20 +212,24 @@ class WorkspaceProjection:
         stopped before settling them (a crash). Write ``state.json`` from the newest root
         checkpoint of the log now, unless a write of this projection is pending already."""
         if thread_id not in self._state_due:
-            self._write_latest_state(thread_id)
+            with self.ws.thread_lock(thread_id):
+                self._write_latest_state(thread_id)
             self._inherited.discard(thread_id)
 
     def apply(self, thread_id: str, events: Sequence[Event]) -> None:
         """Mirror ``events`` of one thread; events it already holds are skipped."""
-        self._write_thread(thread_id, list(events))
+        self._locked_write(thread_id, list(events))
 
     def write(self, events: Sequence[Event]) -> None:
         """Mirror events of any threads (grouped per thread, in order)."""
-        by_thread: dict[str, list[Event]] = {}
-        for e in events:
-            by_thread.setdefault(e.thread_id, []).append(e)
-        for tid, evs in by_thread.items():
-            self._write_thread(tid, evs)
+        for tid in dict.fromkeys(e.thread_id for e in events):
+            self._locked_write(tid, [e for e in events if e.thread_id == tid])
+
+    def _locked_write(self, tid: str, events: list[Event]) -> None:
+        """Write under the thread's directory lock, seeing what another wrote meanwhile."""
+        with self.ws.thread_lock(tid):
+            self.revalidate(tid)
+            self._write_thread(tid, events)
 
     def _inherit(self, tid: str, position: int) -> None:
         """Files another writer left (or this process before it forgot them), about to be
@@ -386,16 +397,10 @@ class WorkspaceProjection:
     def _write_latest_state(self, tid: str) -> None:
         """``state.json`` from the newest root checkpoint line of the log (whoever wrote it),
         unless it shows that checkpoint already (its writer settled it before going on)."""
-        for line in self.ws.lines_from_end(self.ws.checkpoint_log_path(tid, "")):
-            if b'"record": "checkpoint"' not in line:
-                continue
-            doc = json.loads(line)
-            if doc.get("record") == "checkpoint" and doc.get("checkpoint_id"):
-                if _state_shows(self.ws, tid, doc["checkpoint_id"]):
-                    return
-                full = dict(doc.get("channels") or {})
-                self._write_state_of(tid, doc["checkpoint_id"], doc.get("step"), full)
-                return
+        doc = _latest_root_checkpoint(self.ws, tid)
+        if doc is not None and not _state_shows(self.ws, tid, doc["checkpoint_id"]):
+            full = dict(doc.get("channels") or {})
+            self._write_state_of(tid, doc["checkpoint_id"], doc.get("step"), full)
 
     def _write_state_of(
         self, tid: str, checkpoint_id: str, step: int | None, full: dict[str, Any]
@@ -452,6 +457,16 @@ class WorkspaceProjection:
         prefix = self.ws.thread_dir(tid) + "/"
         for path in self._paths_of(prefix):
             self._drop_path(path)
+
+
+def _latest_root_checkpoint(ws: Workspace, tid: str) -> dict[str, Any] | None:
+    """The newest checkpoint line of the thread's root log (read from its end)."""
+    for line in ws.lines_from_end(ws.checkpoint_log_path(tid, "")):
+        if b'"record": "checkpoint"' in line:
+            doc = json.loads(line)
+            if doc.get("record") == "checkpoint" and doc.get("checkpoint_id"):
+                return dict(doc)
+    return None
 
 
 def _state_shows(ws: Workspace, tid: str, checkpoint_id: str) -> bool:
