@@ -270,36 +270,19 @@ class Workspace:
         if not self.exists(path):
             return 0
         size = self.fs.size(path)
-        if size == 0:
-            return 0
-        chunk = 65536
-        while True:
-            start = max(0, size - chunk)
-            with self.fs.open(path, "rb") as f:
+        keep, end, chunk = 0, size, 65536
+        with self.fs.open(path, "rb") as f:  # the end of the last complete line
+            while end > 0:
+                start = max(0, end - chunk)
                 f.seek(start)
-                tail = f.read()
-            if not tail.endswith(b"\n"):
-                cut = tail.rfind(b"\n")
-                if cut < 0 and start > 0:
-                    chunk *= 4
-                    continue
-                keep = start + cut + 1 if cut >= 0 else 0
-                self._truncate(path, keep)
-                tail = tail[: cut + 1] if cut >= 0 else b""
-                size = keep
-            lines = [ln for ln in tail.split(b"\n") if ln.strip()]
-            if not lines:
-                if start == 0 or size == 0:
-                    return 0
-                chunk *= 4
-                continue
-            if start > 0 and len(lines) == 1 and not tail.startswith(b"\n"):
-                chunk *= 4
-                continue
-            try:
-                return int(json.loads(lines[-1]).get("seq") or 0)
-            except (ValueError, AttributeError):
-                return 0
+                cut = f.read(end - start).rfind(b"\n")
+                if cut >= 0:
+                    keep = start + cut + 1
+                    break
+                end, chunk = start, chunk * 4
+        if keep < size:
+            self._truncate(path, keep)
+        return self.last_seq(path)
 
     def _truncate(self, path: str, size: int) -> None:
         if self.is_local:
