@@ -786,9 +786,9 @@ class Soak:
                     if crashed:
                         why = "the database crashed within 1.5 s (read log: synchronous_commit=off)"
                     elif killed is not None and 0 <= killed - x["ts"] <= 5:
-                        why = "its process was SIGKILLed within 5 s (background read log)"
+                        why = "its process was SIGKILLed within 5 s"
                     elif logged_failure:
-                        why = "the adapter gave up writing it (logged; flush() raised)"
+                        why = "the adapter gave up writing it (logged; search raised)"
                     else:
                         why = "unexplained"
                     lost[why] += 1

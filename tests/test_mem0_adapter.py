@@ -132,7 +132,6 @@ def test_search_writes_retrieval_rows_matching_the_results(adapter: Mem0Adapter,
     hits = out["results"]
     assert hits[0]["memory"] == "I prefer window seats on planes"
     assert all(h["user_id"] == "alice" for h in hits)
-    adapter.flush()  # read records are written in the background
     [(_sid, query, qhash, filters, top_k, n, uid)] = rows(
         dsn,
         f"select search_id, query, query_hash, filters, top_k, hit_count, user_id "
@@ -272,7 +271,6 @@ def test_concurrent_adds_from_threads(adapter: Mem0Adapter, dsn: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    adapter.flush()
     assert rows(dsn, "select count(*) from mem0_memories") == [(16,)]
     assert rows(dsn, f"select count(*), count(distinct op_id) from {S}.memory_events") == [(16, 16)]
     assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(16,)]
@@ -318,7 +316,6 @@ def test_async_operations_audit_like_the_sync_ones(adapter: Mem0Adapter, dsn: st
 
     memory_id, found = asyncio.run(run())
     assert found == ["I like soy milk"]
-    adapter.flush()
     ops = rows(
         dsn,
         f"select event, new_text from {S}.memory_events where memory_id = %s order by event_id",
@@ -327,3 +324,88 @@ def test_async_operations_audit_like_the_sync_ones(adapter: Mem0Adapter, dsn: st
     assert [op for op, _ in ops] == ["ADD", "UPDATE", "DELETE"]
     assert ops[1][1] == "I like soy milk"
     assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(1,)]
+
+
+_SEARCH_THEN_DIE = """
+import os, signal, sys
+os.environ["MEM0_TELEMETRY"] = "False"
+from langgraph_external.memory_adapters import Mem0Adapter
+from langgraph_external.memory_adapters.testing import HashingEmbeddings, ScriptedChatModel
+
+dsn, tag, searches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with Mem0Adapter(dsn, llm=ScriptedChatModel(), embedder=HashingEmbeddings()) as memory:
+    memory.add(f"I like {tag}", user_id=tag, infer=False)
+    for i in range(searches):
+        query = f"what does {tag} like {i}"
+        memory.search(query, filters={"user_id": tag})
+        print(query, flush=True)  # the search returned
+    os.kill(os.getpid(), signal.SIGKILL)  # at once: no close(), no atexit
+"""
+
+
+def test_a_search_that_returned_has_its_retrieval_row_even_if_the_process_dies_at_once(
+    dsn: str, tmp_path: Path
+) -> None:
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    from tests.graphs import cpu_burner
+
+    script = tmp_path / "search_then_die.py"
+    script.write_text(_SEARCH_THEN_DIE)
+    rng = random.Random(21)
+    returned: list[str] = []
+    with cpu_burner():  # both cores busy: a background writer would be far behind
+        for trial in range(6):
+            tag = f"kill{trial}"
+            child = subprocess.run(
+                [sys.executable, str(script), dsn, tag, str(rng.randint(1, 4))],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+            returned += child.stdout.split("\n")[:-1]
+    assert len(returned) >= 6
+    recorded = {q for (q,) in rows(dsn, f"select query from {S}.memory_retrievals")}
+    assert [q for q in returned if q not in recorded] == []
+
+
+def test_a_search_whose_record_cannot_be_written_raises_and_leaves_no_half_row(
+    adapter: Mem0Adapter, dsn: str
+) -> None:
+    from langgraph_external.memory_adapters import MemoryAuditError
+
+    adapter.add("I prefer tea", user_id="alice", infer=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the hits table is gone
+        conn.execute(f"alter table {S}.memory_retrieval_hits rename to hits_away")
+    try:
+        with pytest.raises(MemoryAuditError, match="could not be recorded"):
+            adapter.search("tea", filters={"user_id": "alice"})
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"alter table {S}.hits_away rename to memory_retrieval_hits")
+    assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(0,)]
+    adapter.search("tea", filters={"user_id": "alice"})  # and it recovers
+    assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(1,)]
+
+
+@pytest.mark.parametrize("durable_reads", [False, True])
+def test_a_search_leaves_its_pooled_connection_as_durable_as_before(
+    dsn: str, tmp_path: Path, llm: ScriptedChatModel, durable_reads: bool
+) -> None:
+    """The read log's commit mode is the row's own: the memory writes that reuse the
+    connection still wait for the WAL flush, in a transaction of their own."""
+    with Mem0Adapter(
+        dsn, llm=llm, embedder=HashingEmbeddings(), pool_size=1, durable_reads=durable_reads
+    ) as ad:
+        ad.add("I prefer tea", user_id="alice", infer=False)
+        ad.search("tea", filters={"user_id": "alice"})
+        with ad.pool.connection() as conn:  # the only one: the search's
+            assert conn.autocommit is False
+            assert conn.execute("show synchronous_commit").fetchone() == ("on",)
+        ad.add("I prefer coffee", user_id="alice", infer=False)
+    assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(1,)]
+    assert rows(dsn, f"select count(*) from {S}.memory_events") == [(2,)]

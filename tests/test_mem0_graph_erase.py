@@ -103,7 +103,6 @@ def test_provenance_of_writes_and_reads_from_a_graph_node(
     writes = [e for e in ledger if e["kind"] == "writes" and e["node"] == "remember"]
     assert task_id is not None and (not writes or writes[0]["task_id"] == task_id)
     # the read: retrieval row attributed to the recall node, and a ledger event
-    memory.flush()
     [(r_thread, r_node, r_step, r_run, hits)] = q(
         dsn, f"select thread_id, node, step, run_id, hit_count from {S}.memory_retrievals"
     )
@@ -138,7 +137,6 @@ def test_memory_provenance_carries_the_root_run_id_of_the_invocation(
     graph = build_graph(memory, llm).compile(checkpointer=ext.checkpointer)
     for thread in ("root-1", "root-2"):
         graph.invoke({"user": "alice", "turn": 0, "found": 0}, ext.config(thread))
-    memory.flush()
     for thread in ("root-1", "root-2"):
         ledger = ext.events(thread)
         [start] = [e for e in ledger if e["kind"] == "run_start"]

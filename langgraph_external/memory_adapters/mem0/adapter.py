@@ -131,12 +131,13 @@ class Mem0Adapter(AsyncMemoryMethods):
             the pipeline's, else ``$LGX_KEY`` or the key file; see
             :mod:`langgraph_external.record.keys`). A plain sha256 of an erased memory would let
             anyone confirm a guess of it.
-        durable_reads: write retrieval rows before ``search`` returns, durably. Off by
-            default: a background writer records them (retrying; :meth:`flush` waits
-            and raises if one could not be written) without waiting for the WAL flush,
-            so a search costs no extra round trip; a *server crash* can lose the last
-            fraction of a second of read records (never a memory write, whose audit row
-            always commits durably with the vector).
+        durable_reads: wait for the WAL flush of each retrieval row. Off by default:
+            ``search`` writes its rows before it returns, in one round trip, without
+            waiting for the flush; the next durable commit on the server (the
+            checkpoint that records the search's ``memory_search`` event, for one)
+            makes them durable too, so only a *server crash* before any such commit can
+            lose them — together with that event (a memory write's audit row always
+            commits durably with the vector).
 
     The adapter is thread-safe; async methods run the same code in a worker thread.
     """
@@ -252,8 +253,7 @@ class Mem0Adapter(AsyncMemoryMethods):
         return self
 
     def close(self) -> None:
-        """Write pending read records, close the pool. The adapter is unusable afterwards."""
-        self._reads.close()
+        """Close the pool. The adapter is unusable afterwards."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -437,18 +437,11 @@ class Mem0Adapter(AsyncMemoryMethods):
             duration_ms=duration,
             provenance=prov,
         )
-        # a read log, not state: written by a background writer (see durable_reads)
+        # before the event and before returning: the record never names a search
+        # whose row a crash of this process lost (durable_reads: see the class)
         self._reads.record(self.pool, row, durable=self.durable_reads)
         self._events.search(row, prov)
         return result
-
-    def flush(self) -> None:
-        """Wait until every search so far is in ``memory_retrievals``.
-
-        Raises:
-            MemoryAuditError: a retrieval row could not be written (after retries).
-        """
-        self._reads.flush()
 
     # -- erase --------------------------------------------------------------------------
     def erase(
@@ -479,7 +472,6 @@ class Mem0Adapter(AsyncMemoryMethods):
         """
         ids = erasure_subject(user_id, memory_ids)
         prov = graph_provenance()
-        self.flush()  # pending read records may hold the text about to be erased
         requested = datetime.now(timezone.utc)
         with self.pool.connection() as conn, conn.transaction():
             receipt = self._eraser.erase_in(conn, requested, user_id, ids, erased_by, reason)

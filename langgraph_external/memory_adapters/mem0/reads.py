@@ -2,18 +2,15 @@
 
 Every search writes one ``memory_retrievals`` row and one ``memory_retrieval_hits`` row per
 hit (:data:`~langgraph_external.memory_adapters.mem0.sql.INSERT_RETRIEVAL`, one round
-trip). By default a background writer does it without waiting for the WAL flush, retrying
-(:meth:`RetrievalLog.flush` waits and raises if one could not be written); a durable
-record is written before ``search`` returns (the adapter's ``durable_reads``).
+trip), before ``search`` returns: by default without waiting for the WAL flush, durably
+with the adapter's ``durable_reads``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -70,66 +67,52 @@ def retrieval_row(
 
 
 class RetrievalLog:
-    """Writes retrieval rows, durably before returning or in the background.
+    """Writes retrieval rows before ``search`` returns.
+
+    A row is written by one statement in a transaction of its own (one round trip): by
+    default without waiting for the WAL flush (the next durable commit on the server —
+    the checkpoint or capture that records the ``memory_search`` event, for one — makes
+    it durable too, so the ledger never names a search whose row is missing);
+    ``durable``: waiting for it.
+    Errors are retried a few times, then raised (:class:`MemoryAuditError`): a search is
+    never answered without its record.
 
     Args:
         schema: the ledger schema holding ``memory_retrievals``.
+
+    Example:
+        >>> log = RetrievalLog("langgraph_external")
+        >>> log.record(pool, row, durable=False)  # doctest: +SKIP
     """
+
+    ATTEMPTS = 4
+    """Tries of one row before :class:`MemoryAuditError` (0.05, 0.1, 0.2 s apart)."""
 
     def __init__(self, schema: str) -> None:
         self._insert = S.compose(S.INSERT_RETRIEVAL, schema)
-        self._writer: ThreadPoolExecutor | None = None
-        self._writer_lock = threading.Lock()
-        self._failures: list[BaseException] = []
 
     def record(self, pool: ConnectionPool[Any], row: dict[str, Any], *, durable: bool) -> None:
-        """Write ``row`` (see :func:`retrieval_row`): ``durable``, before returning and
-        waiting for the WAL flush; else handed to the background writer."""
-        if durable:
-            self._write(pool, row, durable=True)
-        else:
-            self._background().submit(self._write_retrying, pool, row)
-
-    def flush(self) -> None:
-        """Wait until every row so far is written.
+        """Write ``row`` (see :func:`retrieval_row`); ``durable``: wait for the WAL flush.
 
         Raises:
-            MemoryAuditError: a retrieval row could not be written (after retries).
+            MemoryAuditError: the row could not be written (after :attr:`ATTEMPTS` tries).
         """
-        if self._writer is not None:
-            self._writer.submit(lambda: None).result()
-        if self._failures:
-            failures, self._failures = self._failures, []
-            raise MemoryAuditError(
-                f"{len(failures)} memory search record(s) could not be written: {failures[0]}"
-            )
-
-    def close(self) -> None:
-        """Write what is pending and stop the writer."""
-        if self._writer is not None:
-            self._writer.shutdown(wait=True)
-            self._writer = None
-
-    def _write(self, pool: ConnectionPool[Any], row: dict[str, Any], *, durable: bool) -> None:
-        with pool.connection() as conn, conn.pipeline():
-            if not durable:
-                conn.execute(S.ASYNC_COMMIT)
-            conn.execute(self._insert, row)
-
-    def _write_retrying(self, pool: ConnectionPool[Any], row: dict[str, Any]) -> None:
-        for attempt in range(4):
+        params = {**row, "durable": durable}
+        for attempt in range(self.ATTEMPTS):
             try:
-                self._write(pool, row, durable=False)
+                with pool.connection() as conn:
+                    # one statement, its own transaction: one round trip
+                    conn.autocommit = True
+                    try:
+                        conn.execute(self._insert, params)
+                    finally:
+                        if not conn.closed:
+                            conn.autocommit = False
                 return
             except psycopg.Error as exc:
-                if attempt == 3:
-                    self._failures.append(exc)
+                if attempt == self.ATTEMPTS - 1:
                     logger.error("could not record a memory search: %s", exc)
-                    return
+                    raise MemoryAuditError(
+                        f"the memory search could not be recorded: {exc}"
+                    ) from exc
                 time.sleep(0.05 * 2**attempt)
-
-    def _background(self) -> ThreadPoolExecutor:
-        with self._writer_lock:
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="lgx-mem0-reads")
-            return self._writer

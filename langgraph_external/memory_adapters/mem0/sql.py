@@ -269,10 +269,12 @@ with r as (
     insert into {schema}.memory_retrievals (search_id, collection, query, query_hash,
         filters, top_k, threshold, user_id, agent_id, scope_run_id, hit_count, duration_ms,
         thread_id, run_id, root_run_id, checkpoint_ns, checkpoint_id, node, step, task_id)
-    values (%(search_id)s, %(collection)s, %(query)s, %(query_hash)s, %(filters)s,
+    select %(search_id)s, %(collection)s, %(query)s, %(query_hash)s, %(filters)s,
         %(top_k)s, %(threshold)s, %(user_id)s, %(agent_id)s, %(scope_run_id)s,
         %(hit_count)s, %(duration_ms)s, %(thread_id)s, %(run_id)s, %(root_run_id)s,
-        %(checkpoint_ns)s, %(checkpoint_id)s, %(node)s, %(step)s, %(task_id)s)
+        %(checkpoint_ns)s, %(checkpoint_id)s, %(node)s, %(step)s, %(task_id)s
+    from (select set_config('synchronous_commit', case when %(durable)s
+        then current_setting('synchronous_commit') else 'off' end, true)) as commit_mode
     returning search_id
 )
 insert into {schema}.memory_retrieval_hits (search_id, rank, memory_id, score)
@@ -308,10 +310,6 @@ join pg_namespace n on n.oid = c.relnamespace
 where n.nspname = 'public' and c.relname = %s and a.attname = 'vector'
 and not a.attisdropped
 """
-
-# -- reads -----------------------------------------------------------------------------------
-# Retrieval rows are a read log: written without waiting for the WAL flush (durable_reads).
-ASYNC_COMMIT = "set local synchronous_commit = off"
 
 # -- erasure ---------------------------------------------------------------------------------
 # Every memory a user ever had: current vectors, and deleted ones history still names.
