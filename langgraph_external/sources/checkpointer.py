@@ -15,10 +15,19 @@ Postgres tables (implemented in SQL).
 
 Example:
     >>> import tempfile
+    >>> from pathlib import Path
     >>> from langgraph.checkpoint.memory import InMemorySaver
-    >>> with ExternalCheckpointer(InMemorySaver(), workspace=tempfile.mkdtemp()) as saver:
+    >>> ws = Path(tempfile.mkdtemp())
+    >>> with ExternalCheckpointer(InMemorySaver(), workspace=ws) as saver:
     ...     sorted(saver.capabilities)
     []
+
+    Without ``dsn`` the ledger is the embedded server in ``ws/.lgx/pgdata``, which stays up
+    for the next process until ``lgx db stop``:
+
+    >>> from langgraph_external.ledger.embedded import stop_server
+    >>> stop_server(ws / ".lgx" / "pgdata").stopped
+    True
 
     With the ledger too: ``ExternalCheckpointer(PostgresSaver(pool), workspace="./ws",
     dsn="postgresql://...")``; or let :class:`~langgraph_external.External` build it all.
