@@ -762,14 +762,6 @@ class Soak:
         lost: Counter[str] = Counter()
         examples: list[dict[str, Any]] = []
         for pid, a in apps.items():
-            logged_failure = any(
-                "memory search" in (x.get("msg") or "") for x in a["lines"] if x["t"] == "log"
-            ) or any(
-                c["type"].endswith("MemoryAuditError")
-                for x in a["lines"]
-                if x["t"] == "error"
-                for c in x.get("chain", [])
-            )
             killed = self.kills.get(pid)
             for x in a["lines"]:
                 if x["t"] == "mem0_add":
@@ -787,8 +779,6 @@ class Soak:
                         why = "the database crashed within 1.5 s"
                     elif killed is not None and 0 <= killed - x["ts"] <= 5:
                         why = "its process was SIGKILLed within 5 s"
-                    elif logged_failure:
-                        why = "the adapter gave up writing it (logged; search raised)"
                     else:
                         why = "unexplained"
                     lost[why] += 1

