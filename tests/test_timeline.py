@@ -145,6 +145,25 @@ def test_spans_pair_starts_with_ends_and_calls_sit_in_their_nodes_lane(
     assert sorted(s for i in tl["items"] for s in i["events"]) == list(range(len(envs)))
 
 
+def test_lanes_follow_time_when_a_later_steps_writes_were_committed_first(
+    recorded: Recorded,
+) -> None:
+    """LangGraph (durability "async") may commit a later step's task writes before the
+    checkpoint, and the node events riding on it, of an earlier step (seen in CI: the
+    ``tools`` writes at seq 4, the ``agent`` node's start at seq 10). The lanes still
+    read in the order the nodes ran."""
+    envs = envelopes(recorded, "react")
+    writes = [e for e in envs if e["kind"] == "writes" and e["node"] in ("agent", "tools")]
+    writes.sort(key=lambda e: e["node"] != "tools")  # the tools task's writes first
+    rest = [e for e in envs if e not in writes]
+    committed = [rest[0], *writes, *rest[1:]]
+    as_committed = [{**e, "seq": n} for n, e in enumerate(committed, 1)]
+    assert as_committed[1]["node"] == "tools"
+    for order in (envs, as_committed):
+        tl = build_timeline("react", order)
+        assert [lane["label"] for lane in tl["lanes"]] == ["(graph)", "agent", "tools"]
+
+
 def test_subgraphs_memory_interrupts_and_violations_get_their_items(recorded: Recorded) -> None:
     fan = build_timeline("fan", envelopes(recorded, "fan"))
     nested = {lane["label"]: lane["depth"] for lane in fan["lanes"]}

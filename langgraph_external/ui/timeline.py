@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -127,9 +128,12 @@ def build_timeline(
     open_spans: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     embedded: list[dict[str, Any]] = []
 
-    def lane_of(path: tuple[str, ...]) -> int:
+    first: dict[tuple[str, ...], float] = {}  # each lane's earliest event, its own or nested
+
+    def lane_of(path: tuple[str, ...], t: float) -> int:
         for depth in range(1, len(path) + 1):  # parents first, so nesting reads top-down
             sub = path[:depth]
+            first[sub] = min(first.get(sub, t), t)
             if sub not in lanes:
                 lanes[sub] = {
                     "id": len(lanes),
@@ -154,7 +158,7 @@ def build_timeline(
         seq = int(env.get("seq") or 0)
         index = len(embedded)
         embedded.append(embedded_envelope(env, max_event_bytes))
-        lane = lane_of(_lane_path(env))
+        lane = lane_of(_lane_path(env), t)
         payload = env.get("payload") or {}
         if kind in _SPANS:
             family, side = _SPANS[kind]
@@ -197,21 +201,29 @@ def build_timeline(
         "thread_id": thread_id,
         "t0": envs[0]["ts"] if envs else None,
         "events": len(envs),
-        "lanes": sorted(lanes.values(), key=_lane_order(lanes)),
+        "lanes": sorted(lanes.values(), key=_lane_order(lanes, first)),
         "items": items,
         "envelopes": embedded,
     }
 
 
-def _lane_order(lanes: Mapping[tuple[str, ...], Mapping[str, Any]]) -> Any:
-    """Sort key: the graph lane first, then lanes in order of appearance, nested under
-    their parent."""
+def _lane_order(
+    lanes: Mapping[tuple[str, ...], Mapping[str, Any]], first: Mapping[tuple[str, ...], float]
+) -> Any:
+    """Sort key: the graph lane first, then lanes by the time of their earliest event
+    (ties: order of appearance), each nested under its parent.
 
-    def key(lane: Mapping[str, Any]) -> tuple[int, ...]:
+    Time, not ``seq``: the record's order is commit order, and LangGraph may commit a
+    later step's task writes before the checkpoint (and the node events riding on it)
+    of an earlier step — a lane would then jump ahead of the node that ran first.
+    """
+
+    def key(lane: Mapping[str, Any]) -> tuple[tuple[float, int], ...]:
         path = tuple(lane["path"])
         if not path:
-            return (-1,)
-        return tuple(int(lanes[path[: d + 1]]["id"]) for d in range(len(path)))
+            return ((-math.inf, -1),)
+        prefixes = (path[: d + 1] for d in range(len(path)))
+        return tuple((first[p], int(lanes[p]["id"])) for p in prefixes)
 
     return key
 
