@@ -214,6 +214,7 @@ def recorder(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[Recorder]:
     pipeline = recording.pipeline
     try:
         yield Recorder(dsn, root, pipeline)
+        assert pipeline.health()["failures"] == []  # the sealing helper's included
     finally:
         recording.close()
     assert pipeline.health()["failures"] == []

@@ -329,6 +329,72 @@ def test_a_helper_that_dies_is_started_again_and_nothing_is_lost(
     assert _lgx(dsn, tmp_path / "ws", "verify", "--all").returncode == 0
 
 
+def test_health_and_flush_after_close_start_no_helper_again(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """Asking a closed pipeline how it is (as a test fixture or a shutdown hook does)
+    must not start a sealing helper that nothing closes: it lived until the app exited
+    (22 of them after tests/test_graph_equivalence.py), then retried a database that
+    was gone."""
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        pipeline = ext.pipeline
+        assert pipeline is not None
+        helper = pipeline.sealing
+        assert helper is not None
+        react_agent(ext.checkpointer).invoke(ASK, ext.config("c1"))
+        pid = getattr(helper, "pid", None)
+        assert pid
+    for _ in range(3):
+        health = pipeline.health()
+        assert health["sealing"]["closed"] is True
+        assert "sealer" not in health["failing"] and health["failures"] == []
+        assert helper.flush({"c1"}, "0", 1.0) is False
+    assert getattr(helper, "pid", None) == pid and getattr(helper, "restarts", None) == 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the closed helper exits (a zombie until reaped)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the closed helper {pid} is still running")
+
+
+def test_health_asked_while_the_app_closes_never_starts_a_helper(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A monitoring thread that asks ``health()`` while the app closes and for a second
+    after (6 closes, both cores busy): the helper that answered ``close`` and exited is
+    not started again, also once its zygote has reaped it."""
+    with cpu_burner():
+        for n in range(6):
+            ext = External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir).setup()
+            pipeline = ext.pipeline
+            assert pipeline is not None and pipeline.sealing is not None
+            helper = pipeline.sealing
+            react_agent(ext.checkpointer).invoke(ASK, ext.config(f"m{n}"))
+            pid = getattr(helper, "pid", None)
+            stop = threading.Event()
+
+            def monitor(p: Any = pipeline, stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    p.health()
+
+            watcher = threading.Thread(target=monitor)
+            watcher.start()
+            try:
+                ext.close()
+                time.sleep(1.0)  # the zygote reaps its exited helper within 0.5 s
+            finally:
+                stop.set()
+                watcher.join()
+            assert getattr(helper, "pid", None) == pid
+            assert getattr(helper, "restarts", None) == 0, n
+
+
 def test_the_helper_seals_what_an_app_killed_left_then_exits(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:

@@ -59,6 +59,7 @@ class HelperProcess:
         self._wake_w: int | None = None
         self._ids = iter(range(1, 1 << 62))
         self.restarts = 0
+        self._closed = False
         self._start()
 
     @staticmethod
@@ -149,13 +150,20 @@ class HelperProcess:
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(fd, b"w")
 
-    def _ask(self, message: tuple[Any, ...], timeout: float | None) -> Any:
+    def _ask(
+        self, message: tuple[Any, ...], timeout: float | None, *, closing: bool = False
+    ) -> Any:
         """Send one request and wait for its answer (requests run concurrently: a health
-        question is never stuck behind a flush)."""
+        question is never stuck behind a flush). A helper being closed, or closed, is not
+        started again."""
         with self._lock:
-            self._revive()
+            if self._closed and not closing:
+                raise ConnectionError("the sealing helper was closed")
+            if not closing:
+                self._revive()
             conn = self._conn
-            assert conn is not None
+            if conn is None:
+                raise ConnectionError("the sealing helper is gone")
             rid = next(self._ids)
             waiter = _Answer()
             self._waiting[rid] = waiter
@@ -217,7 +225,10 @@ class HelperProcess:
             return False
 
     def health(self) -> dict[str, Any]:
-        """The helper's health (``helper_down`` when it does not answer)."""
+        """The helper's health (``helper_down`` when it does not answer; ``closed`` once
+        it was closed: asking starts nothing)."""
+        if self._closed:
+            return {"closed": True, "restarts": self.restarts}
         try:
             out = dict(self._ask(("health",), 5.0))
         except (ConnectionError, TimeoutError) as exc:
@@ -227,11 +238,16 @@ class HelperProcess:
         return out
 
     def close(self, timeout: float = 30.0) -> bool:
-        """Ask the helper to finish and exit; returns whether it sealed everything."""
+        """Ask the helper to finish and exit; returns whether it sealed everything.
+        Afterwards nothing starts it again (a later flush returns ``False``)."""
         ok = False
+        with self._lock:
+            was_closed, self._closed = self._closed, True
+        if was_closed:
+            return ok
         if self._alive():
             try:
-                ok = bool(self._ask(("close", timeout), timeout + 10.0))
+                ok = bool(self._ask(("close", timeout), timeout + 10.0, closing=True))
             except (ConnectionError, TimeoutError) as exc:
                 logger.warning("langgraph-external: the sealing helper did not close: %s", exc)
         if self._proc is not None:
