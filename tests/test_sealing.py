@@ -310,9 +310,26 @@ def Workspace_(path: Path) -> Any:
     return Workspace(path)
 
 
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    """Until process ``pid`` has exited (a zombie until its parent reaps it, or gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} is still running")
+
+
 def test_a_helper_that_dies_is_started_again_and_nothing_is_lost(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
+    """A helper that died (OOM killer, an operator) is started again by the app's next
+    capture — an app that never calls ``flush()`` or ``health()`` keeps being sealed
+    while it runs, not only at its next start — or by a ``flush()``."""
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
         assert ext.pipeline is not None
         helper = ext.pipeline.sealing
@@ -321,10 +338,21 @@ def test_a_helper_that_dies_is_started_again_and_nothing_is_lost(
         pid = getattr(helper, "pid", None)
         assert pid
         os.kill(pid, signal.SIGKILL)
+        sql = "select count(*) from langgraph_external.events where thread_id like 'later-%%'"
+        deadline, n = time.monotonic() + 60, 0
+        while _count(dsn, sql) == 0 and time.monotonic() < deadline:  # the app goes on
+            app.invoke(ASK, ext.config(f"later-{n}"))
+            n += 1
+            time.sleep(0.2)
+        assert _count(dsn, sql) > 0, f"nothing of {n} later threads was sealed in 60 s"
+        assert getattr(helper, "pid", None) != pid and getattr(helper, "restarts", 0) == 1
         app.invoke(ASK, ext.config("h2"))
-        assert ext.flush(timeout=60)
-        assert getattr(helper, "pid", None) != pid and getattr(helper, "restarts", 0) >= 1
-        for tid in ("h1", "h2"):
+        pid = getattr(helper, "pid", 0)
+        os.kill(pid, signal.SIGKILL)  # and again, with nothing captured after it
+        _wait_gone(pid)
+        assert ext.flush(timeout=60)  # started again, asked again: not False
+        assert getattr(helper, "restarts", 0) == 2
+        for tid in ("h1", "h2", *(f"later-{i}" for i in range(n))):
             verify_chain(ext.events(tid))
     assert _lgx(dsn, tmp_path / "ws", "verify", "--all").returncode == 0
 
@@ -350,17 +378,7 @@ def test_health_and_flush_after_close_start_no_helper_again(
         assert "sealer" not in health["failing"] and health["failures"] == []
         assert helper.flush({"c1"}, "0", 1.0) is False
     assert getattr(helper, "pid", None) == pid and getattr(helper, "restarts", None) == 0
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # the closed helper exits (a zombie until reaped)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    break
-        except FileNotFoundError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError(f"the closed helper {pid} is still running")
+    _wait_gone(pid)  # the closed helper exits
 
 
 def test_health_asked_while_the_app_closes_never_starts_a_helper(

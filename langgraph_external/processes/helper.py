@@ -141,12 +141,23 @@ class HelperProcess:
     # -- SealingBackend ------------------------------------------------------------------
     def wake(self) -> None:
         """Captures were committed: one byte down the wake-up pipe (never blocks), at most
-        every few milliseconds — a busy helper looks again soon after each batch anyway."""
-        fd = self._wake_w
+        every few milliseconds — a busy helper looks again soon after each batch anyway.
+        A helper that died (its pipe closed) is started again here, so an app that never
+        asks for ``flush()`` or ``health()`` keeps being sealed."""
         now = time.monotonic()
-        if fd is None or now - self._last_wake < _WAKE_EVERY:
+        if now - self._last_wake < _WAKE_EVERY:
             return
         self._last_wake = now
+        if self._eof and not self._closed:
+            try:
+                with self._lock:
+                    if not self._closed:
+                        self._revive()
+            except Exception as exc:  # the app's capture goes on; the next wake-up retries
+                logger.warning("langgraph-external: the sealing helper did not start: %s", exc)
+        fd = self._wake_w
+        if fd is None:
+            return
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(fd, b"w")
 
@@ -154,24 +165,27 @@ class HelperProcess:
         self, message: tuple[Any, ...], timeout: float | None, *, closing: bool = False
     ) -> Any:
         """Send one request and wait for its answer (requests run concurrently: a health
-        question is never stuck behind a flush). A helper being closed, or closed, is not
-        started again."""
+        question is never stuck behind a flush). A helper found dead as the request is
+        sent is started again and asked once more; one being closed, or closed, is not."""
         with self._lock:
             if self._closed and not closing:
                 raise ConnectionError("the sealing helper was closed")
-            if not closing:
-                self._revive()
-            conn = self._conn
-            if conn is None:
-                raise ConnectionError("the sealing helper is gone")
-            rid = next(self._ids)
-            waiter = _Answer()
-            self._waiting[rid] = waiter
-            try:
-                conn.send((rid, *message))
-            except (EOFError, OSError) as exc:
-                self._waiting.pop(rid, None)
-                raise ConnectionError(f"the sealing helper is gone: {exc}") from exc
+            rid, waiter = next(self._ids), _Answer()
+            for retry in (False, True):
+                if not closing:
+                    self._revive()
+                conn = self._conn
+                if conn is None:
+                    raise ConnectionError("the sealing helper is gone")
+                self._waiting[rid] = waiter
+                try:
+                    conn.send((rid, *message))
+                    break
+                except (EOFError, OSError) as exc:
+                    self._waiting.pop(rid, None)
+                    if closing or retry:
+                        raise ConnectionError(f"the sealing helper is gone: {exc}") from exc
+                    self._eof = True  # it died before its reader saw the pipe close
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not waiter.done.wait(0.2):
