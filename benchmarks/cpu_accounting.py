@@ -1,157 +1,247 @@
 #!/usr/bin/env python
-"""Where the CPU of one invoke goes: per Python thread, the server, commits and WAL.
+"""What the whole record costs in CPU: the app, its sealing processes and the server.
 
-Runs the 10-node chain (new thread per invoke, ``durability="sync"``) on the bare
-official saver, on the floor (the same saver with one small ``insert`` queued in each of
-its transactions, as in ``bench_floor.py``) and on ``External``'s checkpointer, one after
-the other on one embedded server, and prints per invoke: the median wall time, this
-process's CPU split by thread (the app's thread, the flusher; the rest is LangGraph's
-short-lived executor threads, where the saver's calls run), the CPU of External's
-sealing helper process (sealing, the workspace mirror), the server's CPU (every
-``postgres`` process), commits, WAL bytes and WAL fsyncs. On a machine with few cores the
-sum of the app's Python CPU is what the app waits for: it all runs under one GIL. CPU
-times move far less with the machine's load than wall times.
+Runs the 10-node chain (a new thread per invoke, ``durability="sync"``) in a fresh app
+process per setup — ``bare`` (the official ``PostgresSaver``), ``floor`` (the same saver
+with one small ``insert`` queued in each of its transactions, as in ``bench_floor.py``),
+``ckpt`` (``External(dsn=..., workspace=...)``'s checkpointer, the README's default) and
+``full`` (the same with ``ext.config(...)``: the audit callbacks) — and samples, from
+*this* process (a sampler inside the app would inflate the app's own CPU), every ~20 ms
+with psutil: the app process (all its threads), its descendants (the sealing helper and
+its zygote) and every ``postgres`` process of the server. The window starts after a
+warm-up and ends once the app's ``flush()`` returned: the drain is included. Rounds
+alternate the setups; the table shows each round and the median per invoke, and the
+record's extra CPU as a multiple of the bare invoke's total (app + server).
 
-    .venv/bin/python benchmarks/cpu_accounting.py --n 80
-    .venv/bin/python benchmarks/cpu_accounting.py --n 80 --sealing thread --no-encrypt
+    .venv/bin/python benchmarks/cpu_accounting.py --n 80 --rounds 3
+    .venv/bin/python benchmarks/cpu_accounting.py --setups bare,full --n 120
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
 import statistics
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from _common import bare_saver, build_graph, invoke_chain, postgres
+import psutil
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_of(stat_path: str) -> float:
-    try:
-        with open(stat_path) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+HERE = Path(__file__).resolve().parent
+SETUPS = ("bare", "floor", "ckpt", "full")
 
 
-def _threads() -> dict[str, float]:
-    return {
-        t.name: _cpu_of(f"/proc/self/task/{t.native_id}/stat")
-        for t in threading.enumerate()
-        if t.native_id is not None
-    }
+# -- the app side (a child process per setup and round) --------------------------------
+def child(setup: str, dsn: str, n: int, tmp: str) -> None:
+    sys.path.insert(0, str(HERE))
+    from _common import bare_saver, build_graph, invoke_chain
 
+    ext: Any = None
+    closers: list[Any] = []
+    if setup == "bare":
+        saver, pool = bare_saver(dsn, 8)
+        closers.append(pool.close)
+    elif setup == "floor":
+        import psycopg
+        from bench_floor import RECORD_TABLE, saver_in, with_one_statement
 
-def _server_pids() -> list[int]:
-    out = subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+        saver, pool = saver_in(dsn, "floor_p", 8)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(RECORD_TABLE.format(s="floor_p"))
+        with_one_statement(saver, "floor_p")
+        closers.append(pool.close)
+    else:
+        from langgraph_external import External
 
+        ext = External(dsn=dsn, workspace=Path(tmp) / "ws").setup()
+        saver = ext.checkpointer
+        closers.append(ext.close)
+    graph = build_graph(saver)
 
-def _server(dsn: str) -> tuple[int, int, int]:
-    """(commits, WAL bytes inserted, WAL fsyncs) so far."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        commits = conn.execute(
-            "select xact_commit from pg_stat_database where datname = current_database()"
-        ).fetchone()
-        lsn = conn.execute("select pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
-        syncs = conn.execute(
-            "select coalesce(sum(fsyncs), 0) from pg_stat_io where object = 'wal'"
-        ).fetchone()
-    assert commits and lsn and syncs
-    return int(commits[0]), int(lsn[0]), int(syncs[0])
+    def cfg() -> Any:
+        tid = uuid.uuid4().hex
+        if setup == "full":
+            return ext.config(tid)
+        return {"configurable": {"thread_id": tid}}
 
+    def drain() -> None:
+        if ext is not None and not ext.flush(120):
+            raise SystemExit("flush() did not drain the record in 120 s")
 
-def measure(name: str, graph: Any, n: int, dsn: str, flush: Any, helper: int | None) -> None:
-    pids = _server_pids()
-    threads0, server0 = _threads(), sum(_cpu_of(f"/proc/{p}/stat") for p in pids)
-    helper0 = _cpu_of(f"/proc/{helper}/stat") if helper else 0.0
-    c0, w0, s0 = _server(dsn)
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    for _ in range(15):
+        invoke_chain(graph, cfg())
+    drain()
+    time.sleep(0.5)
+    print("READY", flush=True)
+    sys.stdin.readline()
     lat = []
+    t0 = time.perf_counter()
     for _ in range(n):
         t = time.perf_counter()
-        invoke_chain(graph, {"configurable": {"thread_id": uuid.uuid4().hex}})
+        invoke_chain(graph, cfg())
         lat.append(time.perf_counter() - t)
-    flush()
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    threads1, server1 = _threads(), sum(_cpu_of(f"/proc/{p}/stat") for p in pids)
-    helper1 = _cpu_of(f"/proc/{helper}/stat") if helper else 0.0
-    c1, w1, s1 = _server(dsn)
-    total = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n * 1000
-    per = {k: (v - threads0.get(k, 0.0)) / n * 1000 for k, v in threads1.items()}
-    named = {k.replace("langgraph-external-", ""): v for k, v in per.items() if v > 0.05}
-    rest = total - sum(named.values())
-    print(f"{name}: median {statistics.median(lat) * 1000:.2f} ms per invoke")
-    print(f"  Python CPU {total:.2f} ms: " + ", ".join(f"{k} {v:.2f}" for k, v in named.items()))
-    print(f"    LangGraph's executor threads (the saver's calls) {rest:.2f} ms")
-    if helper:
-        print(f"  sealing helper process CPU {(helper1 - helper0) / n * 1000:.2f} ms")
+    t1 = time.perf_counter()
+    drain()
+    t2 = time.perf_counter()
     print(
-        f"  server CPU {(server1 - server0) / n * 1000:.2f} ms, commits {(c1 - c0 - 1) / n:.1f},"
-        f" WAL {(w1 - w0) / n / 1024:.1f} KiB, WAL fsyncs {(s1 - s0) / n:.1f}"
+        "DONE " + json.dumps({"median": statistics.median(lat), "run": t1 - t0, "drain": t2 - t1}),
+        flush=True,
     )
+    sys.stdin.readline()
+    for close in closers:
+        close()
+
+
+# -- the sampler (this process) ---------------------------------------------------------
+def _cpu(p: psutil.Process) -> float | None:
+    try:
+        t = p.cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return t.user + t.system
+
+
+class Sampler:
+    """CPU seconds per (pid, create time) between :meth:`start` and :meth:`stop`, by role."""
+
+    def __init__(self, app: psutil.Process) -> None:
+        self.app = app
+        self.first: dict[tuple[int, float], float] = {}
+        self.last: dict[tuple[int, float], float] = {}
+        self.role: dict[tuple[int, float], str] = {}
+
+    def _procs(self) -> list[tuple[psutil.Process, str]]:
+        out: list[tuple[psutil.Process, str]] = [(self.app, "app")]
+        try:
+            out += [(c, "sealing") for c in self.app.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+        for p in psutil.process_iter(["name"]):
+            if p.info["name"] == "postgres":
+                out.append((p, "server"))
+        return out
+
+    def sample(self, *, initial: bool = False) -> None:
+        for p, role in self._procs():
+            try:
+                key = (p.pid, p.create_time())
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+            cpu = _cpu(p)
+            if cpu is None:
+                continue
+            if key not in self.first:
+                # a process born inside the window counts from zero
+                self.first[key] = cpu if initial else 0.0
+                self.role[key] = role
+            self.last[key] = cpu
+
+    def totals(self) -> dict[str, float]:
+        out = {"app": 0.0, "sealing": 0.0, "server": 0.0}
+        for key, cpu in self.last.items():
+            out[self.role[key]] += cpu - self.first[key]
+        return out
+
+
+def run_setup(setup: str, dsn: str, n: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", setup, "--dsn", dsn, "--n", str(n), "--tmp", tmp],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdin and proc.stdout
+        line = proc.stdout.readline()
+        if line.strip() != "READY":
+            raise SystemExit(f"{setup}: the app did not start: {line!r}")
+        sampler = Sampler(psutil.Process(proc.pid))
+        sampler.sample(initial=True)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        # sample until the app says it is done (its stdout line arrives)
+        os.set_blocking(proc.stdout.fileno(), False)
+        buf = ""
+        while "\n" not in buf:
+            time.sleep(0.02)
+            sampler.sample()
+            try:
+                chunk = proc.stdout.read()
+            except (BlockingIOError, TypeError):
+                chunk = None
+            if chunk:
+                buf += chunk
+            if proc.poll() is not None and "\n" not in buf:
+                raise SystemExit(f"{setup}: the app exited with {proc.returncode}")
+        sampler.sample()
+        os.set_blocking(proc.stdout.fileno(), True)
+        done = json.loads(buf.split("DONE ", 1)[1].splitlines()[0])
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait(120)
+    tot = sampler.totals()
+    per = {k: v / n * 1000 for k, v in tot.items()}
+    per["median_ms"] = done["median"] * 1000
+    per["wall_ms"] = (done["run"] + done["drain"]) / n * 1000
+    per["drain_s"] = done["drain"]
+    return per
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=80, help="invokes per setup")
-    ap.add_argument("--sealing", choices=["process", "thread"], default="process")
-    ap.add_argument("--no-encrypt", action="store_true", help="External(encrypt=False)")
+    ap.add_argument("--n", type=int, default=80, help="invokes per setup and round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--setups", default=",".join(SETUPS))
     ap.add_argument("--dsn")
+    ap.add_argument("--json", help="write every round's numbers here")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    from bench_floor import RECORD_TABLE, saver_in, with_one_statement
+    if a.child:
+        child(a.child, a.dsn, a.n, a.tmp)
+        return
+    sys.path.insert(0, str(HERE))
+    from _common import postgres
 
-    from langgraph_external import External
-
+    setups = [s for s in a.setups.split(",") if s]
+    rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
-        ext = External(
-            dsn=dsn,
-            workspace=Path(tmp) / "ws",
-            spool_dir=Path(tmp) / "spool",
-            schema="lgx_cpu",
-            encrypt=not a.no_encrypt,
-            sealing=a.sealing,
-        ).setup()
-        saver, pool = bare_saver(dsn, 8)
-        floor, fpool = saver_in(dsn, "floor_p", 8)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(RECORD_TABLE.format(s="floor_p"))
-        with_one_statement(floor, "floor_p")
-        setups = {
-            "bare": build_graph(saver),
-            "floor (one statement)": build_graph(floor),
-            "External": build_graph(ext.checkpointer),
-        }
-        for g in setups.values():
-            for _ in range(15):
-                invoke_chain(g, {"configurable": {"thread_id": uuid.uuid4().hex}})
-        ext.flush()
-        helper = getattr(ext.pipeline.sealing, "pid", None) if ext.pipeline else None
-        for name, graph in setups.items():
-            time.sleep(1)
-            ours = name == "External"
-            measure(
-                name,
-                graph,
-                a.n,
-                dsn,
-                ext.flush if ours else (lambda: None),
-                helper if ours else None,
-            )
-        ext.close()
-        pool.close()
-        fpool.close()
+        for r in range(a.rounds):
+            got: dict[str, dict[str, float]] = {}
+            for s in setups:
+                time.sleep(1.0)
+                got[s] = run_setup(s, dsn, a.n)
+            rounds.append(got)
+            _print_round(f"round {r + 1}", got)
+    med = {
+        s: {k: statistics.median(rd[s][k] for rd in rounds) for k in rounds[0][s]} for s in setups
+    }
+    _print_round(f"median of {a.rounds} rounds", med)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"rounds": rounds, "median": med}, indent=1))
+
+
+def _print_round(title: str, got: dict[str, dict[str, float]]) -> None:
+    print(f"\n{title} (CPU ms per invoke; drain included)")
+    print(f"{'setup':8} {'app':>7} {'sealing':>8} {'server':>7} {'total':>7}  {'extra':>7} "
+          f"{'x bare':>7} {'app x':>6}  {'median':>7} {'wall':>6}")
+    bare = got.get("bare")
+    bare_total = bare["app"] + bare["server"] if bare else None
+    for s, v in got.items():
+        total = v["app"] + v["sealing"] + v["server"]
+        extra = total - bare_total if bare_total is not None else float("nan")
+        ratio = extra / bare_total if bare_total else float("nan")
+        app_x = (v["app"] - bare["app"]) / bare_total if bare and bare_total else float("nan")
+        print(
+            f"{s:8} {v['app']:7.2f} {v['sealing']:8.2f} {v['server']:7.2f} {total:7.2f}  "
+            f"{extra:+7.2f} {ratio:7.3f} {app_x:6.3f}  {v['median_ms']:7.2f} {v['wall_ms']:6.2f}"
+        )
 
 
 if __name__ == "__main__":
