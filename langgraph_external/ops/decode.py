@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -30,6 +31,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import RestoreError
+from langgraph_external.ops.exact import SPLICEABLE_TYPES, RawValue, exact_serde
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.upstream import saver_ops
@@ -81,9 +83,18 @@ def load_checkpoint(
     return build_tuple(log, checkpoint_id, serde)
 
 
+def _value(log: CheckpointLog, ref: dict[str, Any], serde: SerializerProtocol, raw: bool) -> Any:
+    """The value ``ref`` names: decoded, or (``raw``) its exact bytes as a :class:`RawValue`."""
+    data = log.bytes_of(ref)
+    if raw and ref["type"] in SPLICEABLE_TYPES:
+        return RawValue(ref["type"], data)
+    return serde.loads_typed((ref["type"], data))
+
+
 def build_tuple(
-    log: CheckpointLog, checkpoint_id: str, serde: SerializerProtocol
+    log: CheckpointLog, checkpoint_id: str, serde: SerializerProtocol, *, raw: bool = False
 ) -> CheckpointTuple:
+    """One checkpoint of ``log`` as a saver returns it; ``raw``: values as exact bytes."""
     thread_id, checkpoint_ns = log.thread_id, log.checkpoint_ns
     doc = log.doc(checkpoint_id)
     values: dict[str, Any] = {}
@@ -92,7 +103,7 @@ def build_tuple(
             continue
         if ref.get("sha256") is None:
             raise RestoreError(f"channel {ch!r} of checkpoint {checkpoint_id} was never mirrored")
-        values[ch] = serde.loads_typed((ref["type"], log.bytes_of(ref)))
+        values[ch] = _value(log, ref, serde, raw)
     skel = doc["checkpoint"]
     checkpoint: Checkpoint = {
         "v": skel.get("v") or 4,
@@ -110,7 +121,7 @@ def build_tuple(
         {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
     )
     writes = [
-        (w["task_id"], w["channel"], serde.loads_typed((w["type"], log.bytes_of(w))))
+        (w["task_id"], w["channel"], _value(log, w, serde, raw))
         for w in log.pending_writes(checkpoint_id)
     ]
     return CheckpointTuple(
@@ -139,20 +150,36 @@ RestorePlan = list[tuple[str, CheckpointTuple, dict[tuple[str, str], list[tuple[
 
 
 def decode_all(
-    ws: Workspace, thread_id: str, logs: dict[str, CheckpointLog], serde: SerializerProtocol
+    ws: Workspace,
+    thread_id: str,
+    logs: dict[str, CheckpointLog],
+    serde: SerializerProtocol,
+    *,
+    raw: bool = False,
 ) -> RestorePlan:
     """Every checkpoint and its writes, decoded: done before the first write, so a value
-    the serializer cannot read does not leave half a thread in the saver either."""
+    the serializer cannot read does not leave half a thread in the saver either.
+
+    With ``raw`` (a saver that stores the serializer's bytes: :mod:`~langgraph_external.
+    ops.exact`) the plan carries every value as its exact bytes; what is decoded before
+    the first write is then every pending write and the newest checkpoint of each
+    namespace (a thread's values are built from its writes: a type the serializer cannot
+    read shows there), so the cost grows with the thread, not with its square."""
     plan: RestorePlan = []
     found = [(ns, cid) for ns, log in logs.items() for cid in log.docs]
+    newest = {ns: max(log.docs) for ns, log in logs.items() if log.docs}
     # checkpoint ids are time-ordered (uuid6): parents before children
     for ns, cid in sorted(found, key=lambda t: (t[1], t[0])):
         log = logs[ns]
         try:
-            tup = build_tuple(log, cid, serde)
+            if raw and newest.get(ns) == cid:
+                build_tuple(log, cid, serde)  # decodes: the check
+            tup = build_tuple(log, cid, serde, raw=raw)
             by_task: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
             for w in log.pending_writes(cid):
                 value = serde.loads_typed((w["type"], log.bytes_of(w)))
+                if raw and w["type"] in SPLICEABLE_TYPES:
+                    value = RawValue(w["type"], log.bytes_of(w))
                 key = (w["task_id"], w.get("task_path") or "")
                 by_task.setdefault(key, []).append((int(w["idx"]), w["channel"], value))
         except RestoreError:
@@ -208,12 +235,17 @@ def _last_root(plan: RestorePlan) -> str | None:
     return roots[-1] if roots else None
 
 
-def put_all(plan: RestorePlan, saver: BaseCheckpointSaver[Any], target: str) -> RestoredThread:
-    """Write a decoded thread into ``saver`` with its own ``put``/``put_writes``, parents first."""
-    for ns, tup, by_task in plan:
-        stored = saver.put(*_put_args(ns, tup, target))
-        for task_id, task_path, writes in _writes_args(by_task):
-            saver.put_writes(stored, writes, task_id, task_path)
+def put_all(
+    plan: RestorePlan, saver: BaseCheckpointSaver[Any], target: str, *, raw: bool = False
+) -> RestoredThread:
+    """Write a decoded thread into ``saver`` with its own ``put``/``put_writes``, parents
+    first (``raw``: a plan of exact bytes, written through :func:`~langgraph_external.ops.
+    exact.exact_serde`). Into ``SqliteSaver`` the whole thread is one transaction."""
+    with exact_serde(saver) if raw else nullcontext(), _compat.sqlite_one_transaction(saver):
+        for ns, tup, by_task in plan:
+            stored = saver.put(*_put_args(ns, tup, target))
+            for task_id, task_path, writes in _writes_args(by_task):
+                saver.put_writes(stored, writes, task_id, task_path)
     return RestoredThread(len(plan), _last_root(plan))
 
 
@@ -237,7 +269,7 @@ def _bulk_rows(plan: RestorePlan, serde: SerializerProtocol, target: str) -> dic
 
 
 def put_all_atomic(
-    plan: RestorePlan, saver: BaseCheckpointSaver[Any], target: str
+    plan: RestorePlan, saver: BaseCheckpointSaver[Any], target: str, *, raw: bool = False
 ) -> RestoredThread:
     """:func:`put_all`, in bulk and in one transaction into the official sync Postgres saver.
 
@@ -248,7 +280,7 @@ def put_all_atomic(
     in-memory, the async Postgres saver, custom ones) get their own puts one by one.
     """
     if not saver_ops.is_postgres_saver(saver) or saver_ops.is_async_postgres_saver(saver):
-        return put_all(plan, saver, target)
+        return put_all(plan, saver, target, raw=raw)
     try:
         rows = _bulk_rows(plan, saver.serde, target)
     except Exception as exc:  # the saver's serializer refuses a value

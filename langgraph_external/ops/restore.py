@@ -31,6 +31,7 @@ from langgraph_external.ops.decode import (
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, EventKind
+from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.workspace.checkpoint_log import (
     CheckpointLog,
     has_checkpoints,
@@ -108,8 +109,9 @@ def restore_thread_report(
     """
     serde = serde or saver.serde
     logs = verify_thread(ws, thread_id, cipher=cipher)
-    plan = decode_all(ws, thread_id, logs, serde)
-    return put_all_atomic(plan, saver, target_thread_id or thread_id)
+    raw = _compat.stores_serializer_bytes(saver) and serde is saver.serde
+    plan = decode_all(ws, thread_id, logs, serde, raw=raw)
+    return put_all_atomic(plan, saver, target_thread_id or thread_id, raw=raw)
 
 
 def restore_recorded(

@@ -132,7 +132,8 @@ class WorkspaceCipher:
         from cryptography.exceptions import InvalidTag
 
         try:
-            return self._aead.decrypt(blob[:12], blob[12:], aad)
+            view = memoryview(blob)  # no copy of a large ciphertext
+            return self._aead.decrypt(view[:12], view[12:], aad)
         except (InvalidTag, ValueError) as exc:
             raise DecryptionError("cannot decrypt workspace bytes: wrong key or altered") from exc
 

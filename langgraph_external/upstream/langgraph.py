@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -253,6 +254,78 @@ def _identity(row: Any) -> tuple[str, str]:
 # can be written with one ``executemany`` per table; ``tests/test_compat.py`` compares them
 # with what the saver itself writes.
 SaverRow = tuple[Any, ...]
+
+
+def stores_serializer_bytes(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``saver`` keeps exactly what its ``serde.dumps_typed`` returns for every
+    channel value, write and (``SqliteSaver``) whole checkpoint, and nothing else of them:
+    ``InMemorySaver`` and ``SqliteSaver`` with LangGraph's own serializer (restore hands
+    them exact bytes, :mod:`langgraph_external.ops.exact`). Subclasses may store
+    differently, so only these classes themselves qualify.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> stores_serializer_bytes(InMemorySaver()), stores_serializer_bytes(object())
+        (True, False)
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    kinds: list[type] = [InMemorySaver]
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        kinds.append(SqliteSaver)
+    except ImportError:  # the optional SQLite saver is not installed
+        pass
+    serde = getattr(saver, "serde", None)
+    return type(saver) in kinds and type(serde) is JsonPlusSerializer
+
+
+class _OneCommit:
+    """A ``sqlite3.Connection`` whose ``commit`` waits for :func:`sqlite_one_transaction`."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def commit(self) -> None:
+        """Deferred: the whole restore commits once, or rolls back."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+@contextmanager
+def sqlite_one_transaction(saver: Any) -> Iterator[None]:
+    """Every ``put``/``put_writes`` of ``SqliteSaver`` inside this block in one transaction.
+
+    ``SqliteSaver`` commits (and so syncs its file) after every call; a restore of a long
+    thread spent most of its time there, and a failure half-way left half a thread. Its
+    ``cursor()`` takes ``saver.lock`` and commits ``saver.conn``: while the block runs, the
+    lock is ours (a re-entrant stand-in, so other threads wait) and the connection's
+    commit is deferred to the end: one commit, or a rollback when the block raises. Any
+    other saver: nothing changes.
+    """
+    kind = type(saver)
+    if (kind.__module__, kind.__name__) != ("langgraph.checkpoint.sqlite", "SqliteSaver"):
+        yield
+        return
+    target: Any = saver
+    lock, conn = target.lock, target.conn
+    with lock:
+        ours = threading.RLock()
+        with ours:
+            target.lock, target.conn = ours, _OneCommit(conn)
+            try:
+                target.setup()
+                yield
+            except BaseException:
+                conn.rollback()
+                raise
+            else:
+                conn.commit()
+            finally:
+                target.lock, target.conn = lock, conn
 
 
 def saver_statements() -> dict[str, str]:
