@@ -203,3 +203,38 @@ def test_strict_mode_records_every_event_before_the_call_returns(
         found = sorted(kinds.values())
         assert found.count("run_start") == 1 and found.count("run_end") == 1
         assert found.count("checkpoint") == 3
+
+
+def test_a_redactor_that_fails_leaves_a_recorded_failure_and_verify_fails_the_thread(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    from langgraph_external.ops.verify import verify_thread
+
+    def redactor(value: Any) -> tuple[Any, int]:  # the app's own redactor, with a bug
+        if "boom" in repr(value):
+            raise RuntimeError("redactor bug on sk-live-123 boom")
+        return value, 0
+
+    class T(TypedDict):
+        text: str
+
+    g = StateGraph(T)
+    g.add_node("say", lambda s: {"text": s["text"] + "!"})
+    g.add_edge(START, "say")
+    g.add_edge("say", END)
+    with External(
+        dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, redactor=redactor
+    ) as ext:
+        graph = g.compile(checkpointer=ext.checkpointer)
+        assert graph.invoke({"text": "boom"}, ext.config("rf"))["text"] == "boom!"  # runs on
+        assert ext.flush()
+        assert ext.health()["record_failures"] >= 1
+        failed = [e for e in ext.events("rf") if e["kind"] == "record_failed"]
+        assert failed and all(e["payload"]["processor"] == "Redact" for e in failed)
+        # what a failing redactor says is not recorded: it may quote the secret
+        assert all(e["payload"]["error"] is None for e in failed)
+        assert not any("sk-live-123" in str(e) for e in ext.events("rf"))
+        with psycopg.connect(dsn) as conn:
+            res = verify_thread(conn, ext.workspace, "rf", ext.schema, cipher=ext.cipher)
+        assert not res.ok
+        assert any("could not be recorded (Redact: RuntimeError)" in p for p in res.problems)

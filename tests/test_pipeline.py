@@ -18,6 +18,7 @@ from langgraph_external import Event, Pipeline, Workspace, verify_chain
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
 from langgraph_external.ledger.memory import InMemoryLedger
 from langgraph_external.ledger.postgres import LockedPass
+from langgraph_external.record.artifacts import expand
 from langgraph_external.record.capture import Capture
 from langgraph_external.workspace.files import sha256_hex
 from langgraph_external.workspace.projection import WorkspaceProjection
@@ -364,14 +365,56 @@ def test_large_payloads_become_artifacts_and_nothing_is_truncated(
         p.emit(Event.new("tool_end", "t", payload=big, raw=raw))
         p.emit(Event.new("tool_end", "t", payload={"small": 1}, raw=b"ok"))
     first, second = list(ws.iter_events("t"))
-    ref = first["payload"]["$artifact"]
-    stored = ws.read_bytes(ws.artifact_path("t", ref))
-    assert json.loads(stored) == big and sha256_hex(stored) == ref
+    ref = first["payload"]["text"]  # the payload keeps its shape; the large value is named
+    assert ref["as"] == "text" and ref["size"] == 5000 and ref["head"] == "x" * 2000
+    stored = ws.read_bytes(ws.artifact_path("t", ref["$artifact"]))
+    assert stored.decode() == big["text"] and sha256_hex(stored) == ref["$artifact"]
+    assert expand(first["payload"], lambda d: ws.read_bytes(ws.artifact_path("t", d))) == big
     assert first["raw"] is None and first["artifact"] == sha256_hex(raw)
     assert ws.read_bytes(ws.artifact_path("t", first["artifact"])) == raw
     assert second["payload"] == {"small": 1} and second["artifact"] is None
     verify_chain([first, second])
     assert [e.envelope() for e in ledger.events] == [first, second]
+
+
+def test_identity_fields_of_a_large_payload_are_never_offloaded(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ledger = InMemoryLedger()
+    inputs = {"messages": [{"role": "user", "content": "q" * 40_000}]}
+    payload = {"user_id": "bob", "tags": ["vip"], "name": "agent", "inputs": inputs}
+    with Pipeline(
+        ledger, projections=[WorkspaceProjection(ws)], spool_dir=spool_dir, offload_threshold=16_384
+    ) as p:
+        p.emit(Event.new("run_start", "t", payload=payload))
+        p.emit(Event.new("tool_end", "t", payload={"output": "d" * 70_000, "status": "ok"}))
+    run, tool = list(ws.iter_events("t"))
+    assert run["payload"]["user_id"] == "bob" and run["payload"]["tags"] == ["vip"]
+    message = run["payload"]["inputs"]["messages"][0]
+    assert message["role"] == "user" and message["content"]["head"] == "q" * 2000
+    assert tool["payload"]["status"] == "ok" and tool["payload"]["output"]["tail"] == "d" * 500
+    fetch = lambda d: ws.read_bytes(ws.artifact_path("t", d))  # noqa: E731
+    assert expand(run["payload"], fetch) == payload
+    assert expand(tool["payload"], fetch)["output"] == "d" * 70_000
+
+
+def test_a_large_tool_result_with_a_lone_surrogate_is_recorded_not_dropped(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ledger = InMemoryLedger()
+    result = "x" * 40_000 + "\ud800"
+    with Pipeline(
+        ledger, projections=[WorkspaceProjection(ws)], spool_dir=spool_dir, offload_threshold=16_384
+    ) as p:
+        p.emit(Event.new("tool_end", "t", payload={"output": result, "tool_call_id": "c1"}))
+        p.emit(Event.new("run_end", "t", payload={"outputs": {"last": result}}))
+    tool, end = list(ws.iter_events("t"))
+    assert tool["kind"] == "tool_end" and end["kind"] == "run_end"
+    text = ws.read_bytes(ws.artifact_path("t", tool["payload"]["output"]["$artifact"])).decode()
+    assert text == "x" * 40_000 + "\\ud800"  # escaped visibly, as inline text is
+    verify_chain([tool, end])
 
 
 def test_redactor_runs_before_anything_is_written(tmp_path: Path, spool_dir: Path) -> None:
@@ -520,3 +563,40 @@ def test_health_counts_a_commit_stuck_in_a_savers_transaction(spool_dir: Path) -
         assert p.health()["ledger_wait_seconds"] >= 0.3
         commit.failed()
         assert p.health()["ledger_wait_seconds"] == 0.0
+
+
+def test_an_event_the_processors_cannot_record_takes_its_place_as_record_failed(
+    tmp_path: Path, spool_dir: Path
+) -> None:
+    def broken(event: Event) -> Event:  # a processor of the app's with a bug
+        if event.kind == "tool_end":
+            raise ValueError("cannot handle this result")
+        return event
+
+    ws = Workspace(tmp_path / "ws")
+    ledger = InMemoryLedger()
+    with Pipeline(
+        ledger,
+        projections=[WorkspaceProjection(ws)],
+        spool_dir=spool_dir,
+        extra_processors=[broken],
+    ) as p:
+        p.emit(Event.new("tool_start", "t", node="tools", step=2, run_id="r1"))
+        p.emit(Event.new("tool_end", "t", node="tools", step=2, run_id="r1", payload={"x": 1}))
+        p.emit(Event.new("node_end", "t", node="tools", step=2))
+        assert p.flush()
+        health = p.health()
+    events = list(ws.iter_events("t"))
+    assert [e["kind"] for e in events] == ["tool_start", "record_failed", "node_end"]
+    failed = events[1]
+    assert (failed["node"], failed["step"], failed["run_id"], failed["status"]) == (
+        "tools",
+        2,
+        "r1",
+        "error",
+    )
+    assert failed["payload"]["kind"] == "tool_end"
+    assert failed["payload"]["processor"] == "broken"
+    assert failed["payload"]["error"] == "cannot handle this result"
+    assert health["record_failures"] == 1
+    verify_chain(events)

@@ -30,6 +30,7 @@ from langgraph_external import External
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.read.diff import diff_values
 from langgraph_external.read.inspection import NotFoundError
+from langgraph_external.record.artifacts import artifact_digests
 from langgraph_external.record.render import to_readable
 from langgraph_external.replay import areplay, replay
 from langgraph_external.replay._intercept import installed
@@ -150,7 +151,7 @@ def test_offloaded_payloads_are_answered_from_their_artifacts(
     ws = tmp_path / "ws"
     with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, offload_threshold=200) as e:
         graph = _record_react(e, "t-big")
-        offloaded = [ev for ev in e.events("t-big") if "$artifact" in (ev["payload"] or {})]
+        offloaded = [ev for ev in e.events("t-big") if artifact_digests(ev["payload"])]
         assert {ev["kind"] for ev in offloaded} >= {"llm_start", "llm_end"}
         _reset()
         report = replay(react_app(e.checkpointer), "t-big", ext=e, into="t-big-r")

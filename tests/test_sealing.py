@@ -5,6 +5,7 @@ sealers never seal a thread twice, and what a user sees while captures wait."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -254,6 +255,29 @@ def test_worker_mode_the_app_captures_and_lgx_worker_seals_and_mirrors(
     status = json.loads(_lgx(dsn, ws, "worker", "--status", "--json").stdout)
     assert status["captures"] == 0 and status["workspace_behind_threads"] == 0
     assert _lgx(dsn, ws, "verify", "--all").returncode == 0
+
+
+def test_closing_an_app_in_worker_mode_leaves_its_captures_to_the_workers_without_waiting(
+    dsn: str, tmp_path: Path, spool_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The captures are durable when the app closes: closing must not wait on sealing it
+    does not do (it waited for a worker up to 30 s, then gave up)."""
+    ws = tmp_path / "ws"
+    caplog.set_level(logging.INFO, logger="langgraph_external")
+    ext = External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker").setup()
+    react_agent(ext.checkpointer).invoke(ASK, ext.config("left"))
+    backend = ext.pipeline.sealing
+    ext.close()
+    # closed without a worker: nothing sealed, every capture committed and counted
+    assert backend.waiting["captures"] > 0
+    assert "wait for an lgx worker" in caplog.text
+    with External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker") as reader:
+        assert reader.events("left") == []
+        assert _lgx(dsn, ws, "worker", "--once").returncode == 0
+        events = reader.events("left")
+    verify_chain(events)
+    assert {"checkpoint", "tool_start", "llm_end"} <= {e["kind"] for e in events}
+    assert _lgx(dsn, ws, "verify", "left").returncode == 0
 
 
 def test_lgx_worker_writes_a_quiet_threads_deferred_state_without_being_stopped(

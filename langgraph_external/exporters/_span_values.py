@@ -18,10 +18,10 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph_external.record.artifacts import artifact_digests, expand, is_ref
 from langgraph_external.record.events import Event
 from langgraph_external.record.locations import artifact_relpath, events_relpath
 
@@ -54,7 +54,7 @@ def json_text(value: Any) -> str:
 
 
 def _is_offloaded(value: Any) -> bool:
-    return isinstance(value, Mapping) and "$artifact" in value and len(value) <= 2
+    return is_ref(value)
 
 
 @dataclass
@@ -68,16 +68,13 @@ class SpanValues:
     def expand(self, e: Event) -> Event:
         """An event whose payload was offloaded to an artifact, with the payload back."""
         p = e.payload
-        if not _is_offloaded(p):
+        named = artifact_digests(p)
+        if not named:
             return e
-        body = e.attachments.get(f"artifacts/{p['$artifact']}")
-        if body is None:
+        full = expand(p, lambda digest: e.attachments.get(f"artifacts/{digest}"))
+        if full == p:
             return e
-        try:
-            full = json.loads(body)
-        except ValueError:
-            return e
-        self.offloaded[e.event_id] = str(p["$artifact"])
+        self.offloaded[e.event_id] = named[0]
         while len(self.offloaded) > _OFFLOADED_KEPT:
             self.offloaded.pop(next(iter(self.offloaded)))
         return e.replace(payload=full if isinstance(full, dict) else {"value": full})
@@ -97,7 +94,11 @@ class SpanValues:
         if _is_offloaded(value):
             digest = str(value["$artifact"])
             body = e.attachments.get(f"artifacts/{digest}")
-            preview = body[: self.options.preview_chars].decode("utf-8", "replace") if body else ""
+            preview = (
+                body[: self.options.preview_chars].decode("utf-8", "replace")
+                if body
+                else str(value.get("head") or "")[: self.options.preview_chars]
+            )
             return json_text(
                 {
                     "preview": preview,

@@ -31,6 +31,7 @@ from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.rows import checkpoint_row
+from langgraph_external.record.artifacts import artifact_digests
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, verify_chain
 from langgraph_external.record.keys import head_tag, heads_tag, state_tag
@@ -140,10 +141,30 @@ def verify_thread(
             res.problems.append(p)
     if lg:
         res.problems.extend(derived_problems(conn, thread_id, schema, lg))
+        res.problems.extend(record_failures(lg))
     if wk and bad_line is None:
         res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher))
     res.problems.extend(saver_problems(conn, thread_id, schema))
     return res
+
+
+def record_failures(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One problem per ``record_failed`` event: something of the thread was not recorded.
+
+    Example:
+        >>> record_failures([{"seq": 3, "kind": "record_failed", "payload": {"kind":
+        ...     "tool_end", "processor": "Offload", "error_type": "ValueError"}}])
+        ['ledger seq 3: a tool_end event could not be recorded (Offload: ValueError)']
+    """
+    out = []
+    for e in events:
+        if e.get("kind") == "record_failed":
+            p = e.get("payload") or {}
+            out.append(
+                f"ledger seq {e['seq']}: a {p.get('kind')} event could not be recorded "
+                f"({p.get('processor')}: {p.get('error_type')})"
+            )
+    return out
 
 
 def _head_problem(
@@ -263,9 +284,7 @@ def _artifact_problems(ws: Workspace, thread_id: str, wk: Sequence[Mapping[str, 
     """Every artifact an event names exists and matches its address (sha256 of content)."""
     names: dict[str, int] = {}
     for env in wk:
-        payload = env.get("payload")
-        ref = payload.get("$artifact") if isinstance(payload, Mapping) else None
-        for name in (env.get("artifact"), ref):
+        for name in (env.get("artifact"), *artifact_digests(env.get("payload"))):
             if isinstance(name, str):
                 names.setdefault(name, env["seq"])
     out = []

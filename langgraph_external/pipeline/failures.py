@@ -10,12 +10,16 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 __all__ = ["Failure", "Failures"]
+
+
+logger = logging.getLogger("langgraph_external")
 
 
 @dataclass
@@ -34,6 +38,20 @@ class Failures(list[Failure]):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
+        self.unrecorded_events = 0  # replaced by a ``record_failed`` event (``health()``)
+
+    def unrecorded(self, event: Any, exc: BaseException) -> None:
+        """``event`` could not be recorded: a ``record_failed`` event takes its place."""
+        self.add("record", exc, 1)
+        with self._lock:
+            self.unrecorded_events += 1
+        logger.error(
+            "langgraph-external could not record a %s event of thread %r (%s): "
+            "recorded as record_failed",
+            event.kind,
+            event.thread_id,
+            exc,
+        )
 
     def add(self, where: str, exc: BaseException, n: int = 0) -> None:
         """Record one failure (thread-safe)."""

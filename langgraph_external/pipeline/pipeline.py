@@ -74,6 +74,7 @@ from langgraph_external.record.processors import (
     Redactor,
     materialize,
     normalize,
+    run_all,
 )
 
 logger = logging.getLogger("langgraph_external")
@@ -252,10 +253,8 @@ class Pipeline:
 
     # -- producer side -------------------------------------------------------------------
     def process(self, event: Event) -> Event:
-        """Run the processors on ``event`` (on the caller's thread)."""
-        for proc in self.processors:
-            event = proc(event)
-        return event
+        """Run the processors on ``event`` (on the caller's thread; :func:`run_all`)."""
+        return run_all(event, self.processors, strict=self.strict, failed=self.failures.unrecorded)
 
     def emit(self, event: Event, *, durable: bool = False) -> None:
         """Submit one event. ``durable``: in the write-ahead log before returning."""
@@ -379,7 +378,7 @@ class Pipeline:
         """
         return self._flush(timeout, exports=True)
 
-    def _flush(self, timeout: float | None, *, exports: bool) -> bool:
+    def _flush(self, timeout: float | None, *, exports: bool, seal: bool = True) -> bool:
         self._flush_hooks.run()
         deadline = None if timeout is None else time.monotonic() + timeout
         b = self.buffer
@@ -393,7 +392,7 @@ class Pipeline:
                     return False
             b.force -= 1
             threads, b.unflushed = b.unflushed, set()
-        if self.sealing is None:
+        if self.sealing is None or not seal:
             return True
         try:
             horizon = self._horizon()
@@ -473,8 +472,10 @@ class Pipeline:
         atexit.unregister(self._atexit)
         deadline = time.monotonic() + timeout
         # exports get their own chance when the sealer closes (and do not wait again
-        # after a flush of the app's that found their receiver down)
-        ok = self._flush(timeout, exports=False)
+        # after a flush of the app's that found their receiver down); a backend that
+        # seals elsewhere (``lgx worker``) is not waited for: the captures are durable
+        seal = getattr(self.sealing, "seals_here", True)
+        ok = self._flush(timeout, exports=False, seal=seal)
         self._closed = True
         keep_leftover(self._wal, self.flusher.stop(), ok)
         self._wal.close()
@@ -510,6 +511,7 @@ class Pipeline:
             waits = [self.flusher.store_started or 0.0, *self._calls.values()]
             out = capture_health(self.buffer, waits, self.failures, self.quarantined)
         out["wal_files"] = len(self._wal.pending())
+        out["record_failures"] = self.failures.unrecorded_events
         return recording_health(out, self.sealing, shares_failures=self.service is not None)
 
 

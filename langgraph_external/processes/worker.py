@@ -73,7 +73,11 @@ class NotifyingBackend:
 
     Captures are announced with ``NOTIFY`` (at most every ``interval`` seconds, from a
     background thread); :meth:`flush` waits until the workers sealed the app's captures.
+    Closing the app does not wait for them (``seals_here`` is false): what it captured is
+    committed, announced once more, and logged as waiting for a worker.
     """
+
+    seals_here = False
 
     def __init__(self, ledger: Any, schema: str, interval: float = 0.05) -> None:
         self.ledger = ledger
@@ -81,6 +85,7 @@ class NotifyingBackend:
         self.interval = interval
         self._pending = threading.Event()
         self._stop = threading.Event()
+        self.waiting: dict[str, Any] = {}  # what was unsealed when the app closed
         self._thread = threading.Thread(
             target=self._loop, name="langgraph-external-notify", daemon=True
         )
@@ -94,6 +99,8 @@ class NotifyingBackend:
             if not self._pending.wait(0.5):
                 continue
             self._pending.clear()
+            if self._stop.is_set():
+                return  # closing: close() announces once more itself
             try:
                 self.ledger.notify(self.channel)
             except Exception as exc:  # the workers poll too: a lost NOTIFY only delays
@@ -136,5 +143,19 @@ class NotifyingBackend:
 
     def close(self, timeout: float = 30.0) -> bool:
         self._stop.set()
+        self._pending.set()  # wake the loop now, not at its next half-second look
         self._thread.join(timeout=5)
+        try:
+            self.ledger.notify(self.channel)
+            waiting = self.ledger.pending()
+        except Exception as exc:  # the workers poll too
+            logger.debug("NOTIFY at close failed: %s", exc)
+            return True
+        if waiting["captures"]:
+            logger.info(
+                "langgraph-external: %d captures (%d threads) in the ledger wait for an lgx worker",
+                waiting["captures"],
+                waiting["threads"],
+            )
+        self.waiting = dict(waiting)
         return True

@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ import psycopg
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.queries import SELECT_CALLS
 from langgraph_external.read.state_diff import is_message, message_key, tool_call_keys
+from langgraph_external.record.artifacts import artifact_digests, expand
 from langgraph_external.record.events import canonical_json
 from langgraph_external.record.namespaces import SEPARATOR, scope_of
 from langgraph_external.workspace.files import Workspace
@@ -229,13 +229,14 @@ def load_calls(
 def _resolve_payload(
     ws: Workspace | None, thread_id: str, payload: Mapping[str, Any]
 ) -> Mapping[str, Any]:
-    digest = payload.get("$artifact") if isinstance(payload, Mapping) else None
-    if not digest:
+    if ws is None or not artifact_digests(payload):
         return payload
-    if ws is None:
-        return {}
-    try:
-        loaded = json.loads(ws.read_bytes(ws.artifact_path(thread_id, str(digest))))
-    except (OSError, ValueError):
-        return {}
+    loaded = expand(payload, lambda digest: _artifact_bytes(ws, thread_id, digest))
     return loaded if isinstance(loaded, dict) else {}
+
+
+def _artifact_bytes(ws: Workspace, thread_id: str, digest: str) -> bytes | None:
+    try:
+        return ws.read_bytes(ws.artifact_path(thread_id, digest))
+    except OSError:
+        return None

@@ -60,6 +60,7 @@ class EventKind(str, Enum):
     THREAD_RESTORED = "thread_restored"
     THREAD_IMPORTED = "thread_imported"
     ERROR = "error"
+    RECORD_FAILED = "record_failed"
 
 
 def _utcnow() -> datetime:

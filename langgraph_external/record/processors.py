@@ -16,12 +16,18 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from langgraph_external.record.events import Event, canonical_json, json_safe, safe_text
+from langgraph_external.record.artifacts import offload_values
+from langgraph_external.record.events import (
+    Event,
+    EventKind,
+    canonical_json,
+    json_safe,
+    safe_text,
+)
 from langgraph_external.record.locations import sha256_hex
 
 Redactor = Callable[[Any], tuple[Any, int]]
@@ -94,11 +100,14 @@ _STRUCTURAL = frozenset({"checkpoint", "writes"})
 
 
 class Offload:
-    """Move payloads and raw bytes above ``threshold`` bytes to content-addressed artifacts.
+    """Move large payload values and raw bytes above ``threshold`` bytes to artifacts.
 
-    The event keeps a reference (``{"$artifact": sha256, "size": n}`` for the payload,
-    ``artifact`` for raw bytes); the bytes travel as an attachment to
-    ``artifacts/<sha256>``. Nothing is truncated.
+    A payload over the threshold keeps its shape: its large values become references
+    that show their head and tail (:func:`~langgraph_external.record.artifacts.
+    offload_values`; identity and routing fields stay); raw bytes over it become
+    ``artifact``. The bytes travel as attachments to ``artifacts/<sha256>``. Nothing is
+    truncated, and text JSON or UTF-8 cannot hold as is (a lone surrogate) is offloaded
+    escaped, never refused.
     """
 
     def __init__(self, threshold: int = 64 * 1024) -> None:
@@ -113,12 +122,10 @@ class Offload:
             changes["raw"] = None
             changes["artifact"] = digest
         if event.payload and event.kind not in _NEVER_OFFLOAD:
-            text = canonical_json(event.payload)
-            if len(text) > self.threshold:
-                data = json.dumps(event.payload, ensure_ascii=False, default=str).encode()
-                digest = sha256_hex(data)
-                attachments[f"artifacts/{digest}"] = data
-                changes["payload"] = {"$artifact": digest, "size": len(data)}
+            payload, files = offload_values(event.payload, self.threshold)
+            if files:
+                attachments.update((f"artifacts/{d}", data) for d, data in files.items())
+                changes["payload"] = payload
         if not changes:
             return event
         return event.replace(attachments=attachments, **changes)
@@ -259,3 +266,84 @@ class Sequencer:
     def __call__(self, event: Event) -> Event:
         """Seal one event (see :meth:`seal`)."""
         return self.seal([event])[0]
+
+
+def failed_record(
+    event: Event, failed: Processor, exc: Exception, processors: Sequence[Processor]
+) -> Event:
+    """The ``record_failed`` event that takes ``event``'s place when ``failed`` raised.
+
+    It names what was not recorded (kind, node, step, run ids), where (the processor)
+    and why (the error's type and message — not the message of a failing redactor,
+    which may quote what it failed to redact), and passes through the other processors.
+
+    Example:
+        >>> def broken(e): raise ValueError("no")
+        >>> out = failed_record(Event.new("tool_end", "t", node="n"), broken, ValueError("no"), [])
+        >>> out.kind, out.node, out.payload["processor"], out.payload["error"]
+        ('record_failed', 'n', 'broken', 'no')
+    """
+    where = getattr(failed, "__name__", None) or type(failed).__name__
+    out = Event.new(
+        EventKind.RECORD_FAILED,
+        event.thread_id,
+        ts=event.ts,
+        status="error",
+        name=event.kind,
+        checkpoint_ns=event.checkpoint_ns,
+        checkpoint_id=event.checkpoint_id,
+        run_id=event.run_id,
+        parent_run_id=event.parent_run_id,
+        root_run_id=event.root_run_id,
+        node=event.node,
+        step=event.step,
+        task_id=event.task_id,
+        payload={
+            "kind": event.kind,
+            "event_id": event.event_id,
+            "processor": where,
+            "error_type": type(exc).__name__,
+            "error": None if isinstance(failed, Redact) else str(exc)[:500],
+        },
+    )
+    for proc in processors:
+        if proc is failed:
+            continue
+        try:
+            out = proc(out)
+        except Exception:  # the message itself cannot pass (the redactor fails on it)
+            out = out.replace(payload={**out.payload, "error": None})
+    return out
+
+
+def run_all(
+    event: Event,
+    processors: Sequence[Processor],
+    *,
+    strict: bool = False,
+    failed: Callable[[Event, Exception], None] | None = None,
+) -> Event:
+    """``event`` through ``processors`` in order.
+
+    An event the processors cannot turn into a record (a redactor or processor of the
+    app's that raises, a value nothing can encode) is not dropped in silence: its place
+    in the thread's chain is taken by a ``record_failed`` event (:func:`failed_record`),
+    and ``failed`` hears of it (``health()`` counts it; ``lgx verify`` fails the thread).
+    ``strict``: raise instead.
+
+    Example:
+        >>> def broken(e): raise ValueError("no")
+        >>> run_all(Event.new("tool_end", "t"), [broken]).kind
+        'record_failed'
+    """
+    original = event
+    for proc in processors:
+        try:
+            event = proc(event)
+        except Exception as exc:
+            if strict:
+                raise
+            if failed is not None:
+                failed(original, exc)
+            return failed_record(original, proc, exc, processors)
+    return event

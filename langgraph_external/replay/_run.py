@@ -28,6 +28,7 @@ from langgraph_external.read.inspection import (
     REPLAY_PREFIX,
     NotFoundError,
 )
+from langgraph_external.record.artifacts import artifact_digests, expand
 from langgraph_external.record.events import canonical_json, new_id
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.record.render import to_readable
@@ -164,14 +165,12 @@ def _resolver(ext: External, thread_id: str) -> Any:
     """Payloads offloaded to artifacts come back from the workspace."""
 
     def resolve(payload: Mapping[str, Any]) -> Mapping[str, Any]:
-        digest = payload.get("$artifact") if isinstance(payload, Mapping) else None
-        if not digest:
+        if not artifact_digests(payload):
             return payload
         ws = ext.workspace
         if ws is None:
             raise ConfigurationError("an offloaded payload is in the workspace: give External one")
-        data = ws.read_bytes(ws.artifact_path(thread_id, str(digest)))
-        loaded = json.loads(data)
+        loaded = expand(payload, lambda d: ws.read_bytes(ws.artifact_path(thread_id, d)))
         return loaded if isinstance(loaded, dict) else {}
 
     return resolve
