@@ -1,0 +1,142 @@
+"""``lgx ui`` at its edges: bad input, every message of a compared call, writes with their
+step, bidi controls in recorded text, store hits, errors and models named in answers.
+
+The ledger is recorded by real apps (tests/ui_edge_apps.py, tests/replay_apps.py) into
+an embedded PostgreSQL and served by the real ``lgx ui`` command in a child process, as
+in tests/test_ui.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from langgraph_external import External
+from langgraph_external.read.prices import load_prices
+from langgraph_external.read.thread_view import build_thread_view
+from langgraph_external.ui import _queries, read_only_options
+from tests import browser
+from tests.conftest import _fresh_database
+from tests.test_ui import Server
+
+needs_chromium = pytest.mark.skipif(
+    browser.chromium_path() is None, reason="chromium is not installed (scripts/test.sh does it)"
+)
+S = "langgraph_external"
+RLO = "\u202e"
+RLO_THREAD = f"rlo-{RLO}fdp.exe"
+PRICES = 'currency: USD\n"gpt-4o-mini*": {input: 0.15, output: 0.60}\n'
+
+
+@dataclass
+class Ledger:
+    dsn: str
+    ws: Path
+    prices: Path
+
+
+@pytest.fixture(scope="module")
+def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ledger]:
+    """A failing thread (store hits, a model named in its answer, a node that raises), a
+    thread paused and resumed, two weather runs, a thread whose ids carry U+202E."""
+    from tests.replay_apps import react_app, terse_react_app
+    from tests.ui_edge_apps import approval_app, failing_app, notes_store
+
+    tmp = tmp_path_factory.mktemp("ui-edges")
+    os.environ["LGX_TEST_TOOL_LOG"] = str(tmp / "tools.log")
+    prices = tmp / "prices.yaml"
+    prices.write_text(PRICES)
+    with _fresh_database(pg_server) as dsn:
+        ws = tmp / "ws"
+        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+            app = failing_app(ext.checkpointer, ext.store(notes_store()))
+            with pytest.raises(RuntimeError):
+                app.invoke({"messages": [HumanMessage("where is A-1?")]}, ext.config("edge-fail"))
+            approval = approval_app(ext.checkpointer)
+            for thread, user, tags in (
+                ("edge-resume", "alice", ["refunds"]),
+                (RLO_THREAD, f"u{RLO}cba", [f"t{RLO}gat", "plain"]),
+            ):
+                config = ext.config(thread, user_id=user, tags=tags)
+                approval.invoke({"messages": [HumanMessage("refund A-1")]}, config)
+                approval.invoke(Command(resume="yes"), config)
+            question = {"messages": [HumanMessage("weather in Oslo?")]}
+            react_app(ext.checkpointer).invoke(question, ext.config("weather-1"))
+            terse_react_app(ext.checkpointer).invoke(question, ext.config("weather-2"))
+        yield Ledger(dsn, ws, prices)
+
+
+@pytest.fixture(scope="module")
+def server(recorded: Ledger) -> Iterator[Server]:
+    """``lgx ui`` in a child process, on a free port of 127.0.0.1."""
+    env = {**os.environ, "LGX_DSN": recorded.dsn, "LGX_PRICES": str(recorded.prices)}
+    lgx = str(Path(sys.executable).parent / "lgx")
+    proc = subprocess.Popen(
+        [lgx, "--workspace", str(recorded.ws), "ui", "--port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"serving (http://\S+/)", line)
+        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
+        yield Server(match.group(1), proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def q(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def view_of(recorded: Ledger, thread_id: str, envs: Any = None) -> dict[str, Any]:
+    if envs is None:
+        envs = events_of(recorded, thread_id)
+    return build_thread_view(thread_id, envs, prices=load_prices(recorded.prices))
+
+
+def events_of(recorded: Ledger, thread_id: str) -> list[dict[str, Any]]:
+    with psycopg.connect(recorded.dsn, autocommit=True, options=read_only_options()) as conn:
+        return _queries.view_events(conn, S, thread_id)
+
+
+# -- 1. bad input -------------------------------------------------------------------------
+def test_text_postgres_cannot_take_is_refused_with_a_4xx_on_every_page(server: Server) -> None:
+    """NUL (PostgreSQL ``text`` cannot hold it) in any query parameter: a 400 naming the
+    parameter, never a 500 with a traceback."""
+    for path in (
+        "/thread?id=%00",
+        "/thread?id=edge-fail%00",
+        "/compare?a=%00&b=x",
+        "/compare?a=weather-1&b=weather-2&acp=%00",
+        "/?q=error:%00",
+        "/?q=session:%00",
+        "/?q=%00",
+        "/thread/row?id=%00&row=1",
+        "/thread/timeline.html?id=%00",
+        "/thread/events.json?id=%00",
+        "/thread/verify.json?id=%00",
+        "/?sort=%00",
+    ):
+        status, body, _ = server.get(path)
+        assert 400 <= status < 500, (path, status, body[:300])
+        assert "Traceback" not in body and "NUL" in body, (path, body[:300])
+    # the same pages with good input still answer
+    assert server.get("/?q=error:")[0] == 200
+    assert server.get("/thread?id=edge-fail")[0] == 200
