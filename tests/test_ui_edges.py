@@ -140,3 +140,29 @@ def test_text_postgres_cannot_take_is_refused_with_a_4xx_on_every_page(server: S
     # the same pages with good input still answer
     assert server.get("/?q=error:")[0] == 200
     assert server.get("/thread?id=edge-fail")[0] == 200
+
+
+# -- 2. compare: every message of a call, the answer once -------------------------------
+def llm_cells(page: str) -> list[str]:
+    """The A and B cells of the compare page's model calls (prompt rows, then answers)."""
+    table = page.split('id="llm"', 1)[1].split("</table>", 1)[0]
+    return re.findall(r"<td>(.*?)</td>", table, flags=re.S)
+
+
+def test_compare_shows_every_message_of_each_call_and_the_answer_once(server: Server) -> None:
+    status, page, _ = server.get("/compare?a=weather-1&b=weather-2")
+    assert status == 200
+    cells = llm_cells(page)
+    prompts = [c for c in cells if re.search(r"· \d+ messages", c)]
+    assert len(prompts) >= 4
+    for cell in prompts:
+        said = int(re.search(r"· (\d+) messages", cell).group(1))  # type: ignore[union-attr]
+        if "same prompt" not in cell:
+            assert cell.count('class="msg ') == said, cell
+    # call 2 of B: the terse system prompt, the question, the tool call and its result
+    second_b = prompts[3]
+    assert "You are a terse weather assistant." in second_b and "weather in Oslo?" in second_b
+    answers = re.findall(r'<pre class="text">(.*?)</pre>', page, flags=re.S)
+    assert answers and all(a.count("[assistant]") <= 1 for a in answers), answers
+    assert any("→ get_weather" in a for a in answers)
+    assert not any(a.startswith("[assistant] \n") or a.startswith("\n") for a in answers)
