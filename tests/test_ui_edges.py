@@ -166,3 +166,56 @@ def test_compare_shows_every_message_of_each_call_and_the_answer_once(server: Se
     assert answers and all(a.count("[assistant]") <= 1 for a in answers), answers
     assert any("→ get_weather" in a for a in answers)
     assert not any(a.startswith("[assistant] \n") or a.startswith("\n") for a in answers)
+
+
+# -- 3. writes with their step and run ----------------------------------------------------
+def writes_placement(view: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
+    """(channels, parent kind, parent's run label, parent label) of every writes row."""
+    rows = {r["id"]: r for r in view["rows"]}
+
+    def run_of(r: dict[str, Any]) -> dict[str, Any]:
+        while r["parent"] is not None:
+            r = rows[r["parent"]]
+        return r
+
+    assert all(r["parent"] is not None for r in view["rows"] if r["kind"] == "writes")
+    return [
+        (
+            r["label"],
+            rows[r["parent"]]["kind"],
+            run_of(r)["label"],
+            rows[r["parent"]]["label"],
+        )
+        for r in view["rows"]
+        if r["kind"] == "writes"
+    ]
+
+
+def test_each_writes_row_is_drawn_with_its_step_and_run_whatever_the_commit_order(
+    recorded: Ledger,
+) -> None:
+    """LangGraph commits a task's writes in the background: before its node's events, a
+    later step's before an earlier one's, a resume's before the paused run's last events.
+    The run tree draws each writes row under the node run that wrote it, in its run."""
+    envs = events_of(recorded, "edge-resume")
+    writes = [e for e in envs if e["kind"] == "writes"]
+    rest = [e for e in envs if e["kind"] != "writes"]
+    committed_first = [{**e, "seq": n} for n, e in enumerate([rest[0], *writes, *rest[1:]], 1)]
+    for order in (envs, committed_first):
+        placed = writes_placement(view_of(recorded, "edge-resume", order))
+        by_channels = {label: (kind, run, parent) for label, kind, run, parent in placed}
+        assert by_channels["writes __interrupt__"] == ("node", "run 1", "ask · step 2")
+        assert by_channels["writes __resume__, messages"] == (
+            "node",
+            "run 2 · resume",
+            "ask · step 2",
+        )
+        assert by_channels["writes __resume__"][1] == "run 2 · resume"  # the resume value
+        assert ("writes messages", "node", "run 1", "plan · step 1") in placed
+        assert ("writes messages", "node", "run 2 · resume", "act · step 3") in placed
+        # each writes row is drawn at its node's step, inside it (never at the top)
+        view = view_of(recorded, "edge-resume", order)
+        rows = {r["id"]: r for r in view["rows"]}
+        for r in view["rows"]:
+            if r["kind"] == "writes" and rows[r["parent"]]["kind"] == "node":
+                assert r["step"] == rows[r["parent"]]["step"]

@@ -83,6 +83,8 @@ class RunTree:
         self.tags: list[str] = []
         self.orphans: dict[str, list[dict[str, Any]]] = {}
         self.node_runs: dict[tuple[str, Any, Any], list[dict[str, Any]]] = {}
+        self.task_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.writes: list[dict[str, Any]] = []
         self.paused: list[dict[str, Any]] = []
 
     # -- rows -----------------------------------------------------------------------
@@ -209,7 +211,9 @@ class RunTree:
                     "checkpoint_ns": env.get("checkpoint_ns") or "",
                 }
                 if env.get("task_id"):
-                    self.by_task[(env.get("checkpoint_ns") or "", str(env["task_id"]))] = r
+                    task = (env.get("checkpoint_ns") or "", str(env["task_id"]))
+                    self.by_task[task] = r
+                    self.task_runs.setdefault(task, []).append(r)
                 key = (env.get("checkpoint_ns") or "", env.get("step"), env.get("node"))
                 self.node_runs.setdefault(key, []).append(r)
             elif family == "llm":
@@ -282,9 +286,9 @@ class RunTree:
                 self.memory_hits.append({**h, "seq": env.get("seq"), "node": env.get("node")})
         if family == "checkpoint":
             self.place_checkpoint(r, env, payload)
-        elif family == "writes" and parent is not None and parent["kind"] == "node":
-            r["t0"] = r["t1"] = parent["t1"]  # with the task that wrote them
-            r["step"] = parent["step"]
+        elif family == "writes":  # placed with the task that wrote them by layout()
+            r["detail"]["task"] = (env.get("checkpoint_ns") or "", str(env.get("task_id") or ""))
+            self.writes.append(r)
         elif family == "interrupt":
             self.place_interrupt(r, env, parent)
         elif family == "resume" and env.get("run_id") and str(env["run_id"]) not in self.by_run:
@@ -356,6 +360,44 @@ class RunTree:
             r["detail"]["where"] = where
         self.interrupts.append({"row": r["id"], "seq": env.get("seq"), "label": r["label"]})
 
+    def move(self, r: dict[str, Any], parent: dict[str, Any]) -> None:
+        """Put row ``r`` (a row without children) under ``parent``."""
+        old = self.rows[r["parent"]]["children"] if r["parent"] is not None else self.top
+        old.remove(r)
+        parent["children"].append(r)
+        r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
+
+    def place_writes(self) -> None:
+        """Each task's writes under the node run that wrote them, in its run.
+
+        LangGraph commits a task's writes in the background, so the ledger may hold them
+        before the node's own events, a later step's before an earlier one's, and a
+        resume's before the last events of the run it resumes: the writes' time says
+        which run they belong to, their task id which node run of it (a task paused by
+        an interrupt runs again, with the same id, in the run that resumes it).
+        """
+        runs = [r for r in self.top if r["kind"] == "run"]
+        for w in self.writes:
+            t = w["t0"]
+            within = [r for r in runs if r["t0"] <= t <= r["t1"]]
+            before = [r for r in runs if r["t0"] <= t]
+            run = _last(within or before or runs)
+            tasks = self.task_runs.get(w["detail"].pop("task"), [])
+            in_run = [x for x in tasks if run is not None and self.run_of(x) is run]
+            node = _last([x for x in (in_run or tasks) if x["t0"] <= t] or in_run)
+            if node is not None:
+                self.move(w, node)
+                w["t0"] = w["t1"] = node["t1"]
+                w["step"] = node["step"]
+            elif run is not None and w["parent"] != run["id"]:
+                self.move(w, run)
+
+    def run_of(self, r: dict[str, Any]) -> dict[str, Any]:
+        """The top row (a graph run) ``r`` is drawn in."""
+        while r["parent"] is not None:
+            r = self.rows[r["parent"]]
+        return r
+
     def layout(self) -> dict[str, Any]:
         """Close what is still running, order the rows (each after its parent), place
         them on the time and sequence axes; the thread's status, its runs and duration.
@@ -366,6 +408,7 @@ class RunTree:
         for r in self.rows:
             if r["status"] == "running":
                 r["t1"], r["s1"] = max(r["t1"], end), last
+        self.place_writes()
         for cp in self.checkpoints:  # what the step's nodes wrote, once their runs ended
             cp["written"] = [
                 {"node": w["node"], "row": w["id"], "update": w["detail"].get("update")}
@@ -411,3 +454,7 @@ class RunTree:
             "status": status,
             "duration_ms": duration,
         }
+
+
+def _last(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return rows[-1] if rows else None
