@@ -219,3 +219,30 @@ def test_each_writes_row_is_drawn_with_its_step_and_run_whatever_the_commit_orde
         for r in view["rows"]:
             if r["kind"] == "writes" and rows[r["parent"]]["kind"] == "node":
                 assert r["step"] == rows[r["parent"]]["step"]
+
+
+# -- 5. store hits: a score when there is one, and the item's value ----------------------
+def row_html(server: Server, thread_id: str, row: int) -> str:
+    status, body, _ = server.get(f"/thread/row?id={q(thread_id)}&row={row}")
+    assert status == 200
+    return body
+
+
+def test_store_hits_show_their_score_only_when_there_is_one_and_the_items_value(
+    recorded: Ledger, server: Server
+) -> None:
+    from tests.ui_edge_apps import NOTES, PREFERENCE
+
+    view = view_of(recorded, "edge-fail")
+    searches = [r for r in view["rows"] if r["kind"] == "memory"]
+    assert [r["label"] for r in searches] == [
+        "memory search · 1 hit (0.37)",  # a search by meaning: scored
+        "memory search · 1 hit",  # a listing: no score, and none is made up
+    ]
+    scored, listed = (row_html(server, "edge-fail", r["id"]) for r in searches)
+    assert "0.365" in scored and NOTES["refunds"] in scored
+    assert "None" not in listed and PREFERENCE["channel"] in listed
+    status, page, _ = server.get("/thread?id=edge-fail")
+    assert status == 200
+    hits = page.split('id="memory"', 1)[1].split("</table>", 1)[0]
+    assert "None" not in hits and NOTES["refunds"] in hits and "0.365" in hits

@@ -22,7 +22,13 @@ from langgraph_external.read.envelopes import ts_ms
 from langgraph_external.read.llm_calls import LlmCalls
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.states import is_internal_channel
-from langgraph_external.read.view_labels import call_args, describe_mark, messages_of, row_short
+from langgraph_external.read.view_labels import (
+    call_args,
+    describe_mark,
+    memory_text,
+    messages_of,
+    row_short,
+)
 from langgraph_external.record.namespaces import split_task
 
 __all__ = ["RunTree"]
@@ -79,6 +85,7 @@ class RunTree:
         self.violations: list[dict[str, Any]] = []
         self.interrupts: list[dict[str, Any]] = []
         self.memory_hits: list[dict[str, Any]] = []
+        self.stored: dict[tuple[str, str], Any] = {}  # (namespace, key) -> value put
         self.users: list[str] = []
         self.tags: list[str] = []
         self.orphans: dict[str, list[dict[str, Any]]] = {}
@@ -281,9 +288,8 @@ class RunTree:
             self.violations.append(
                 {"seq": env.get("seq"), "rule": rule, "label": label, "row": r["id"]}
             )
-        elif family == "memory" and isinstance(payload.get("hits"), list):
-            for h in payload["hits"]:
-                self.memory_hits.append({**h, "seq": env.get("seq"), "node": env.get("node")})
+        elif family == "memory":
+            self.memory(r, env, payload)
         if family == "checkpoint":
             self.place_checkpoint(r, env, payload)
         elif family == "writes":  # placed with the task that wrote them by layout()
@@ -295,6 +301,22 @@ class RunTree:
             self.orphans.setdefault(str(env["run_id"]), []).append(r)
         if family in ("violation", "interrupt") or (family == "resume" and "value" in payload):
             self.conversation.event(family, label, env, r)
+
+    def memory(self, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]) -> None:
+        """A memory operation: a search's hits, each with its text (a store hit recorded
+        without its value: the value this thread put under its key, if any)."""
+        if env.get("kind") == "memory_put" and "key" in p:
+            self.stored[(str(p.get("namespace")), str(p.get("key")))] = p.get("value")
+        if not isinstance(p.get("hits"), list):
+            return
+        hits = []
+        for h in p["hits"]:
+            if not isinstance(h, Mapping):
+                continue
+            value = h.get("value", self.stored.get((str(h.get("namespace")), str(h.get("key")))))
+            hits.append({**h, "text": memory_text(value)})
+            self.memory_hits.append({**hits[-1], "seq": env.get("seq"), "node": env.get("node")})
+        r["detail"]["hits"] = hits
 
     def checkpoint_parent(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
         ns = env.get("checkpoint_ns") or ""
