@@ -246,3 +246,32 @@ def test_store_hits_show_their_score_only_when_there_is_one_and_the_items_value(
     assert status == 200
     hits = page.split('id="memory"', 1)[1].split("</table>", 1)[0]
     assert "None" not in hits and NOTES["refunds"] in hits and "0.365" in hits
+
+
+# -- 6. errors: the traceback in the node's details, the error in the conversation -------
+def test_an_errored_node_shows_its_redacted_traceback_and_the_conversation_says_so(
+    recorded: Ledger, server: Server
+) -> None:
+    from tests.ui_edge_apps import SECRET
+
+    with psycopg.connect(recorded.dsn, autocommit=True) as conn:
+        failed = _queries.events_at(conn, S, "edge-fail", list(range(1, 200)))
+    assert SECRET not in repr(failed)  # the error and its traceback, redacted when recorded
+    node_end = next(e for e in failed if e["kind"] == "node_end" and e["status"] == "error")
+    trace = node_end["payload"]["traceback"]
+    assert trace.startswith("Traceback (most recent call last):")
+    assert "in fetch" in trace and "RuntimeError: upstream answered 503" in trace
+    assert "[REDACTED" in trace
+
+    view = view_of(recorded, "edge-fail")
+    fetch = next(r for r in view["rows"] if r["kind"] == "node" and r["name"] == "fetch")
+    details = row_html(server, "edge-fail", fetch["id"])
+    assert "Traceback (most recent call last):" in details and "in fetch" in details
+    errors = [m for m in view["conversation"] if m.get("kind") == "error"]
+    assert len(errors) == 1 and errors[0]["row"] == fetch["id"]  # the run's own: said once
+    assert errors[0]["label"].startswith("error in fetch · step 3: RuntimeError: upstream")
+    status, page, _ = server.get("/thread?id=edge-fail")
+    assert status == 200
+    conversation = page.split('id="conversation"', 1)[1].split("</section>", 1)[0]
+    assert "RuntimeError: upstream answered 503" in conversation
+    assert conversation.index("Let me fetch the order.") < conversation.index("RuntimeError")

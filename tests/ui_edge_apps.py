@@ -21,7 +21,8 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import interrupt
 
 RESPONSE_MODEL = "gpt-4o-mini-2024-07-18"
-FAILURE = "upstream answered 503 for order A-1"
+SECRET = "sk-proj-4f9QeA2b7XcD1eF0gH3iJ5kL"
+FAILURE = f"upstream answered 503 for order A-1 (key {SECRET})"
 NOTES = {
     "refunds": "Refunds take five working days.",
     "shipping": "Orders ship from Lyon within two days.",

@@ -31,7 +31,7 @@ from langgraph_external.read.view_labels import (
 )
 from langgraph_external.record.namespaces import split_task
 
-__all__ = ["RunTree"]
+__all__ = ["RunTree", "memory_hits", "place_writes"]
 
 _SPAN_START = {
     "run_start": "run",
@@ -92,6 +92,7 @@ class RunTree:
         self.node_runs: dict[tuple[str, Any, Any], list[dict[str, Any]]] = {}
         self.task_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.writes: list[dict[str, Any]] = []
+        self.errors_said: set[int] = set()  # runs whose error the conversation says
         self.paused: list[dict[str, Any]] = []
 
     # -- rows -----------------------------------------------------------------------
@@ -256,6 +257,7 @@ class RunTree:
         if error:
             r["detail"]["error"] = error
             r["detail"]["error_type"] = payload.get("error_type")
+            r["detail"]["traceback"] = payload.get("traceback")
         if family == "run":
             r["detail"]["output"] = payload.get("output")
         elif family == "node":
@@ -274,6 +276,21 @@ class RunTree:
                 r["detail"]["artifact"] = env.get("artifact")
             if kind == "tool_error":
                 r["label"] += " · error"
+        if error and r["status"] == "error":
+            self.failed(r, env, payload)
+
+    def failed(self, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]) -> None:
+        """An error between the messages of the conversation: where, its type and message
+        (a run's error once: not again when one of its nodes said it)."""
+        run = self.run_of(r)["id"]
+        if r["kind"] == "run" and run in self.errors_said:
+            return
+        self.errors_said.add(run)
+        where = "" if r["kind"] == "run" else f" in {r['name']}"
+        if r["kind"] != "run" and r["step"] is not None:
+            where += f" · step {r['step']}"
+        what = f"{p.get('error_type') or 'error'}: {p.get('error')}"
+        self.conversation.event("error", f"error{where}: {what}", env, r)
 
     def mark(
         self, kind: str, index: int, env: Mapping[str, Any], payload: Mapping[str, Any]
@@ -289,7 +306,7 @@ class RunTree:
                 {"seq": env.get("seq"), "rule": rule, "label": label, "row": r["id"]}
             )
         elif family == "memory":
-            self.memory(r, env, payload)
+            memory_hits(self, r, env, payload)
         if family == "checkpoint":
             self.place_checkpoint(r, env, payload)
         elif family == "writes":  # placed with the task that wrote them by layout()
@@ -299,24 +316,10 @@ class RunTree:
             self.place_interrupt(r, env, parent)
         elif family == "resume" and env.get("run_id") and str(env["run_id"]) not in self.by_run:
             self.orphans.setdefault(str(env["run_id"]), []).append(r)
-        if family in ("violation", "interrupt") or (family == "resume" and "value" in payload):
+        if family in ("violation", "interrupt", "error") or (
+            family == "resume" and "value" in payload
+        ):
             self.conversation.event(family, label, env, r)
-
-    def memory(self, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]) -> None:
-        """A memory operation: a search's hits, each with its text (a store hit recorded
-        without its value: the value this thread put under its key, if any)."""
-        if env.get("kind") == "memory_put" and "key" in p:
-            self.stored[(str(p.get("namespace")), str(p.get("key")))] = p.get("value")
-        if not isinstance(p.get("hits"), list):
-            return
-        hits = []
-        for h in p["hits"]:
-            if not isinstance(h, Mapping):
-                continue
-            value = h.get("value", self.stored.get((str(h.get("namespace")), str(h.get("key")))))
-            hits.append({**h, "text": memory_text(value)})
-            self.memory_hits.append({**hits[-1], "seq": env.get("seq"), "node": env.get("node")})
-        r["detail"]["hits"] = hits
 
     def checkpoint_parent(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
         ns = env.get("checkpoint_ns") or ""
@@ -382,38 +385,6 @@ class RunTree:
             r["detail"]["where"] = where
         self.interrupts.append({"row": r["id"], "seq": env.get("seq"), "label": r["label"]})
 
-    def move(self, r: dict[str, Any], parent: dict[str, Any]) -> None:
-        """Put row ``r`` (a row without children) under ``parent``."""
-        old = self.rows[r["parent"]]["children"] if r["parent"] is not None else self.top
-        old.remove(r)
-        parent["children"].append(r)
-        r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
-
-    def place_writes(self) -> None:
-        """Each task's writes under the node run that wrote them, in its run.
-
-        LangGraph commits a task's writes in the background, so the ledger may hold them
-        before the node's own events, a later step's before an earlier one's, and a
-        resume's before the last events of the run it resumes: the writes' time says
-        which run they belong to, their task id which node run of it (a task paused by
-        an interrupt runs again, with the same id, in the run that resumes it).
-        """
-        runs = [r for r in self.top if r["kind"] == "run"]
-        for w in self.writes:
-            t = w["t0"]
-            within = [r for r in runs if r["t0"] <= t <= r["t1"]]
-            before = [r for r in runs if r["t0"] <= t]
-            run = _last(within or before or runs)
-            tasks = self.task_runs.get(w["detail"].pop("task"), [])
-            in_run = [x for x in tasks if run is not None and self.run_of(x) is run]
-            node = _last([x for x in (in_run or tasks) if x["t0"] <= t] or in_run)
-            if node is not None:
-                self.move(w, node)
-                w["t0"] = w["t1"] = node["t1"]
-                w["step"] = node["step"]
-            elif run is not None and w["parent"] != run["id"]:
-                self.move(w, run)
-
     def run_of(self, r: dict[str, Any]) -> dict[str, Any]:
         """The top row (a graph run) ``r`` is drawn in."""
         while r["parent"] is not None:
@@ -430,7 +401,7 @@ class RunTree:
         for r in self.rows:
             if r["status"] == "running":
                 r["t1"], r["s1"] = max(r["t1"], end), last
-        self.place_writes()
+        place_writes(self)
         for cp in self.checkpoints:  # what the step's nodes wrote, once their runs ended
             cp["written"] = [
                 {"node": w["node"], "row": w["id"], "update": w["detail"].get("update")}
@@ -480,3 +451,55 @@ class RunTree:
 
 def _last(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return rows[-1] if rows else None
+
+
+def place_writes(tree: RunTree) -> None:
+    """Each task's writes under the node run that wrote them, in its run.
+
+    LangGraph commits a task's writes in the background, so the ledger may hold them
+    before the node's own events, a later step's before an earlier one's, and a resume's
+    before the last events of the run it resumes: the writes' time says which run they
+    belong to, their task id which node run of it (a task paused by an interrupt runs
+    again, with the same id, in the run that resumes it).
+    """
+    runs = [r for r in tree.top if r["kind"] == "run"]
+    for w in tree.writes:
+        t = w["t0"]
+        within = [r for r in runs if r["t0"] <= t <= r["t1"]]
+        run = _last(within or [r for r in runs if r["t0"] <= t] or runs)
+        tasks = tree.task_runs.get(w["detail"].pop("task"), [])
+        in_run = [x for x in tasks if run is not None and tree.run_of(x) is run]
+        node = _last([x for x in (in_run or tasks) if x["t0"] <= t] or in_run)
+        if node is not None:
+            _move(tree, w, node)
+            w["t0"] = w["t1"] = node["t1"]
+            w["step"] = node["step"]
+        elif run is not None and w["parent"] != run["id"]:
+            _move(tree, w, run)
+
+
+def _move(tree: RunTree, r: dict[str, Any], parent: dict[str, Any]) -> None:
+    """Put row ``r`` (a row without children) under ``parent``."""
+    old = tree.rows[r["parent"]]["children"] if r["parent"] is not None else tree.top
+    old.remove(r)
+    parent["children"].append(r)
+    r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
+
+
+def memory_hits(
+    tree: RunTree, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]
+) -> None:
+    """A memory operation: a search's hits, each with its text (a store hit recorded
+    without its value: the value the thread put under its key, if any)."""
+    if env.get("kind") == "memory_put" and "key" in p:
+        tree.stored[(str(p.get("namespace")), str(p.get("key")))] = p.get("value")
+    if not isinstance(p.get("hits"), list):
+        return
+    hits = []
+    for h in p["hits"]:
+        if not isinstance(h, Mapping):
+            continue
+        value = h.get("value", tree.stored.get((str(h.get("namespace")), str(h.get("key")))))
+        hits.append({**h, "text": memory_text(value)})
+        tree.memory_hits.append({**hits[-1], "seq": env.get("seq"), "node": env.get("node")})
+    r["detail"]["hits"] = hits
