@@ -275,3 +275,23 @@ def test_an_errored_node_shows_its_redacted_traceback_and_the_conversation_says_
     conversation = page.split('id="conversation"', 1)[1].split("</section>", 1)[0]
     assert "RuntimeError: upstream answered 503" in conversation
     assert conversation.index("Let me fetch the order.") < conversation.index("RuntimeError")
+
+
+# -- 7. the model named by the answer when the request names none ------------------------
+def test_a_model_named_only_in_its_answer_is_named_and_priced_by_that_name(
+    recorded: Ledger, server: Server
+) -> None:
+    from tests.ui_edge_apps import RESPONSE_MODEL
+
+    (call,) = view_of(recorded, "edge-fail")["llm_calls"]
+    assert call["model"] == RESPONSE_MODEL and call["cost"] is not None and call["cost"] > 0
+    prices = load_prices(recorded.prices)
+    with psycopg.connect(recorded.dsn, autocommit=True, options=read_only_options()) as conn:
+        page = _queries.list_threads(conn, S, _queries.Search.parse("edge-fail"), prices=prices)
+    (row,) = page.rows
+    assert row.unknown_price_models == [] and row.cost == call["cost"]
+    status, html, _ = server.get("/thread?id=edge-fail")
+    assert status == 200 and f"LLM {RESPONSE_MODEL} · 20 → 6 tokens · $" in html
+    # a model the request names keeps that name (the scripted weather model's _type)
+    (first, *_) = view_of(recorded, "weather-1")["llm_calls"]
+    assert first["model"] == "scripted"
