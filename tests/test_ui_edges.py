@@ -295,3 +295,48 @@ def test_a_model_named_only_in_its_answer_is_named_and_priced_by_that_name(
     # a model the request names keeps that name (the scripted weather model's _type)
     (first, *_) = view_of(recorded, "weather-1")["llm_calls"]
     assert first["model"] == "scripted"
+
+
+# -- 4. bidi controls in recorded text stay inside their element --------------------------
+@needs_chromium
+def test_a_right_to_left_override_in_recorded_text_reorders_nothing_around_it(
+    server: Server, tmp_path: Path
+) -> None:
+    """U+202E in a thread id, a user id and a tag: each element showing recorded text is
+    isolated (its own bidi context), so the text after it keeps its place and order."""
+    out = Path(os.environ.get("LGX_SCREENSHOTS") or tmp_path)
+    with browser.browser() as page:
+        page.goto(server.url + "?q=" + q("rlo-"), width=1400, height=500)
+        assert page.errors == []
+        page.screenshot(out / "ui-rlo-threads.png")
+        # the tags after the user's badge are drawn after it, left to right
+        lefts = page.eval(
+            "[...document.querySelectorAll('#threads tbody tr td:nth-child(3) .badge')]"
+            ".map(b => Math.round(b.getBoundingClientRect().left))"
+        )
+        assert len(lefts) == 3 and lefts == sorted(lefts), lefts
+        page.goto(server.url + "thread?id=" + q(RLO_THREAD), width=1400, height=900)
+        assert page.errors == []
+        page.screenshot(out / "ui-rlo-thread.png")
+        # the badges after the user's: in reading order
+        lefts = page.eval(
+            "[...document.querySelectorAll('#summary .badge')]"
+            ".slice(0, 4).map(b => Math.round(b.getBoundingClientRect().left))"
+        )
+        assert lefts == sorted(lefts), lefts
+        page.goto(server.url + "compare?a=" + q(RLO_THREAD) + "&b=edge-resume", width=1400)
+        assert page.errors == []
+        page.screenshot(out / "ui-rlo-compare.png")
+        # the words after the thread's link ("· 0 LLM calls") come after it
+        link = page.eval(
+            "(() => { const a = document.querySelector('#verdict .compare div a');"
+            " const r = a.getBoundingClientRect(); return [r.left, r.right]; })()"
+        )
+        rest = page.eval(
+            "(() => { const d = document.querySelector('#verdict .compare div');"
+            " const t = [...d.childNodes]"
+            ".filter(n => n.nodeType === 3 && n.textContent.includes('LLM'))[0];"
+            " const r = document.createRange(); r.selectNodeContents(t);"
+            " return r.getBoundingClientRect().left; })()"
+        )
+        assert rest >= link[1] - 1, (link, rest)
