@@ -447,7 +447,13 @@ def test_store_operations_are_recorded_and_attributed_to_the_node(ext: External)
     put, search, get = events
     assert put["payload"]["value"] == {"value": "fr"}
     assert search["payload"]["hits"] == [
-        {"rank": 1, "namespace": ["prefs", "u1"], "key": "lang", "score": None}
+        {
+            "rank": 1,
+            "namespace": ["prefs", "u1"],
+            "key": "lang",
+            "score": None,
+            "value": {"value": "fr"},
+        }
     ]
     assert get["payload"] == {"namespace": ["prefs", "u1"], "key": "colour", "found": False}
     node_ends = {e["task_id"]: e["node"] for e in ext.events("mem") if e["kind"] == "node_end"}

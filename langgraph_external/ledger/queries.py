@@ -179,10 +179,13 @@ where e.thread_id = any(%(ids)s)
 group by e.thread_id
 """
 
-# Tokens per model of a set of threads (for costs): a model call's start names the model,
-# its end the usage.
+# Tokens per model of a set of threads (for costs): a model call's start names the model (its
+# parameters' model; else the model its answer names; else the model class), its end the usage.
 MODEL_TOKENS = """
-select s.thread_id, coalesce(s.payload ->> 'model', s.name) as model,
+select s.thread_id,
+    coalesce(s.payload -> 'params' ->> 'model', s.payload -> 'params' ->> 'model_name',
+             s.payload -> 'params' ->> 'model_id', e.payload ->> 'model_name',
+             s.payload ->> 'model', s.name) as model,
     sum(coalesce((e.payload -> 'usage' ->> 'input_tokens')::bigint,
                  (e.payload -> 'usage' ->> 'prompt_tokens')::bigint))::bigint as input_tokens,
     sum(coalesce((e.payload -> 'usage' ->> 'output_tokens')::bigint,

@@ -24,7 +24,7 @@ from typing import Any
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.view_labels import format_cost, token_usage
 
-__all__ = ["PROMPT_CONTEXT", "LlmCalls", "prompt_messages"]
+__all__ = ["PROMPT_CONTEXT", "LlmCalls", "answer_model", "prompt_messages", "request_model"]
 
 PROMPT_CONTEXT = 3
 """Messages of an earlier prompt shown before what a call added (the rest are counted)."""
@@ -42,6 +42,42 @@ def prompt_messages(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if msgs is None and payload.get("prompts") is not None:
         msgs = [{"role": "user", "content": t} for t in payload.get("prompts") or ()]
     return [m for m in msgs or () if isinstance(m, Mapping)]
+
+
+def request_model(payload: Mapping[str, Any]) -> str | None:
+    """The model an ``llm_start`` payload's parameters name (``model``, ``model_name``,
+    ``model_id``), or ``None`` (its ``model`` is then the model class's type or name).
+
+    Example:
+        >>> request_model({"model": "fake", "params": {"_type": "fake"}}) is None
+        True
+    """
+    params = payload.get("params")
+    if isinstance(params, Mapping):
+        for key in ("model", "model_name", "model_id"):
+            if isinstance(params.get(key), str) and params[key]:
+                return str(params[key])
+    return None
+
+
+def answer_model(payload: Mapping[str, Any]) -> str | None:
+    """The model an ``llm_end`` payload's answer names (``model_name``, recorded from its
+    ``response_metadata``; in a record made before that, from its exact copy).
+
+    Example:
+        >>> answer_model({"model_name": "gpt-4o-mini-2024-07-18"})
+        'gpt-4o-mini-2024-07-18'
+    """
+    name = payload.get("model_name")
+    if isinstance(name, str) and name:
+        return name
+    for message in payload.get("exact") or ():
+        data = message.get("data") if isinstance(message, Mapping) else None
+        meta = data.get("response_metadata") if isinstance(data, Mapping) else None
+        name = meta.get("model_name") if isinstance(meta, Mapping) else None
+        if isinstance(name, str) and name:
+            return name
+    return None
 
 
 def _same_message(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -76,6 +112,7 @@ class LlmCalls:
             "node": env.get("node"),
             "step": env.get("step"),
             "model": p.get("model") or env.get("name"),
+            "request_model": request_model(p),
             "params": p.get("params"),
             "tools": p.get("tools"),
             "messages": msgs[hidden:],
@@ -113,6 +150,10 @@ class LlmCalls:
             }
             r["detail"]["llm"] = call
             self.calls.append(call)
+        named = answer_model(p)
+        if named and not call.get("request_model") and named != call.get("model"):
+            call["model"] = named  # the request named none: the answer's name is priced
+            r["label"] = f"LLM {named}"
         call["answer"] = [g for g in p.get("generations") or () if isinstance(g, Mapping)]
         call["tool_calls"] = p.get("tool_calls") or []
         i, o, t = token_usage(p)

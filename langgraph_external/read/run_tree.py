@@ -22,10 +22,16 @@ from langgraph_external.read.envelopes import ts_ms
 from langgraph_external.read.llm_calls import LlmCalls
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.states import is_internal_channel
-from langgraph_external.read.view_labels import call_args, describe_mark, messages_of, row_short
+from langgraph_external.read.view_labels import (
+    call_args,
+    describe_mark,
+    memory_text,
+    messages_of,
+    row_short,
+)
 from langgraph_external.record.namespaces import split_task
 
-__all__ = ["RunTree"]
+__all__ = ["RunTree", "memory_hits", "place_writes"]
 
 _SPAN_START = {
     "run_start": "run",
@@ -79,10 +85,14 @@ class RunTree:
         self.violations: list[dict[str, Any]] = []
         self.interrupts: list[dict[str, Any]] = []
         self.memory_hits: list[dict[str, Any]] = []
+        self.stored: dict[tuple[str, str], Any] = {}  # (namespace, key) -> value put
         self.users: list[str] = []
         self.tags: list[str] = []
         self.orphans: dict[str, list[dict[str, Any]]] = {}
         self.node_runs: dict[tuple[str, Any, Any], list[dict[str, Any]]] = {}
+        self.task_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.writes: list[dict[str, Any]] = []
+        self.errors_said: set[int] = set()  # runs whose error the conversation says
         self.paused: list[dict[str, Any]] = []
 
     # -- rows -----------------------------------------------------------------------
@@ -209,7 +219,9 @@ class RunTree:
                     "checkpoint_ns": env.get("checkpoint_ns") or "",
                 }
                 if env.get("task_id"):
-                    self.by_task[(env.get("checkpoint_ns") or "", str(env["task_id"]))] = r
+                    task = (env.get("checkpoint_ns") or "", str(env["task_id"]))
+                    self.by_task[task] = r
+                    self.task_runs.setdefault(task, []).append(r)
                 key = (env.get("checkpoint_ns") or "", env.get("step"), env.get("node"))
                 self.node_runs.setdefault(key, []).append(r)
             elif family == "llm":
@@ -245,6 +257,7 @@ class RunTree:
         if error:
             r["detail"]["error"] = error
             r["detail"]["error_type"] = payload.get("error_type")
+            r["detail"]["traceback"] = payload.get("traceback")
         if family == "run":
             r["detail"]["output"] = payload.get("output")
         elif family == "node":
@@ -263,6 +276,21 @@ class RunTree:
                 r["detail"]["artifact"] = env.get("artifact")
             if kind == "tool_error":
                 r["label"] += " · error"
+        if error and r["status"] == "error":
+            self.failed(r, env, payload)
+
+    def failed(self, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]) -> None:
+        """An error between the messages of the conversation: where, its type and message
+        (a run's error once: not again when one of its nodes said it)."""
+        run = self.run_of(r)["id"]
+        if r["kind"] == "run" and run in self.errors_said:
+            return
+        self.errors_said.add(run)
+        where = "" if r["kind"] == "run" else f" in {r['name']}"
+        if r["kind"] != "run" and r["step"] is not None:
+            where += f" · step {r['step']}"
+        what = f"{p.get('error_type') or 'error'}: {p.get('error')}"
+        self.conversation.event("error", f"error{where}: {what}", env, r)
 
     def mark(
         self, kind: str, index: int, env: Mapping[str, Any], payload: Mapping[str, Any]
@@ -277,19 +305,20 @@ class RunTree:
             self.violations.append(
                 {"seq": env.get("seq"), "rule": rule, "label": label, "row": r["id"]}
             )
-        elif family == "memory" and isinstance(payload.get("hits"), list):
-            for h in payload["hits"]:
-                self.memory_hits.append({**h, "seq": env.get("seq"), "node": env.get("node")})
+        elif family == "memory":
+            memory_hits(self, r, env, payload)
         if family == "checkpoint":
             self.place_checkpoint(r, env, payload)
-        elif family == "writes" and parent is not None and parent["kind"] == "node":
-            r["t0"] = r["t1"] = parent["t1"]  # with the task that wrote them
-            r["step"] = parent["step"]
+        elif family == "writes":  # placed with the task that wrote them by layout()
+            r["detail"]["task"] = (env.get("checkpoint_ns") or "", str(env.get("task_id") or ""))
+            self.writes.append(r)
         elif family == "interrupt":
             self.place_interrupt(r, env, parent)
         elif family == "resume" and env.get("run_id") and str(env["run_id"]) not in self.by_run:
             self.orphans.setdefault(str(env["run_id"]), []).append(r)
-        if family in ("violation", "interrupt") or (family == "resume" and "value" in payload):
+        if family in ("violation", "interrupt", "error") or (
+            family == "resume" and "value" in payload
+        ):
             self.conversation.event(family, label, env, r)
 
     def checkpoint_parent(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -356,6 +385,12 @@ class RunTree:
             r["detail"]["where"] = where
         self.interrupts.append({"row": r["id"], "seq": env.get("seq"), "label": r["label"]})
 
+    def run_of(self, r: dict[str, Any]) -> dict[str, Any]:
+        """The top row (a graph run) ``r`` is drawn in."""
+        while r["parent"] is not None:
+            r = self.rows[r["parent"]]
+        return r
+
     def layout(self) -> dict[str, Any]:
         """Close what is still running, order the rows (each after its parent), place
         them on the time and sequence axes; the thread's status, its runs and duration.
@@ -366,6 +401,7 @@ class RunTree:
         for r in self.rows:
             if r["status"] == "running":
                 r["t1"], r["s1"] = max(r["t1"], end), last
+        place_writes(self)
         for cp in self.checkpoints:  # what the step's nodes wrote, once their runs ended
             cp["written"] = [
                 {"node": w["node"], "row": w["id"], "update": w["detail"].get("update")}
@@ -411,3 +447,59 @@ class RunTree:
             "status": status,
             "duration_ms": duration,
         }
+
+
+def _last(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return rows[-1] if rows else None
+
+
+def place_writes(tree: RunTree) -> None:
+    """Each task's writes under the node run that wrote them, in its run.
+
+    LangGraph commits a task's writes in the background, so the ledger may hold them
+    before the node's own events, a later step's before an earlier one's, and a resume's
+    before the last events of the run it resumes: the writes' time says which run they
+    belong to, their task id which node run of it (a task paused by an interrupt runs
+    again, with the same id, in the run that resumes it).
+    """
+    runs = [r for r in tree.top if r["kind"] == "run"]
+    for w in tree.writes:
+        t = w["t0"]
+        within = [r for r in runs if r["t0"] <= t <= r["t1"]]
+        run = _last(within or [r for r in runs if r["t0"] <= t] or runs)
+        tasks = tree.task_runs.get(w["detail"].pop("task"), [])
+        in_run = [x for x in tasks if run is not None and tree.run_of(x) is run]
+        node = _last([x for x in (in_run or tasks) if x["t0"] <= t] or in_run)
+        if node is not None:
+            _move(tree, w, node)
+            w["t0"] = w["t1"] = node["t1"]
+            w["step"] = node["step"]
+        elif run is not None and w["parent"] != run["id"]:
+            _move(tree, w, run)
+
+
+def _move(tree: RunTree, r: dict[str, Any], parent: dict[str, Any]) -> None:
+    """Put row ``r`` (a row without children) under ``parent``."""
+    old = tree.rows[r["parent"]]["children"] if r["parent"] is not None else tree.top
+    old.remove(r)
+    parent["children"].append(r)
+    r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
+
+
+def memory_hits(
+    tree: RunTree, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]
+) -> None:
+    """A memory operation: a search's hits, each with its text (a store hit recorded
+    without its value: the value the thread put under its key, if any)."""
+    if env.get("kind") == "memory_put" and "key" in p:
+        tree.stored[(str(p.get("namespace")), str(p.get("key")))] = p.get("value")
+    if not isinstance(p.get("hits"), list):
+        return
+    hits = []
+    for h in p["hits"]:
+        if not isinstance(h, Mapping):
+            continue
+        value = h.get("value", tree.stored.get((str(h.get("namespace")), str(h.get("key")))))
+        hits.append({**h, "text": memory_text(value)})
+        tree.memory_hits.append({**hits[-1], "seq": env.get("seq"), "node": env.get("node")})
+    r["detail"]["hits"] = hits

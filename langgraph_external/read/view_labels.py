@@ -24,6 +24,7 @@ __all__ = [
     "call_args",
     "describe_mark",
     "format_cost",
+    "memory_text",
     "messages_of",
     "row_short",
     "token_usage",
@@ -86,6 +87,23 @@ def messages_of(update: Any) -> list[dict[str, Any]]:
     if not isinstance(msgs, list):
         return []
     return [dict(m) for m in msgs if isinstance(m, Mapping) and "role" in m]
+
+
+def memory_text(value: Any) -> str:
+    """The text of a memory: a stored item's ``text`` (``content``, ``memory``) field, else
+    its value on one line; ``""`` when nothing was recorded.
+
+    Example:
+        >>> memory_text({"text": "Refunds take five days."}), memory_text({"lang": "fr"})
+        ('Refunds take five days.', '{"lang": "fr"}')
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in ("text", "content", "memory", "data"):
+            if isinstance(value.get(key), str):
+                return str(value[key])
+    return "" if value is None else brief(value, 300)
 
 
 def token_usage(payload: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
@@ -189,11 +207,12 @@ def describe_mark(
         hits = p.get("hits") if isinstance(p.get("hits"), list) else None
         if hits is not None:
             scores = ", ".join(
-                f"{h.get('score'):.2f}" if isinstance(h.get("score"), (int, float)) else "?"
+                f"{h.get('score'):.2f}"
                 for h in hits[:5]
+                if isinstance(h, Mapping) and isinstance(h.get("score"), (int, float))
             )
             label = f"memory {op} · {len(hits)} hit{'s' if len(hits) != 1 else ''}"
-            label += f" ({scores})" if hits else ""
+            label += f" ({scores})" if scores else ""
         else:
             what = p.get("memory") or p.get("text") or p.get("event") or ""
             label = f"memory {op}" + (f": {brief(what, 60)}" if what else "")

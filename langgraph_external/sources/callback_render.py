@@ -222,9 +222,28 @@ def render_llm_end(event: Event) -> Event:
     llm_output = getattr(response, "llm_output", None) or {}
     if not usage and isinstance(llm_output, dict):
         usage = to_readable(llm_output.get("token_usage") or llm_output.get("usage") or {})
+    model = _answer_model(generations, llm_output)
+    if model:
+        out["model_name"] = model
     out["tool_calls"] = tool_calls
     out["usage"] = usage
     return event.replace(payload=out, build=None)
+
+
+def _answer_model(generations: Any, llm_output: Any) -> str | None:
+    """The model the answer names (``response_metadata["model_name"]`` of its message, or
+    the ``llm_output``'s): hosted models report the exact version that answered."""
+    for gens in generations:
+        for g in gens:
+            meta = getattr(getattr(g, "message", None), "response_metadata", None) or {}
+            name = meta.get("model_name") or meta.get("model")
+            if isinstance(name, str) and name:
+                return name
+    if isinstance(llm_output, dict):
+        name = llm_output.get("model_name") or llm_output.get("model")
+        if isinstance(name, str) and name:
+            return name
+    return None
 
 
 def render_retrieval(event: Event) -> Event:

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,16 @@ from langgraph_external.record.namespaces import where_of
 from langgraph_external.sources.callback_render import render_payload
 from langgraph_external.sources.run_context import NO_THREAD, POLICY_HASH_KEY
 
-__all__ = ["Run", "RunBook", "end_event", "interrupt_event", "resume_event", "run_event"]
+__all__ = [
+    "TRACEBACK_CHARS",
+    "Run",
+    "RunBook",
+    "end_event",
+    "interrupt_event",
+    "resume_event",
+    "run_event",
+    "traceback_text",
+]
 
 
 @dataclass(slots=True)
@@ -167,9 +177,13 @@ def end_event(
     error: BaseException | None = None,
     **fields: Any,
 ) -> Event:
-    """The event of a run's end: its status, duration and (on failure) the error."""
+    """The event of a run's end: its status, duration and (on failure) the error, with
+    its traceback when it failed (not when it paused: an interrupt is no failure). The
+    traceback is text in the payload, redacted on its way like the rest."""
     if error is not None:
         payload = {**payload, "error": str(error), "error_type": type(error).__name__}
+        if status == "error":
+            payload["traceback"] = traceback_text(error)
     duration = round((time.perf_counter() - run.started) * 1000.0, 3)
     return run_event(
         kind,
@@ -181,6 +195,24 @@ def end_event(
         payload=payload,
         **fields,
     )
+
+
+TRACEBACK_CHARS = 20_000
+"""Characters of a traceback recorded (the last ones: where it was raised, and why)."""
+
+
+def traceback_text(error: BaseException) -> str:
+    """The traceback of ``error`` as Python prints it, its last :data:`TRACEBACK_CHARS`.
+
+    Example:
+        >>> try:
+        ...     raise ValueError("no")
+        ... except ValueError as exc:
+        ...     traceback_text(exc).splitlines()[-1]
+        'ValueError: no'
+    """
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return text if len(text) <= TRACEBACK_CHARS else "…" + text[-TRACEBACK_CHARS:]
 
 
 def interrupt_event(run: Run | None, event: GraphInterruptEvent) -> Event:

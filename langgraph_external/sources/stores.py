@@ -120,6 +120,7 @@ def _event_for(op: Op, result: Result, ctx: dict[str, Any], duration: float) -> 
                 "namespace": list(item.namespace),
                 "key": item.key,
                 "score": getattr(item, "score", None),
+                "value": to_readable(item.value),
             }
             for i, item in enumerate(items, 1)
         ]

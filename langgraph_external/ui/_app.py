@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,7 +27,15 @@ from langgraph_external.ui._pages import (
 from langgraph_external.ui._render import render
 from langgraph_external.workspace.files import encode_thread_id
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "SECURITY_HEADERS", "ThreadCache", "create_app", "serve"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "SECURITY_HEADERS",
+    "ThreadCache",
+    "create_app",
+    "serve",
+    "unstorable_parameter",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -42,6 +50,29 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
+
+
+def unstorable_parameter(params: Iterable[tuple[str, str]]) -> str | None:
+    """Why a request's query cannot be answered, or ``None``: every page hands its
+    parameters (thread ids, checkpoint ids, search terms) to PostgreSQL as text, which
+    cannot hold NUL, nor text that is not valid Unicode.
+
+    Example:
+        >>> unstorable_parameter([("q", "error:\\x00")])
+        "parameter 'q' contains NUL (U+0000), which PostgreSQL text cannot hold"
+        >>> unstorable_parameter([("id", "thread-42")]) is None
+        True
+    """
+    for key, value in params:
+        for text in (key, value):
+            if "\x00" in text:
+                return f"parameter {key!r} contains NUL (U+0000), which PostgreSQL text cannot hold"
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"parameter {key!r} is not valid Unicode text"
+    return None
 
 
 class ThreadCache:
@@ -82,6 +113,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     """
     from psycopg_pool import ConnectionPool
     from starlette.applications import Starlette
+    from starlette.datastructures import QueryParams
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.requests import Request
@@ -107,11 +139,11 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     def html(text: str, status: int = 200) -> Response:
         return headers(HTMLResponse(text, status_code=status))
 
-    def not_found(message: str) -> Response:
+    def not_found(message: str, status: int = 404) -> Response:
         return html(
             render(
                 "compare.html",
-                title="lgx — not found",
+                title="lgx — not found" if status == 404 else "lgx — bad request",
                 where="",
                 a="",
                 b="",
@@ -122,8 +154,22 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
                 currency=cfg.prices.currency,
                 root="",
             ),
-            404,
+            status,
         )
+
+    def refuse_unstorable(app: Any) -> Any:
+        """Bad query text is a 400 for every page, before any page reads the ledger."""
+
+        async def checked(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                params = QueryParams(scope.get("query_string") or b"")
+                problem = unstorable_parameter(params.multi_items())
+                if problem is not None:
+                    await not_found(problem, 400)(scope, receive, send)
+                    return
+            await app(scope, receive, send)
+
+        return checked
 
     def threads(request: Request) -> Response:
         p = request.query_params
@@ -249,7 +295,10 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     hosts = ["127.0.0.1", "localhost", "[::1]", "::1", *allowed_hosts]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+            Middleware(refuse_unstorable),
+        ],
         lifespan=lifespan,
     )
 

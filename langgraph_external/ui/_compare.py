@@ -60,6 +60,24 @@ def _message_text(m: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _answer_lines(m: Mapping[str, Any]) -> list[str]:
+    """An answer as the compare page's lines: its text, then ``→ tool(args)`` per tool
+    call (the answer box is the assistant's: no role on every line, no empty text line
+    before a tool call)."""
+    content = m.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    lines = (text or "").splitlines() if text or not m.get("tool_calls") else []
+    return [
+        *lines,
+        *(
+            f"→ {call.get('name')}("
+            + json.dumps(call.get("args"), ensure_ascii=False, sort_keys=True)
+            + ")"
+            for call in m.get("tool_calls") or ()
+        ),
+    ]
+
+
 def _prompt_lines(call: Mapping[str, Any] | None) -> list[str]:
     if call is None:
         return []
@@ -133,8 +151,8 @@ def compare_data(
     first_prompt_diff: list[str] | None = None
     for ca, cb in _pairs(sa["view"]["llm_calls"], sb["view"]["llm_calls"]):
         pa, pb = _prompt_lines(ca), _prompt_lines(cb)
-        ans_a = [x for m in (ca or {}).get("answer") or () for x in _message_text(m)]
-        ans_b = [x for m in (cb or {}).get("answer") or () for x in _message_text(m)]
+        ans_a = [x for m in (ca or {}).get("answer") or () for x in _answer_lines(m)]
+        ans_b = [x for m in (cb or {}).get("answer") or () for x in _answer_lines(m)]
         same_prompt = pa == pb and ca is not None and cb is not None
         if not same_prompt and first_prompt_diff is None:
             first_prompt_diff = list(
