@@ -8,7 +8,8 @@ with one small ``insert`` queued in each of its transactions, as in ``bench_floo
 ``full`` (the same with ``ext.config(...)``: the audit callbacks) — and samples, from
 *this* process (a sampler inside the app would inflate the app's own CPU), every ~20 ms
 with psutil: the app process (all its threads), its descendants (the sealing helper and
-its zygote) and every ``postgres`` process of the server. The window starts after a
+its zygote) and every process of the embedded server (its postmaster and children; with
+``--dsn``, every ``postgres`` process on the machine). The window starts after a
 warm-up and ends once the app's ``flush()`` returned: the drain is included. Rounds
 alternate the setups; the table shows each round and the median per invoke, and the
 record's extra CPU as a multiple of the bare invoke's total (app + server).
@@ -54,6 +55,7 @@ def child(setup: str, dsn: str, n: int, tmp: str) -> None:
 
         saver, pool = saver_in(dsn, "floor_p", 8)
         with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("drop table if exists floor_p.rec")
             conn.execute(RECORD_TABLE.format(s="floor_p"))
         with_one_statement(saver, "floor_p")
         closers.append(pool.close)
@@ -111,8 +113,9 @@ def _cpu(p: psutil.Process) -> float | None:
 class Sampler:
     """CPU seconds per (pid, create time) between :meth:`start` and :meth:`stop`, by role."""
 
-    def __init__(self, app: psutil.Process) -> None:
+    def __init__(self, app: psutil.Process, postmaster: psutil.Process | None) -> None:
         self.app = app
+        self.postmaster = postmaster
         self.first: dict[tuple[int, float], float] = {}
         self.last: dict[tuple[int, float], float] = {}
         self.role: dict[tuple[int, float], str] = {}
@@ -121,7 +124,12 @@ class Sampler:
         out: list[tuple[psutil.Process, str]] = [(self.app, "app")]
         with contextlib.suppress(psutil.NoSuchProcess):
             out += [(c, "sealing") for c in self.app.children(recursive=True)]
-        for p in psutil.process_iter(["name"]):
+        if self.postmaster is not None:  # our server: its postmaster and every child
+            out.append((self.postmaster, "server"))
+            with contextlib.suppress(psutil.NoSuchProcess):
+                out += [(c, "server") for c in self.postmaster.children()]
+            return out
+        for p in psutil.process_iter(["name"]):  # a server given by --dsn: every postgres
             if p.info["name"] == "postgres":
                 out.append((p, "server"))
         return out
@@ -148,7 +156,7 @@ class Sampler:
         return out
 
 
-def run_setup(setup: str, dsn: str, n: int) -> dict[str, float]:
+def run_setup(setup: str, dsn: str, n: int, postmaster: psutil.Process | None) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.Popen(
             [sys.executable, __file__, "--child", setup, "--dsn", dsn, "--n", str(n), "--tmp", tmp],
@@ -160,7 +168,7 @@ def run_setup(setup: str, dsn: str, n: int) -> dict[str, float]:
         line = proc.stdout.readline()
         if line.strip() != "READY":
             raise SystemExit(f"{setup}: the app did not start: {line!r}")
-        sampler = Sampler(psutil.Process(proc.pid))
+        sampler = Sampler(psutil.Process(proc.pid), postmaster)
         sampler.sample(initial=True)
         proc.stdin.write("\n")
         proc.stdin.flush()
@@ -211,11 +219,15 @@ def main() -> None:
     setups = [s for s in a.setups.split(",") if s]
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
+        pid_file = Path(tmp) / "pgdata" / "postmaster.pid"
+        postmaster = (
+            psutil.Process(int(pid_file.read_text().split()[0])) if pid_file.exists() else None
+        )
         for r in range(a.rounds):
             got: dict[str, dict[str, float]] = {}
             for s in setups:
                 time.sleep(1.0)
-                got[s] = run_setup(s, dsn, a.n)
+                got[s] = run_setup(s, dsn, a.n, postmaster)
             rounds.append(got)
             _print_round(f"round {r + 1}", got)
     med = {
@@ -228,8 +240,10 @@ def main() -> None:
 
 def _print_round(title: str, got: dict[str, dict[str, float]]) -> None:
     print(f"\n{title} (CPU ms per invoke; drain included)")
-    print(f"{'setup':8} {'app':>7} {'sealing':>8} {'server':>7} {'total':>7}  {'extra':>7} "
-          f"{'x bare':>7} {'app x':>6}  {'median':>7} {'wall':>6}")
+    print(
+        f"{'setup':8} {'app':>7} {'sealing':>8} {'server':>7} {'total':>7}  {'extra':>7} "
+        f"{'x bare':>7} {'app x':>6}  {'median':>7} {'wall':>6}"
+    )
     bare = got.get("bare")
     bare_total = bare["app"] + bare["server"] if bare else None
     for s, v in got.items():
