@@ -20,6 +20,7 @@ record's extra CPU as a multiple of the bare invoke's total (app + server).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -118,10 +119,8 @@ class Sampler:
 
     def _procs(self) -> list[tuple[psutil.Process, str]]:
         out: list[tuple[psutil.Process, str]] = [(self.app, "app")]
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             out += [(c, "sealing") for c in self.app.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            pass
         for p in psutil.process_iter(["name"]):
             if p.info["name"] == "postgres":
                 out.append((p, "server"))
