@@ -105,7 +105,12 @@ _ThreadsArg = Annotated[
     list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
 ]
 _SinceOpt = Annotated[
-    str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
+    str | None,
+    typer.Option(
+        "--since",
+        help="Only threads updated since this time: a duration ago (30s, 5m, 2h, 1d, "
+        "1h30m) or an ISO 8601 time (UTC if no offset).",
+    ),
 ]
 _AllOpt = Annotated[bool, typer.Option("--all", help="Visit every thread (not only those behind).")]
 _FollowOpt = Annotated[
@@ -232,6 +237,7 @@ def _run_export(
     from langgraph_external.exporters.otlp import OtlpExporter  # lazy: OTLP encoding, 15 ms
 
     with command(ctx) as s:
+        since_at = time_option(since, "--since")  # a bad one: exit 2, before anything runs
         config = make_config().resolved()  # a bad option: exit 2 with the reason
         dsn = s.resolve_dsn(create=False)
         cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
@@ -253,7 +259,6 @@ def _run_export(
                     else f"sent {plural(exporter.spans_sent, 'span')}"
                 )
                 return
-            since_at = time_option(since, "--since")
             if resend:
                 chosen = [
                     t

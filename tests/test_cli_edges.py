@@ -1,0 +1,116 @@
+"""Rough edges of ``lgx`` (issue 33), over threads recorded by real graphs on a real ledger:
+what ``--kind`` and ``--since`` accept, ``lgx diff``'s exit codes, help printed as written,
+``lgx verify`` under another key, and ``lgx db status`` agreeing with ``lgx verify``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from typer.testing import CliRunner, Result
+
+from langgraph_external import External
+from langgraph_external.cli import app
+from langgraph_external.ledger import schema as ledger
+from tests.graphs import react_agent
+
+
+@dataclass
+class Recorded:
+    dsn: str
+    ws: Path
+
+
+@pytest.fixture
+def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Recorded:
+    """Two runs of a ReAct agent (model and tool calls): threads ``agent`` and ``agent-2``."""
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        for tid in ("agent", "agent-2"):
+            react_agent(ext.checkpointer).invoke(
+                {"messages": [HumanMessage("weather in Oslo?")]}, ext.config(tid)
+            )
+        ext.flush()
+    return Recorded(dsn, ws)
+
+
+def lgx(rec: Recorded, *args: str, env: dict[str, str | None] | None = None) -> Result:
+    runner = CliRunner(env={"LGX_DSN": None, "COLUMNS": "250", **(env or {})})
+    return runner.invoke(app, ["--dsn", rec.dsn, "--workspace", str(rec.ws), *args])
+
+
+def ledger_events(dsn: str, thread_id: str) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, options="-c timezone=UTC") as conn:
+        return ledger.fetch_events(conn, thread_id)
+
+
+def json_lines(result: Result) -> list[dict[str, Any]]:
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def assert_usage_error(result: Result, *needles: str) -> None:
+    """Exit 2 with a message on stderr, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = " ".join(result.stderr.split())
+    for needle in needles:
+        assert needle in text, result.stderr
+
+
+# -- --kind ------------------------------------------------------------------------------
+def test_kind_takes_the_kinds_the_kind_column_prints_and_families_of_them(
+    recorded: Recorded,
+) -> None:
+    events = ledger_events(recorded.dsn, "agent")
+    kinds = {e["kind"] for e in events}
+    assert {"llm_start", "llm_end", "tool_start", "tool_end"} <= kinds
+    # every kind the table prints is a kind --kind finds
+    for kind in sorted(kinds):
+        found = json_lines(lgx(recorded, "events", "agent", "--kind", kind, "--json"))
+        assert found == [e for e in events if e["kind"] == kind], kind
+    # a family: the kinds it starts (llm: llm_start and llm_end)
+    llm = json_lines(lgx(recorded, "events", "agent", "--kind", "llm", "--json"))
+    assert llm == [e for e in events if e["kind"] in ("llm_start", "llm_end")]
+    assert len(llm) == 6  # three model calls
+    mixed = json_lines(lgx(recorded, "events", "agent", "-k", "tool", "-k", "checkpoint", "--json"))
+    assert mixed == [
+        e for e in events if e["kind"].startswith("tool_") or e["kind"] == "checkpoint"
+    ]
+    table = lgx(recorded, "events", "agent", "--kind", "llm")
+    assert table.exit_code == 0 and "llm_start" in table.stdout and "llm_end" in table.stdout
+
+
+def test_an_unknown_kind_is_a_usage_error_listing_the_kinds(recorded: Recorded) -> None:
+    for args in (["--kind", "lm"], ["--kind", "checkpoint", "--kind", "llm_begin", "--json"]):
+        result = lgx(recorded, "events", "agent", *args)
+        assert_usage_error(result, "--kind", "is not an event kind", "llm_start", "checkpoint")
+        assert "Families" in result.stderr and "llm" in result.stderr
+        assert result.stdout == ""
+
+
+# -- --since -----------------------------------------------------------------------------
+def test_since_and_until_take_durations_as_well_as_iso_times(recorded: Recorded) -> None:
+    events = ledger_events(recorded.dsn, "agent")
+    for ago in ("5m", "2h", "1d", "30s", "1h30m", "1h 30m"):
+        found = json_lines(lgx(recorded, "events", "agent", "--since", ago, "--json"))
+        assert found == events, ago  # recorded just now
+        assert json_lines(lgx(recorded, "events", "agent", "--until", ago, "--json")) == []
+    future = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+    assert json_lines(lgx(recorded, "events", "agent", "--since", future, "--json")) == []
+    # lgx export takes the same forms (a bad one stops it before anything is sent)
+    for preset in ("otlp", "langfuse"):
+        bad = lgx(recorded, "export", preset, "--since", "5 minutes")
+        assert_usage_error(bad, "--since", "'5 minutes'", "duration", "1h30m", "ISO 8601")
+
+
+def test_a_bad_since_names_both_forms(recorded: Recorded) -> None:
+    for value in ("yesterday", "5x", "m5", "-5m", ""):
+        result = lgx(recorded, "events", "agent", "--since", value)
+        assert_usage_error(result, "--since", "duration", "30s", "1h30m", "ISO 8601")
