@@ -114,3 +114,25 @@ def test_a_bad_since_names_both_forms(recorded: Recorded) -> None:
     for value in ("yesterday", "5x", "m5", "-5m", ""):
         result = lgx(recorded, "events", "agent", "--since", value)
         assert_usage_error(result, "--since", "duration", "30s", "1h30m", "ISO 8601")
+
+
+# -- lgx diff ----------------------------------------------------------------------------
+def test_diff_exits_0_same_1_differs_2_cannot_compare(recorded: Recorded) -> None:
+    assert lgx(recorded, "diff", "agent", "agent-2").exit_code == 0  # the same run twice
+    first = next(e for e in ledger_events(recorded.dsn, "agent") if e["kind"] == "checkpoint")
+    differs = lgx(recorded, "diff", "agent", "--checkpoint", first["checkpoint_id"])
+    assert differs.exit_code == 1, differs.output
+    for args in (
+        ["agent", "nosuch"],  # a thread that is not recorded
+        ["nosuch", "agent"],
+        ["run:00000000-0000-0000-0000-000000000000", "agent"],  # a run that is not
+        ["agent@ffffffff", "agent"],  # a checkpoint that is not
+        ["agent", "--checkpoint", "a", "--checkpoint", "b", "--checkpoint", "c"],  # bad usage
+        ["", "agent"],
+    ):
+        result = lgx(recorded, "diff", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output and result.stderr.startswith("error:"), args
+    helped = lgx(recorded, "diff", "--help")
+    text = " ".join(helped.stdout.replace("│", " ").split())
+    assert "0 the same; 1 they differ; 2 they cannot be compared" in text, helped.stdout
