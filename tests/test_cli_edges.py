@@ -5,6 +5,7 @@ what ``--kind`` and ``--since`` accept, ``lgx diff``'s exit codes, help printed 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from typer.main import get_command
 from typer.testing import CliRunner, Result
 
 from langgraph_external import External
@@ -136,3 +138,34 @@ def test_diff_exits_0_same_1_differs_2_cannot_compare(recorded: Recorded) -> Non
     helped = lgx(recorded, "diff", "--help")
     text = " ".join(helped.stdout.replace("│", " ").split())
     assert "0 the same; 1 they differ; 2 they cannot be compared" in text, helped.stdout
+
+
+# -- help as written ---------------------------------------------------------------------
+def _help_pages(cmd: Any, path: list[str]) -> Iterator[tuple[list[str], list[str]]]:
+    """``(command path, help texts its --help page shows)`` of every command and group."""
+    texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+    yield path, [t for t in texts if t]
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _help_pages(sub, [*path, name])
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").replace("\b", " ").split())
+
+
+def test_every_help_text_prints_as_written() -> None:
+    """The CLI library reads help as rich markup: ``:thread:`` printed as an emoji (the id
+    template of ``lgx replay --into``), ``[tool.langgraph-external.prices]`` vanished."""
+    runner = CliRunner(env={"COLUMNS": "2000", "LGX_DSN": None})
+    pages = list(_help_pages(get_command(app), []))
+    assert len(pages) > 20
+    written = [t for _, texts in pages for t in texts]
+    assert any(":THREAD:" in t for t in written) and any("[tool." in t for t in written)
+    for path, texts in pages:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        shown = _flat(result.stdout)
+        for text in texts:
+            assert _flat(text.split("\f")[0]) in shown, (path, text, result.stdout)
+    replay = runner.invoke(app, ["replay", "--help"]).stdout
+    assert "lgx-replay:THREAD:RANDOM" in replay and "🧵" not in replay
