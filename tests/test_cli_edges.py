@@ -20,6 +20,8 @@ from typer.testing import CliRunner, Result
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.keys import load_key
 from tests.graphs import react_agent
 
 
@@ -169,3 +171,62 @@ def test_every_help_text_prints_as_written() -> None:
             assert _flat(text.split("\f")[0]) in shown, (path, text, result.stdout)
     replay = runner.invoke(app, ["replay", "--help"]).stdout
     assert "lgx-replay:THREAD:RANDOM" in replay and "🧵" not in replay
+
+
+# -- verify under another key --------------------------------------------------------------
+def _other_key_file(tmp_path: Path) -> Path:
+    path = tmp_path / "other-key"
+    load_key(key_file=path)  # a new key, as on a machine that never held the deployment's
+    return path
+
+
+def test_verify_with_another_key_says_the_key_is_different_not_that_the_record_was_edited(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    other = {"LGX_KEY_FILE": str(_other_key_file(tmp_path))}
+    assert lgx(recorded, "verify", "--all").exit_code == 0  # the key that wrote it
+    for args, env in (
+        (["verify", "--all"], other),
+        (["verify", "agent"], other),
+        (["verify", "agent", "--key", WorkspaceCipher.generate_key()], {}),
+        (["verify", "--all"], {"LGX_KEY": WorkspaceCipher.generate_key()}),
+    ):
+        result = lgx(recorded, *args, env=env)
+        text = " ".join(result.output.split())
+        assert result.exit_code == 1, (args, result.output)
+        assert "deployment key is missing or different" in text, (args, result.output)
+        for way in ("--key", "$LGX_KEY", "key file"):
+            assert way in text, (way, result.output)
+        for tampering in ("edited", "re-hashed", "decrypt", "altered", "FAIL agent:"):
+            assert tampering not in text, (args, tampering, result.output)
+    as_json = [
+        json.loads(x)
+        for x in lgx(recorded, "verify", "--all", "--json", env=other).stdout.splitlines()
+    ]
+    assert [r["ok"] for r in as_json if r["thread_id"] in ("agent", "agent-2")] == [True, True]
+    assert any(not r["ok"] and "missing or different" in r["problems"][0] for r in as_json)
+
+
+def test_verify_with_another_key_still_finds_what_the_chain_shows(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """Tampering the unkeyed checks see is reported under any key, besides the key's note."""
+    events = recorded.ws / "threads" / "agent" / "events.jsonl"
+    lines = events.read_text().splitlines()
+    env = json.loads(lines[3])
+    env["name"] = "forged"  # not re-hashed
+    lines[3] = json.dumps(env)
+    events.write_text("\n".join(lines) + "\n")
+    result = lgx(recorded, "verify", "--all", env={"LGX_KEY_FILE": str(_other_key_file(tmp_path))})
+    assert result.exit_code == 1
+    assert "FAIL agent:" in result.output and "FAIL agent-2" not in result.output
+    assert "deployment key is missing or different" in " ".join(result.output.split())
+
+
+def test_verify_without_any_key_says_how_to_give_it(recorded: Recorded, tmp_path: Path) -> None:
+    result = lgx(recorded, "verify", "--all", env={"LGX_KEY_FILE": str(tmp_path / "none")})
+    text = " ".join(result.output.split())
+    assert "no deployment key" in text and "keyed checks are skipped" in text, result.output
+    assert result.exit_code == 0 and "FAIL" not in text and "pass cipher" not in text, text
+    for way in ("--key", "$LGX_KEY", "key file"):
+        assert way in text, (way, result.output)
