@@ -230,3 +230,24 @@ def test_verify_without_any_key_says_how_to_give_it(recorded: Recorded, tmp_path
     assert result.exit_code == 0 and "FAIL" not in text and "pass cipher" not in text, text
     for way in ("--key", "$LGX_KEY", "key file"):
         assert way in text, (way, result.output)
+
+
+# -- db status / worker --status agree with verify ----------------------------------------
+def test_the_mirror_lag_does_not_depend_on_how_the_workspace_is_spelled(
+    recorded: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app was given an absolute path; ``lgx -w ws/`` from its parent is the same
+    workspace, and ``lgx verify --all`` finds nothing behind: neither may the status."""
+    assert lgx(recorded, "verify", "--all").exit_code == 0
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(recorded.ws)
+    monkeypatch.chdir(tmp_path)
+    for spelling in (str(recorded.ws), "ws", "./ws/", "sub/../ws", "link"):
+        runner = CliRunner(env={"LGX_DSN": None})
+        args = ["--dsn", recorded.dsn, "-w", spelling]
+        status = runner.invoke(app, [*args, "worker", "--status", "--json"])
+        assert status.exit_code == 0, status.output
+        assert json.loads(status.stdout)["workspace_behind_threads"] == 0, spelling
+        text = runner.invoke(app, [*args, "worker", "--status"]).stdout
+        assert "workspace mirror behind on 0 threads" in text, (spelling, text)
+        assert runner.invoke(app, [*args, "verify", "--all"]).exit_code == 0, spelling
