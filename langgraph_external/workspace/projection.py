@@ -84,8 +84,7 @@ class WorkspaceProjection:
         self.cipher = cipher
         self.serde: SerializerProtocol = serde or JsonPlusSerializer()
         self.redactor = redactor
-        # one name however the workspace is spelled: the app, its sealing helper and
-        # `lgx` (each given its own spelling) share the cursors
+        # one name however it is spelled: the app, its helper and `lgx` share the cursors
         digest = hashlib.sha256(workspace.identity.encode()).hexdigest()[:12]
         self.name = f"workspace-{digest}"
         self._last_seq: OrderedDict[str, int] = OrderedDict()  # thread -> last seq written
