@@ -113,7 +113,7 @@ def test_lgx_diff_threads_and_checkpoints(dsn: str, recorded: Path) -> None:
     at = lgx(dsn, recorded, "diff", "t-1", "--checkpoint", cps, "--json")
     assert at.exit_code == 1
     assert json.loads(at.stdout)["a_checkpoint_id"] == cps
-    assert lgx(dsn, recorded, "diff", "t-1", "nope").exit_code == 1
+    assert lgx(dsn, recorded, "diff", "t-1", "nope").exit_code == 2  # cannot compare
     bad = lgx(
         dsn, recorded, "diff", "t-1", "--checkpoint", "a", "--checkpoint", "b", "--checkpoint", "c"
     )
@@ -232,5 +232,5 @@ def test_replay_copies_are_never_sent_to_langfuse(
 def test_thread_ids_are_printed_as_text_never_as_emoji(dsn: str, recorded: Path) -> None:
     """``lgx-replay:a:1f2e`` holds ``:a:``, which rich would print as an emoji."""
     missing = lgx(dsn, recorded, "diff", "lgx-replay:a:1f2e", "t-1")
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2  # not recorded: nothing to compare
     assert "lgx-replay:a:1f2e" in missing.stderr

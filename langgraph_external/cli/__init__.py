@@ -49,28 +49,28 @@ from langgraph_external.cli import (
     web,
     worker,
 )
-from langgraph_external.cli.base import app
+from langgraph_external.cli.base import LiteralHelpCommand, app
 from langgraph_external.cli.console import EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, CliError
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_PROBLEM", "CliError", "app", "main"]
 
-app.command("setup")(db.setup)
-app.command("threads")(threads.threads)
-app.command("show")(threads.show)
-app.command("verify")(verify.verify)
-app.command("events")(threads.events)
-app.command("state")(threads.state)
-app.command("sql")(sql.sql_command)
-app.command("repair")(verify.repair)
-app.command("worker")(worker.worker)
-app.command("restore")(restore.restore)
-app.command("timeline")(web.timeline)
-app.command("import")(restore.import_command)
-app.command("prune")(prune.prune_command)
-app.command("replay")(replay.replay_cmd)
-app.command("diff")(replay.diff_cmd)
-app.command("ui")(web.ui_command)
-app.command("heads")(verify.heads)
+app.command("setup", cls=LiteralHelpCommand)(db.setup)
+app.command("threads", cls=LiteralHelpCommand)(threads.threads)
+app.command("show", cls=LiteralHelpCommand)(threads.show)
+app.command("verify", cls=LiteralHelpCommand)(verify.verify)
+app.command("events", cls=LiteralHelpCommand)(threads.events)
+app.command("state", cls=LiteralHelpCommand)(threads.state)
+app.command("sql", cls=LiteralHelpCommand)(sql.sql_command)
+app.command("repair", cls=LiteralHelpCommand)(verify.repair)
+app.command("worker", cls=LiteralHelpCommand)(worker.worker)
+app.command("restore", cls=LiteralHelpCommand)(restore.restore)
+app.command("timeline", cls=LiteralHelpCommand)(web.timeline)
+app.command("import", cls=LiteralHelpCommand)(restore.import_command)
+app.command("prune", cls=LiteralHelpCommand)(prune.prune_command)
+app.command("replay", cls=LiteralHelpCommand)(replay.replay_cmd)
+app.command("diff", cls=LiteralHelpCommand)(replay.diff_cmd)
+app.command("ui", cls=LiteralHelpCommand)(web.ui_command)
+app.command("heads", cls=LiteralHelpCommand)(verify.heads)
 app.add_typer(db.db_app, name="db")
 app.add_typer(policy.policy_app, name="policy")
 app.add_typer(export.export_app, name="export")

@@ -8,6 +8,7 @@ The commands live in one module per command group and are registered on :data:`a
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from typing import Annotated, Any
 import psycopg
 import typer
 from psycopg.conninfo import conninfo_to_dict
+from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from langgraph_external.cli.console import (
     EXIT_OK,
@@ -35,7 +38,56 @@ from langgraph_external.workspace.files import Workspace
 DEFAULT_WORKSPACE = "./agent_workspace"
 _CONNECT_TIMEOUT = 10
 
+_COLON = re.compile(r":(?=\S)")
+
+
+def literal_markup(text: str) -> str:
+    """Rich markup that prints ``text`` as written: ``[...]`` is not a style, ``:name:``
+    not an emoji (each colon ends a text segment, and emoji codes are read per segment).
+
+    Example:
+        >>> from rich.text import Text
+        >>> text = "lgx-replay:THREAD:ID, [tool.x]"
+        >>> Text.from_markup(literal_markup(text)).plain == text
+        True
+    """
+    return _COLON.sub(":[none][/none]", escape(text))
+
+
+class _LiteralHelp:
+    """Help printed as written: the CLI library reads help texts as rich markup (``[x]`` a
+    style, ``:thread:`` an emoji), so a command's and its options' texts (and, for a group,
+    its commands' summaries) are made :func:`literal_markup` while the help is printed."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        if getattr(self, "rich_markup_mode", None) != "rich":
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+            return
+        saved: list[tuple[Any, str, Any]] = []
+        subcommands = getattr(self, "commands", {}).values()
+        for obj in [self, *getattr(self, "params", []), *subcommands]:
+            for attr in ("help", "short_help"):
+                value = getattr(obj, attr, None)
+                if isinstance(value, str):
+                    saved.append((obj, attr, value))
+                    setattr(obj, attr, literal_markup(value))
+        try:
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+        finally:
+            for obj, attr, value in saved:
+                setattr(obj, attr, value)
+
+
+class LiteralHelpCommand(_LiteralHelp, TyperCommand):
+    """A command whose help prints as written (``cls=`` of every ``lgx`` command)."""
+
+
+class LiteralHelpGroup(_LiteralHelp, TyperGroup):
+    """A command group whose help prints as written (``cls=`` of ``lgx`` and its groups)."""
+
+
 app = typer.Typer(
+    cls=LiteralHelpGroup,
     name="lgx",
     help="Inspect and verify what langgraph-external recorded in Postgres and the workspace.",
     no_args_is_help=True,

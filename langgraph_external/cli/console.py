@@ -130,19 +130,18 @@ def json_default(value: Any) -> Any:
 
 
 def time_option(value: str | None, option: str) -> datetime | None:
-    """The time an option such as ``--since`` names (UTC when it gives no offset).
+    """The time an option such as ``--since`` names: a duration ago (``5m``, ``1h30m``) or
+    an ISO 8601 date or time (UTC when it gives no offset).
 
     Raises:
-        CliError: the value is not an ISO 8601 date or time.
+        CliError: neither (a usage error: exit 2).
     """
     if value is None:
         return None
     try:
-        return inspection.parse_time(value)
-    except ValueError:
-        raise CliError(
-            f"{option}: {value!r} is not an ISO 8601 date or time (e.g. 2026-01-31T12:00:00Z)"
-        ) from None
+        return inspection.parse_since(value)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}") from None
 
 
 def file_progress(label: str) -> tuple[Progress, Any]:

@@ -16,7 +16,7 @@ import psycopg
 import typer
 from rich.markup import escape
 
-from langgraph_external.cli.base import command, connect
+from langgraph_external.cli.base import LiteralHelpCommand, LiteralHelpGroup, command, connect
 from langgraph_external.cli.console import (
     EXIT_PROBLEM,
     CliError,
@@ -101,6 +101,7 @@ def _saver_setup(conn: psycopg.Connection[Any]) -> None:
 
 # -- db ----------------------------------------------------------------------------------
 db_app = typer.Typer(
+    cls=LiteralHelpGroup,
     name="db",
     help="Manage the embedded PostgreSQL server of the workspace (<workspace>/.lgx/pgdata).",
     no_args_is_help=True,
@@ -135,7 +136,7 @@ def _status_lines(st: embedded.ServerStatus) -> list[str]:
     return lines
 
 
-@db_app.command("status")
+@db_app.command("status", cls=LiteralHelpCommand)
 def db_status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
@@ -160,7 +161,7 @@ def db_status(
         raise typer.Exit(EXIT_PROBLEM)
 
 
-@db_app.command("start")
+@db_app.command("start", cls=LiteralHelpCommand)
 def db_start(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
@@ -179,7 +180,7 @@ def db_start(
     )
 
 
-@db_app.command("stop")
+@db_app.command("stop", cls=LiteralHelpCommand)
 def db_stop(
     ctx: typer.Context,
     force: Annotated[
@@ -216,7 +217,7 @@ def db_stop(
             raise typer.Exit(EXIT_PROBLEM)
 
 
-@db_app.command("url")
+@db_app.command("url", cls=LiteralHelpCommand)
 def db_url(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help='Print {"uri": ...} as JSON.')] = False,

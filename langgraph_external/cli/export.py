@@ -21,9 +21,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from typer.core import TyperGroup
 
-from langgraph_external.cli.base import command, connect
+from langgraph_external.cli.base import LiteralHelpCommand, LiteralHelpGroup, command, connect
 from langgraph_external.cli.console import (
     EXIT_PROBLEM,
     CliError,
@@ -37,7 +36,7 @@ from langgraph_external.errors import ArchiveError
 from langgraph_external.workspace.files import encode_thread_id
 
 
-class _DefaultCommandGroup(TyperGroup):
+class _DefaultCommandGroup(LiteralHelpGroup):
     """A group whose first argument, when it names no subcommand, goes to ``thread``.
 
     So ``lgx export THREAD -o FILE`` works next to ``lgx export langfuse ...``; a thread
@@ -62,7 +61,7 @@ export_app = typer.Typer(
 )
 
 
-@export_app.command("thread")
+@export_app.command("thread", cls=LiteralHelpCommand)
 def export_thread_command(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread to export.")],
@@ -105,7 +104,12 @@ _ThreadsArg = Annotated[
     list[str] | None, typer.Argument(help="Threads to export (default: every thread behind).")
 ]
 _SinceOpt = Annotated[
-    str | None, typer.Option("--since", help="Only threads updated since (ISO 8601).")
+    str | None,
+    typer.Option(
+        "--since",
+        help="Only threads updated since this time: a duration ago (30s, 5m, 2h, 1d, "
+        "1h30m) or an ISO 8601 time (UTC if no offset).",
+    ),
 ]
 _AllOpt = Annotated[bool, typer.Option("--all", help="Visit every thread (not only those behind).")]
 _FollowOpt = Annotated[
@@ -117,7 +121,7 @@ _ResendOpt = Annotated[
 _JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
 
 
-@export_app.command("langfuse")
+@export_app.command("langfuse", cls=LiteralHelpCommand)
 def export_langfuse(
     ctx: typer.Context,
     thread_ids: _ThreadsArg = None,
@@ -148,7 +152,7 @@ def export_langfuse(
     )
 
 
-@export_app.command("otlp")
+@export_app.command("otlp", cls=LiteralHelpCommand)
 def export_otlp(
     ctx: typer.Context,
     thread_ids: _ThreadsArg = None,
@@ -232,6 +236,7 @@ def _run_export(
     from langgraph_external.exporters.otlp import OtlpExporter  # lazy: OTLP encoding, 15 ms
 
     with command(ctx) as s:
+        since_at = time_option(since, "--since")  # a bad one: exit 2, before anything runs
         config = make_config().resolved()  # a bad option: exit 2 with the reason
         dsn = s.resolve_dsn(create=False)
         cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
@@ -239,7 +244,7 @@ def _run_export(
         try:
             if follow:
                 stop = threading.Event()
-                err.print(f"following the ledger into {exporter.url} (Ctrl-C stops)")
+                err.print(f"following the ledger into {escape(exporter.url)} (Ctrl-C stops)")
                 with contextlib.suppress(KeyboardInterrupt):
                     # SIGTERM stops it like Ctrl-C. Not ``stop.set()`` in the handler: a
                     # handler runs between two bytecodes of the main thread, possibly inside
@@ -253,7 +258,6 @@ def _run_export(
                     else f"sent {plural(exporter.spans_sent, 'span')}"
                 )
                 return
-            since_at = time_option(since, "--since")
             if resend:
                 chosen = [
                     t

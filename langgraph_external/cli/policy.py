@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from langgraph_external.cli.base import command
+from langgraph_external.cli.base import LiteralHelpCommand, LiteralHelpGroup, command
 from langgraph_external.cli.console import (
     EXIT_ERROR,
     EXIT_PROBLEM,
@@ -27,6 +27,7 @@ from langgraph_external.cli.console import (
 from langgraph_external.cli.graphs import load_graph
 
 policy_app = typer.Typer(
+    cls=LiteralHelpGroup,
     name="policy",
     help="Check a transition policy against a graph, or draw it (no database needed).",
     no_args_is_help=True,
@@ -77,7 +78,7 @@ def _load_policy_and_graph(
     return policy, load_graph(graph_ref)
 
 
-@policy_app.command("check")
+@policy_app.command("check", cls=LiteralHelpCommand)
 def policy_check(
     ctx: typer.Context,
     policy_file: Annotated[Path, typer.Argument(help="Policy file (.yaml, .yml or .json).")],
@@ -116,7 +117,7 @@ def policy_check(
             raise typer.Exit(EXIT_PROBLEM)
 
 
-@policy_app.command("mermaid")
+@policy_app.command("mermaid", cls=LiteralHelpCommand)
 def policy_mermaid(
     ctx: typer.Context,
     policy_file: Annotated[Path, typer.Argument(help="Policy file (.yaml, .yml or .json).")],

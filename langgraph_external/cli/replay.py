@@ -18,6 +18,7 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from langgraph_external.cli.base import command, connect
 from langgraph_external.cli.console import (
+    EXIT_ERROR,
     EXIT_PROBLEM,
     CliError,
     err,
@@ -113,7 +114,11 @@ def diff_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
     """Compare two threads, checkpoints or runs: node path, model and tool calls (the
-    unified diff of the first prompt that differs) and state; exit 1 if they differ."""
+    unified diff of the first prompt that differs) and state.
+
+    Exit codes: 0 the same; 1 they differ; 2 they cannot be compared (a thread, checkpoint
+    or run that is not recorded, an ambiguous checkpoint prefix, a bad argument).
+    """
     from langgraph_external.read import diff  # lazy: 13 ms
 
     cps = list(checkpoint or [])
@@ -127,8 +132,8 @@ def diff_cmd(
         with connect(s) as conn:
             try:
                 result = diff.diff_sides(conn, s.ws(), side_a, side_b, s.schema)
-            except inspection.NotFoundError as exc:
-                raise CliError(str(exc), EXIT_PROBLEM) from exc
+            except inspection.NotFoundError as exc:  # nothing to compare: not "differs"
+                raise CliError(str(exc), EXIT_ERROR) from exc
     if as_json:
         typer.echo(json.dumps(result.to_dict()))
     else:

@@ -5,6 +5,7 @@ Example (shell)::
     lgx threads
     lgx show thread-42 --limit 50
     lgx events thread-42 --kind checkpoint --since 2026-12-01
+    lgx events thread-42 --kind llm --since 1h30m
     lgx state thread-42 --checkpoint 1f1edcd4
 """
 
@@ -202,7 +203,12 @@ def events(
     kind: Annotated[
         list[str] | None,
         typer.Option(
-            "--kind", "-k", help="Only events of this kind (repeatable).", show_default=False
+            "--kind",
+            "-k",
+            help="Only events of this kind, as the kind column prints it (repeatable), or "
+            "of a family, the part before the first _ (llm: llm_start and llm_end; tool, "
+            "node, run, memory, thread). An unknown kind lists the kinds.",
+            show_default=False,
         ),
     ] = None,
     node: Annotated[
@@ -221,7 +227,8 @@ def events(
         str | None,
         typer.Option(
             "--since",
-            help="Only events at or after this ISO time (UTC if no offset).",
+            help="Only events at or after this time: a duration ago (30s, 5m, 2h, 1d, "
+            "1h30m) or an ISO 8601 time (UTC if no offset).",
             show_default=False,
         ),
     ] = None,
@@ -229,7 +236,8 @@ def events(
         str | None,
         typer.Option(
             "--until",
-            help="Only events before this ISO time (UTC if no offset).",
+            help="Only events before this time: a duration ago (5m, 1h30m) or an ISO 8601 "
+            "time (UTC if no offset).",
             show_default=False,
         ),
     ] = None,
@@ -259,15 +267,16 @@ def events(
         if order not in (None, "step", "seq"):
             raise CliError(f"--order: {order!r} is not one of step, seq")
         by_step = (order or ("seq" if as_json else "step")) == "step"
-        flt = inspection.EventFilter(
-            kinds=tuple(kind or ()),
-            nodes=tuple(node or ()),
-            names=tuple(name or ()),
-            since=time_option(since, "--since"),
-            until=time_option(until, "--until"),
-            limit=limit or None,
-        )
+        since_at, until_at = time_option(since, "--since"), time_option(until, "--until")
         with connect(s) as conn:
+            flt = inspection.EventFilter(
+                kinds=_kinds(conn, thread_id, s.schema, kind or []),
+                nodes=tuple(node or ()),
+                names=tuple(name or ()),
+                since=since_at,
+                until=until_at,
+                limit=limit or None,
+            )
             found = inspection.query_events(conn, thread_id, flt, s.schema)
             if not found and not inspection.thread_in_ledger(conn, thread_id, s.schema):
                 raise CliError(
@@ -290,6 +299,18 @@ def events(
             return
         label = f"{plural(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
         print_data(_events_table(placed, label, grouped=by_step))
+
+
+def _kinds(conn: Any, thread_id: str, schema: str, requested: Sequence[str]) -> tuple[str, ...]:
+    """The kinds ``--kind`` names: the library's kinds and those the thread holds (a
+    record made by a newer version), or families of them; an unknown one: exit 2."""
+    if not requested:
+        return ()
+    held = conn.execute(ledger.q(queries.SELECT_KIND_COUNTS, schema), (thread_id,)).fetchall()
+    try:
+        return inspection.resolve_kinds(requested, [str(r[0]) for r in held])
+    except ValueError as exc:
+        raise CliError(f"--kind: {exc}") from None
 
 
 def _events_table(

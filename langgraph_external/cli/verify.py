@@ -37,12 +37,13 @@ from langgraph_external.ops.verify import (
     ThreadNotFoundError,
     VerifyResult,
     heads_problems,
+    heads_under_key,
     saver_thread_ids,
     snapshot_heads,
     verify_thread,
 )
 from langgraph_external.record.crypto import WorkspaceCipher
-from langgraph_external.record.keys import load_key
+from langgraph_external.record.keys import default_key_file, key_from_env, load_key
 from langgraph_external.workspace.files import Workspace
 
 
@@ -52,16 +53,23 @@ def _verify_one(
     tid: str,
     schema: str,
     cipher: WorkspaceCipher | None = None,
+    copies: bool = True,
 ) -> VerifyResult:
     """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
     try:
-        return verify_thread(conn, ws, tid, schema, cipher=cipher)
+        return verify_thread(conn, ws, tid, schema, cipher=cipher, copies=copies)
     except ThreadNotFoundError:
         return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
     except Exception as exc:  # a hostile file must not stop the other threads
         with contextlib.suppress(psycopg.Error):
             conn.rollback()
         return VerifyResult(tid, problems=[f"cannot verify: {type(exc).__name__}: {one_line(exc)}"])
+
+
+_GIVE_KEY = (
+    "give the key that wrote the record with --key KEY, $LGX_KEY, or the key file "
+    "($LGX_KEY_FILE, default ~/.config/langgraph-external/key)"
+)
 
 
 def _verify_key(key: str | None) -> WorkspaceCipher | None:
@@ -71,8 +79,39 @@ def _verify_key(key: str | None) -> WorkspaceCipher | None:
     except ConfigurationError as exc:
         if key:
             raise
-        err.print(f"note: {escape(one_line(exc))}; the keyed checks are skipped")
+        err.print(
+            f"note: {escape(one_line(exc))}; the keyed checks are skipped (head tags, exact "
+            f"copies, state.json): {escape(_GIVE_KEY)}",
+            soft_wrap=True,
+        )
         return None
+
+
+def _key_result(
+    conn: psycopg.Connection[Any], schema: str, cipher: WorkspaceCipher, key: str | None
+) -> VerifyResult | None:
+    """A problem of its own when ``cipher`` is not the key that wrote the record: no
+    tagged head carries its tag (tampering fails the tags of the threads it touched)."""
+    seen, matching = heads_under_key(conn, schema, cipher)
+    if not seen or matching:
+        return None
+    source = (
+        "--key or $LGX_KEY"
+        if key
+        else "$LGX_WORKSPACE_KEY"
+        if key_from_env()
+        else f"the key file {default_key_file()}"
+    )
+    heads = "the one thread head" if seen == 1 else f"the {seen} newest thread heads"
+    return VerifyResult(
+        "deployment key",
+        problems=[
+            f"the deployment key is missing or different: {heads} that carry a keyed tag do "
+            f"not carry the tag of the key given (key id {cipher.key_id}, from {source}), so "
+            f"the keyed checks (head tags, exact copies, state.json) were not made; "
+            f"{_GIVE_KEY}. (If it is that key, every head was rewritten since.)"
+        ],
+    )
 
 
 def _verify_heads(
@@ -118,13 +157,21 @@ def verify(
     if (thread_id is None) == (not all_threads):
         fail("give either a THREAD_ID or --all")
     results: list[VerifyResult] = []
+    extra: list[VerifyResult] = []  # the key's and the heads snapshot's, after the threads
     with command(ctx) as s, connect(s) as conn:
         ws = s.ws()
-        cipher = _verify_key(key)
+        given = cipher = _verify_key(key)
+        wrong_key = _key_result(conn, s.schema, given, key) if given is not None else None
+        if wrong_key is not None:
+            extra.append(wrong_key)
+            cipher = None  # the unkeyed checks still run
+        copies = cipher is not None  # encrypted under keyed addresses: the key's to check
         if not all_threads:
             assert thread_id is not None
             try:
-                results.append(verify_thread(conn, ws, thread_id, s.schema, cipher=cipher))
+                results.append(
+                    verify_thread(conn, ws, thread_id, s.schema, cipher=cipher, copies=copies)
+                )
             except ThreadNotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
         else:
@@ -140,13 +187,12 @@ def verify(
             ) as progress:
                 task = progress.add_task("verify", total=len(ids))
                 for tid in ids:
-                    results.append(_verify_one(conn, ws, tid, s.schema, cipher))
+                    results.append(_verify_one(conn, ws, tid, s.schema, cipher, copies))
                     progress.advance(task)
         if heads is not None:
-            results.append(_verify_heads(conn, s.schema, heads, cipher))
+            extra.append(_verify_heads(conn, s.schema, heads, given))
 
-    snap = [r for r in results if r.thread_id.startswith("heads snapshot ")]
-    results = [r for r in results if r not in snap]
+    snap = extra
     failed = [r for r in [*results, *snap] if not r.ok]
     if as_json:
         for r in [*results, *snap]:
@@ -161,7 +207,9 @@ def verify(
         elif r.ok:
             out.print(
                 f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
-                "hash chain intact, ledger and workspace agree" + _pending_note(r.pending)
+                "hash chain intact, ledger and workspace agree"
+                + ("" if cipher is not None else " (without the keyed checks)")
+                + _pending_note(r.pending)
             )
         else:
             out.print(f"[bold red]FAIL[/] {escape(r.thread_id)}: {escape(r.problems[0])}")

@@ -59,6 +59,12 @@ from {schema}.threads
 
 SELECT_THREAD_POSITION = "select last_seq, last_hash from {schema}.threads where thread_id = %s"
 
+SELECT_TAGGED_HEADS = """
+select thread_id, last_seq, last_hash, head_mac from {schema}.threads
+where head_mac is not null order by updated_at desc limit %s
+"""
+"""The newest heads that carry a keyed tag (``lgx verify``: is this the key that wrote them?)."""
+
 THREAD_IN_LEDGER = """
 select exists (select 1 from {schema}.threads where thread_id = %(t)s)
     or exists (select 1 from {schema}.events where thread_id = %(t)s)

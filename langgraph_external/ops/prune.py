@@ -39,10 +39,9 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -52,6 +51,7 @@ from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.read.inspection import parse_since
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, EventKind
 from langgraph_external.record.keys import existing_key
@@ -153,26 +153,20 @@ def _ancestry(
 
 def parse_age(text: str, now: datetime | None = None) -> datetime:
     """The cut-off time of ``--older-than``: an age (``30d``, ``12h``, ``90m``, ``45s``,
-    ``2w``) before ``now``, or an ISO 8601 time (UTC when it has no offset).
+    ``2w``, or combined: ``1d12h``) before ``now``, or an ISO 8601 time (UTC when it has
+    no offset) — the forms of ``--since`` (:func:`~langgraph_external.read.inspection.parse_since`).
 
     Raises:
         ConfigurationError: neither.
 
     Example:
-        >>> parse_age("2d", datetime(2026, 1, 31, tzinfo=timezone.utc)).isoformat()
-        '2026-01-29T00:00:00+00:00'
+        >>> parse_age("1d12h", datetime.fromisoformat("2026-01-31T00:00Z")).isoformat()
+        '2026-01-29T12:00:00+00:00'
     """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
-    if match:
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
-        return (now or datetime.now(timezone.utc)) - timedelta(seconds=float(match.group(1)) * unit)
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigurationError(
-            f"--older-than: {text!r} is neither an age (30d, 12h, 90m, 45s, 2w) nor an ISO time"
-        ) from None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return parse_since(text, now)
+    except ValueError as exc:
+        raise ConfigurationError(f"--older-than: {exc}") from None
 
 
 def _ts(text: str) -> datetime:

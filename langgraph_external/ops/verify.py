@@ -75,11 +75,14 @@ def verify_thread(
     schema: str,
     *,
     cipher: WorkspaceCipher | None = None,
+    copies: bool = True,
 ) -> VerifyResult:
     """Check one thread: the ledger's chain, the workspace's chain, and that they agree.
 
     Each problem names the first ``seq`` (or ``events.jsonl`` line) where it starts.
     ``cipher`` (the deployment key) adds the keyed checks (see the module docs).
+    ``copies=False`` leaves out the exact copies (encrypted, with keyed addresses: without
+    the key that wrote them they cannot be checked; see :func:`heads_under_key`).
 
     Raises:
         ThreadNotFoundError: the thread is in neither the ledger nor the workspace.
@@ -143,7 +146,7 @@ def verify_thread(
         res.problems.extend(derived_problems(conn, thread_id, schema, lg))
         res.problems.extend(record_failures(lg))
     if wk and bad_line is None:
-        res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher))
+        res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher, copies=copies))
     res.problems.extend(saver_problems(conn, thread_id, schema))
     return res
 
@@ -186,6 +189,25 @@ def _head_problem(
             "edited and re-hashed, truncated, or written with another key"
         )
     return None
+
+
+def heads_under_key(
+    conn: psycopg.Connection[Any], schema: str, cipher: WorkspaceCipher, sample: int = 1000
+) -> tuple[int, int]:
+    """``(tagged heads looked at, how many carry the tag of cipher)``, of the newest
+    ``sample`` threads whose head carries a keyed tag.
+
+    Tells a key that did not write the record from tampering: an edit re-hashed through
+    a thread fails that thread's tag, but a different key fails every tag. None matching
+    of several means the key is missing or different (or every head was rewritten).
+    """
+    rows = conn.execute(ledger.q(queries.SELECT_TAGGED_HEADS, schema), (sample,)).fetchall()
+    matching = sum(
+        1
+        for tid, seq, hash_, tag in rows
+        if hmac.compare_digest(str(tag), head_tag(cipher, tid, seq, hash_) or "")
+    )
+    return len(rows), matching
 
 
 _DERIVED = (
@@ -266,11 +288,15 @@ def workspace_problems(
     wk: Sequence[Mapping[str, Any]],
     lg: Sequence[Mapping[str, Any]],
     cipher: WorkspaceCipher | None,
+    *,
+    copies: bool = True,
 ) -> list[str]:
-    """Exact copies, checkpoint logs, artifacts and ``state.json`` against the record."""
+    """Exact copies, checkpoint logs, artifacts and ``state.json`` against the record
+    (the exact copies and checkpoint logs only when ``copies``)."""
     out = []
     try:
-        verify_copies(ws, thread_id, cipher=cipher)
+        if copies:
+            verify_copies(ws, thread_id, cipher=cipher)
     except RestoreError as exc:  # DecryptionError too: an edited ciphertext or wrong key
         out.append(f"workspace exact copies: {_one_line(exc)}")
     out.extend(_artifact_problems(ws, thread_id, wk))

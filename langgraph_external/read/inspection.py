@@ -22,9 +22,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -50,14 +51,17 @@ from langgraph_external.read.sql_shell import (
     run_query,
 )
 from langgraph_external.read.states import StateView, read_state
+from langgraph_external.record.events import EventKind
 from langgraph_external.record.thread_ids import REPLAY_PREFIX, is_replay_copy
 
 __all__ = [
+    "EVENT_KINDS",
     "EXAMPLE_QUERIES",
     "REPLAY_PREFIX",
     "SELECT_STEP_CONTEXT",
     "SET_READ_ONLY",
     "SET_SEARCH_PATH",
+    "TIME_FORMS",
     "AmbiguousCheckpointError",
     "EventFilter",
     "NotFoundError",
@@ -66,12 +70,16 @@ __all__ = [
     "StateView",
     "example_queries",
     "is_replay_copy",
+    "kind_families",
     "list_threads",
+    "parse_duration",
+    "parse_since",
     "parse_time",
     "place_events",
     "prepare_session",
     "query_events",
     "read_state",
+    "resolve_kinds",
     "run_query",
     "step_context",
     "thread_in_ledger",
@@ -99,6 +107,101 @@ def parse_time(text: str) -> datetime:
     """
     value = datetime.fromisoformat(text.strip())
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+TIME_FORMS = (
+    "a duration ago (30s, 5m, 2h, 1d, 2w, or combined: 1h30m) or an ISO 8601 date or "
+    "time (2026-01-31, 2026-01-31T12:00:00Z; UTC when it has no offset)"
+)
+"""The forms :func:`parse_since` accepts, for help texts and error messages."""
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """A duration: ``30s``, ``5m``, ``2h``, ``1d``, ``2w`` or a sum of them (``1h30m``);
+    ``None`` when ``text`` is not one.
+
+    Example:
+        >>> parse_duration("1h30m"), parse_duration("2026-01-31")
+        (datetime.timedelta(seconds=5400), None)
+    """
+    compact = "".join(text.split())  # "1h 30m" too
+    if not _DURATION.fullmatch(compact):
+        return None
+    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(compact))
+    return timedelta(seconds=seconds)
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """A point in time given as a duration before ``now`` (``5m``: five minutes ago) or as
+    an ISO 8601 date or time (:func:`parse_time`); see :data:`TIME_FORMS`.
+
+    Raises:
+        ValueError: neither form; the message names both.
+
+    Example:
+        >>> parse_since("1d", datetime(2026, 1, 31, tzinfo=timezone.utc)).isoformat()
+        '2026-01-30T00:00:00+00:00'
+        >>> parse_since("2026-01-31").isoformat()
+        '2026-01-31T00:00:00+00:00'
+    """
+    ago = parse_duration(text)
+    if ago is not None:
+        return (now or datetime.now(timezone.utc)) - ago
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither {TIME_FORMS}") from None
+
+
+EVENT_KINDS: tuple[str, ...] = tuple(k.value for k in EventKind)
+"""Every event kind the library records (``kind`` of an event, as ``lgx events`` prints it)."""
+
+
+def kind_families(known: Iterable[str] = EVENT_KINDS) -> dict[str, list[str]]:
+    """Families of kinds: the part before the first ``_`` and the kinds sharing it.
+
+    Example:
+        >>> kind_families()["llm"]
+        ['llm_start', 'llm_end']
+    """
+    families: dict[str, list[str]] = {}
+    for kind in dict.fromkeys(known):
+        family, sep, _ = kind.partition("_")
+        if sep:
+            families.setdefault(family, []).append(kind)
+    return families
+
+
+def resolve_kinds(requested: Iterable[str], known: Iterable[str] = EVENT_KINDS) -> tuple[str, ...]:
+    """The event kinds a kind filter names: each entry is a kind, or a family of kinds
+    (:func:`kind_families`: ``llm`` is ``llm_start`` and ``llm_end``). A name that is a
+    kind is that kind only.
+
+    Raises:
+        ValueError: an entry is neither; the message lists the kinds and the families.
+
+    Example:
+        >>> resolve_kinds(["llm", "checkpoint"])
+        ('llm_start', 'llm_end', 'checkpoint')
+    """
+    kinds = list(dict.fromkeys([*EVENT_KINDS, *known]))
+    families = kind_families(kinds)
+    out: list[str] = []
+    for name in requested:
+        if name in kinds:
+            out.append(name)
+        elif name in families:
+            out.extend(families[name])
+        else:
+            listed = ", ".join(f for f, members in families.items() if len(members) > 1)
+            raise ValueError(
+                f"{name!r} is not an event kind. Kinds: {', '.join(kinds)}. "
+                f"Families (every kind starting with FAMILY_): {listed}"
+            )
+    return tuple(dict.fromkeys(out))
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,9 @@ class Workspace:
         self.location = loc
         self.is_local = "file" in _protocols(fs)
         self._real_root = os.path.realpath(self.root) if self.is_local else self.root
+        self.identity = self._real_root if self.is_local else fs.unstrip_protocol(self.root)
+        """The workspace, one way however ``location`` spells it (``./ws``, ``ws/``, an
+        absolute path, a symlink): what names its projection cursors in the ledger."""
         self.fsync = fsync and self.is_local
         self._can_append = self.is_local or "memory" in _protocols(fs)
         self._locks = threading.local()  # thread -> directory fd this thread holds locked

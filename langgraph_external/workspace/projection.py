@@ -84,7 +84,8 @@ class WorkspaceProjection:
         self.cipher = cipher
         self.serde: SerializerProtocol = serde or JsonPlusSerializer()
         self.redactor = redactor
-        digest = hashlib.sha256(workspace.location.encode()).hexdigest()[:12]
+        # one name however it is spelled: the app, its helper and `lgx` share the cursors
+        digest = hashlib.sha256(workspace.identity.encode()).hexdigest()[:12]
         self.name = f"workspace-{digest}"
         self._last_seq: OrderedDict[str, int] = OrderedDict()  # thread -> last seq written
         self._file_seq: OrderedDict[str, int] = OrderedDict()  # log path -> last seq held
