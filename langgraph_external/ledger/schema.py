@@ -346,6 +346,50 @@ MIGRATIONS: list[str] = [
         on {schema}.events ((payload -> 'metadata' ->> 'langfuse_session_id'))
         where kind = 'checkpoint';
     """,
+    # v9: large payload values in SQL. A value the offload step moved to an artifact is
+    # stored here too (by the transaction that stores its event), so SQL users read the
+    # whole value: ``artifact_text(thread_id, payload -> 'output')`` for a reference
+    # ``{"$artifact": sha256, ...}``; ``artifact_bytes`` for a raw tool response. A
+    # deleted thread's artifacts go with its older events (``forget_thread``).
+    """
+    create table if not exists {schema}.artifacts (
+        thread_id text not null,
+        sha256 text not null,
+        media text not null,
+        size bigint not null,
+        content bytea not null,
+        primary key (thread_id, sha256)
+    );
+    create or replace function {schema}.artifact_text(p_thread text, p_ref jsonb)
+    returns text language sql stable
+    set search_path = pg_catalog, pg_temp as $$
+        select convert_from(a.content, 'UTF8') from {schema}.artifacts a
+        where a.thread_id = p_thread and a.media <> 'bytes'
+          and a.sha256 = coalesce(p_ref ->> '$artifact', p_ref #>> '{{}}')
+    $$;
+    create or replace function {schema}.artifact_bytes(p_thread text, p_sha256 text)
+    returns bytea language sql stable
+    set search_path = pg_catalog, pg_temp as $$
+        select a.content from {schema}.artifacts a
+        where a.thread_id = p_thread and a.sha256 = p_sha256
+    $$;
+    create or replace function {schema}.forget_thread(
+        p_thread text, p_seq bigint, p_ts timestamptz
+    ) returns void language plpgsql security definer
+    set search_path = pg_catalog, pg_temp as $$
+    begin
+        if not exists (select 1 from {schema}.events where thread_id = p_thread
+                       and seq = p_seq and kind = 'thread_deleted') then
+            raise exception using errcode = 'LX002', message = format(
+                'thread %s has no tombstone at seq %s', p_thread, p_seq);
+        end if;
+        delete from {schema}.events where thread_id = p_thread and seq < p_seq;
+        delete from {schema}.checkpoints where thread_id = p_thread;
+        delete from {schema}.artifacts where thread_id = p_thread;
+        update {schema}.threads set deleted_at = p_ts where thread_id = p_thread;
+    end
+    $$;
+    """,
 ]
 
 

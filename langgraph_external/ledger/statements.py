@@ -233,6 +233,12 @@ PROJECTION_UNLOCK = "select pg_advisory_unlock(hashtextextended(%s, 0))"
 
 FORGET_THREAD = "select {schema}.forget_thread(%s::text, %s::bigint, %s::timestamptz)"
 
+INSERT_ARTIFACT = """
+insert into {schema}.artifacts (thread_id, sha256, media, size, content)
+values (%s, %s, %s, %s, %s)
+on conflict (thread_id, sha256) do nothing
+"""
+
 DELETE_CHECKPOINT_ROWS = """
 delete from {schema}.checkpoints
 where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
@@ -313,4 +319,5 @@ class LedgerStatements:
         self.clear = q(CLEAR_QUARANTINE, schema)
         self.delete_checkpoints = q(DELETE_CHECKPOINT_ROWS, schema)
         self.forget = q(FORGET_THREAD, schema)
+        self.artifact = q(INSERT_ARTIFACT, schema)
         self.copy_checkpoints = q(COPY_CHECKPOINT_ROWS, schema)

@@ -21,6 +21,7 @@ from typing import Any
 
 from langgraph_external.ledger.rows import checkpoint_row, commit_params, event_row
 from langgraph_external.ledger.statements import LedgerStatements
+from langgraph_external.record.artifacts import is_ref
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.keys import head_tag as head_tag
@@ -72,12 +73,39 @@ def write_statements(
         i = j
         if all(e.line and e.kind not in THREAD_OPS for e in group):
             out.append((sql.commit, (*head, *commit_params(group))))
-            continue
-        out.append((sql.seal, head))
-        for e in group:
-            out.append((sql.insert_event, event_row(e)))
-            out.extend(_side_effects(sql, e))
+        else:
+            out.append((sql.seal, head))
+            for e in group:
+                out.append((sql.insert_event, event_row(e)))
+                out.extend(_side_effects(sql, e))
+        out.extend(_artifacts(sql, group))
     return out
+
+
+def _artifacts(sql: LedgerStatements, group: Sequence[Event]) -> Iterator[Statement]:
+    """The artifact rows of events whose large values were offloaded (rare)."""
+    for e in group:
+        if not e.attachments:
+            continue
+        kinds = {d: "text" if ref.get("as") == "text" else "json" for d, ref in _refs(e.payload)}
+        for path, data in e.attachments.items():
+            if not path.startswith("artifacts/"):
+                continue
+            digest = path.removeprefix("artifacts/")
+            media = "bytes" if digest == e.artifact else kinds.get(digest, "json")
+            yield (sql.artifact, (e.thread_id, digest, media, len(data), data))
+
+
+def _refs(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    if isinstance(value, Mapping):
+        if is_ref(value):
+            yield str(value["$artifact"]), value
+            return
+        for v in value.values():
+            yield from _refs(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _refs(v)
 
 
 def _side_effects(sql: LedgerStatements, e: Event) -> Iterator[Statement]:

@@ -12,6 +12,7 @@ role gets exactly what recording needs:
   thread's history goes through ``forget_thread`` (both ``SECURITY DEFINER``, see the v5
   migration), which only ever move a head forward from where its writer saw it, and only
   drop events older than a recorded ``thread_deleted`` tombstone, which stays;
+* ``artifacts`` (large payload values, v9): ``SELECT`` and ``INSERT`` only;
 * ``checkpoints`` (the checkpoint index, derived from the events and checked against them
   by ``lgx verify``) and ``projection_cursors`` (operational): read and write;
 * the official saver's tables (the application's own state, schema ``public``): read
@@ -58,6 +59,7 @@ grant select on all tables in schema {schema} to {role};
 grant insert on {schema}.captures to {role};
 grant usage on sequence {schema}.captures_id_seq to {role};
 grant insert on {schema}.events to {role};
+grant insert on {schema}.artifacts to {role};
 grant insert, update, delete on {schema}.checkpoints to {role};
 grant insert, update on {schema}.projection_cursors to {role};
 grant execute on function {schema}.advance_thread(text, bigint, text, bigint, text,
@@ -65,6 +67,8 @@ grant execute on function {schema}.advance_thread(text, bigint, text, bigint, te
 grant execute on function {schema}.forget_thread(text, bigint, timestamptz) to {role};
 grant execute on function {schema}.seal_thread(text, bigint, text, bigint, text,
     timestamptz, text, bigint[]) to {role};
+grant execute on function {schema}.artifact_text(text, jsonb) to {role};
+grant execute on function {schema}.artifact_bytes(text, text) to {role};
 grant usage on schema public to {role};
 """
 
@@ -75,6 +79,8 @@ grant usage on schema {schema} to {role};
 grant select on all tables in schema {schema} to {role};
 grant insert, select on {schema}.captures to {role};
 grant usage on sequence {schema}.captures_id_seq to {role};
+grant execute on function {schema}.artifact_text(text, jsonb) to {role};
+grant execute on function {schema}.artifact_bytes(text, text) to {role};
 grant usage on schema public to {role};
 """
 
