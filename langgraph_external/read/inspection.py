@@ -191,6 +191,10 @@ def resolve_kinds(requested: Iterable[str], known: Iterable[str] = EVENT_KINDS) 
     families = kind_families(kinds)
     out: list[str] = []
     for name in requested:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name[:80]!r} is not valid Unicode text") from None
         if name in kinds:
             out.append(name)
         elif name in families:
