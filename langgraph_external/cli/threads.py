@@ -36,6 +36,7 @@ from langgraph_external.cli.console import (
     print_data,
     time_option,
 )
+from langgraph_external.cli.payloads import FULL_OPTION, expanded, print_offloaded
 from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import read_jsonl
@@ -113,8 +114,10 @@ def show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
     ] = False,
+    full: FULL_OPTION = False,
 ) -> None:
-    """Summarize one thread: counts, latest state and its last events."""
+    """Summarize one thread: counts, latest state, its last events and their offloaded
+    values (first and last part; ``--full``: whole)."""
     with command(ctx) as s, connect(s) as conn:
         ws = s.ws()
         tdir = ws.thread_dir(thread_id)
@@ -140,6 +143,7 @@ def show(
                 where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
                 err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
             for env in envelopes[-limit:] if limit else envelopes:
+                env = expanded(ws, thread_id, env) if full else env
                 typer.echo(json.dumps(env, ensure_ascii=False, default=json_default))
             return
         rows = (
@@ -149,6 +153,11 @@ def show(
         )
         placed = inspection.place_events(rows)
         events = placed[-limit:] if limit else placed
+        seqs = [p.event["seq"] for p in events]
+        shown = [  # the payloads of the events shown, for their offloaded values
+            ledger.row_to_envelope(r)
+            for r in conn.execute(ledger.q(queries.EVENTS_AT, s.schema), (thread_id, seqs))
+        ]
         kinds = conn.execute(
             ledger.q(queries.SELECT_KIND_COUNTS, s.schema),
             (thread_id,),
@@ -183,6 +192,7 @@ def show(
     if events:
         label = f"last {len(events)} events" if limit else f"all {len(events)} events"
         print_data(_events_table(events, f"{label} in step order", status=False))
+        print_offloaded(ws, thread_id, shown, full=full)
 
 
 def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -256,8 +266,10 @@ def events(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the event envelopes as JSON lines.")
     ] = False,
+    full: FULL_OPTION = False,
 ) -> None:
-    """List a thread's events from the ledger, filtered by kind, node, name and time.
+    """List a thread's events from the ledger, filtered by kind, node, name and time, and
+    their offloaded values (first and last part; ``--full``: whole).
 
     The table shows them step by step; ``seq`` is the commit order (the hash chain's),
     ``ts`` when each event happened. Exit code 1 when the thread is not in the ledger; an
@@ -290,15 +302,19 @@ def events(
             if by_step
             else [inspection.Placed(e, 0, e["step"], e["step"]) for e in found]
         )
+        ws = s.ws() if full or not as_json else None
         if as_json:
             for p in placed:
-                typer.echo(json.dumps(p.event, ensure_ascii=False, default=json_default))
+                env = expanded(ws, thread_id, p.event) if ws is not None else p.event
+                typer.echo(json.dumps(env, ensure_ascii=False, default=json_default))
             return
         if not found:
             err.print("no events match", soft_wrap=True)
             return
         label = f"{plural(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
         print_data(_events_table(placed, label, grouped=by_step))
+        if ws is not None:
+            print_offloaded(ws, thread_id, [p.event for p in placed], full=full)
 
 
 def _kinds(conn: Any, thread_id: str, schema: str, requested: Sequence[str]) -> tuple[str, ...]:

@@ -24,14 +24,19 @@ from langgraph_external.workspace.checkpoint_log import CheckpointLog
 __all__ = ["checkpoint_states", "state_change"]
 
 
-def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+def state_change(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    written: Mapping[str, list[Any]] | None = None,
+) -> dict[str, Any]:
     """What a checkpoint changed: channels added, removed, changed; messages by id.
 
     Message lists are compared by message id (the way the ``add_messages`` reducer keys
     them), so a long conversation costs one pass; lists without ids fall back to
     :func:`~langgraph_external.read.state_diff.diff_messages`. A value the workspace's log
-    holds only by reference (``$large``: too large to render there) is named in
-    ``unrendered``.
+    holds only by reference (``$large``: too large to render there) is shown by the
+    messages the step wrote to it (``written``: channel -> the values written, from the
+    log's write lines; the entry says ``written``), else named in ``unrendered``.
 
     Example:
         >>> ch = state_change(
@@ -42,6 +47,10 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
         [('messages', 1, None), ('n', 0, 2)]
         >>> state_change({"messages": {"$large": "ab12"}}, {"messages": {"$large": "cd34"}})
         {'channels': [], 'unrendered': ['messages']}
+        >>> ch = state_change({}, {"messages": {"$large": "cd34"}},
+        ...                   {"messages": [[{"role": "user", "content": "long"}]]})
+        >>> [(c["channel"], c["added"], c["written"]) for c in ch["channels"]]
+        [('messages', [{'role': 'user', 'content': 'long'}], True)]
     """
     out: list[dict[str, Any]] = []
     unrendered: list[str] = []
@@ -50,7 +59,13 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
         if a == b:
             continue
         if _large(a) or _large(b):  # too large for the log: its blob is not opened here
-            unrendered.append(ch)
+            msgs = _written_messages((written or {}).get(ch))
+            if msgs:
+                out.append(
+                    {"channel": ch, "added": msgs, "removed": [], "changed": [], "written": True}
+                )
+            else:
+                unrendered.append(ch)
             continue
         if (_ends_are_messages(a) or _ends_are_messages(b)) and all(
             v in (None, []) or _ends_are_messages(v) for v in (a, b)
@@ -80,6 +95,17 @@ def state_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[st
     return {"channels": out, "unrendered": unrendered}
 
 
+def _written_messages(values: Any) -> list[Any]:
+    """The messages a step's writes to a channel carry (``[]``: not messages)."""
+    msgs: list[Any] = []
+    for v in values or ():
+        for m in v if isinstance(v, list) else [v]:
+            if not is_message(m):
+                return []
+            msgs.append(m)
+    return msgs
+
+
 def _ends_are_messages(v: Any) -> bool:
     """A list of readable messages, its ends checked (a channel holds one kind of value):
     :func:`~langgraph_external.read.state_diff.is_message_list` checks every item, which
@@ -98,7 +124,9 @@ def checkpoint_states(
 
     Each channel's value is the rendering recorded with the checkpoint that changed it
     (what ``lgx state`` shows, redacted like ``state.json``); a value too large to be
-    rendered in the log shows as its ``$large`` reference. Returns ``{}`` for a namespace
+    rendered in the log shows as its ``$large`` reference, and what the step wrote to it
+    (the log's write lines against the parent checkpoint, rendered and redacted the
+    same way) is kept in ``written`` (channel -> values). Returns ``{}`` for a namespace
     the workspace does not hold (or holds torn).
 
     Args:
@@ -116,11 +144,18 @@ def checkpoint_states(
         for cid, doc in log.docs.items():
             parent = str(doc.get("parent_checkpoint_id") or "")
             values = dict(out[(ns, parent)]["values"]) if (ns, parent) in out else {}
+            large: dict[str, list[Any]] = {}
             for ch, value in (doc.get("updates") or {}).items():
                 if not is_internal_channel(ch):
                     values[ch] = value
+                    if _large(value):
+                        large[ch] = []
+            if large and parent:
+                for w in log.pending_writes(parent):
+                    if w.get("channel") in large and "value" in w:
+                        large[str(w["channel"])].append(w["value"])
             for ch, ref in (doc.get("channels") or {}).items():
                 if not is_internal_channel(ch) and (ref or {}).get("type") == "empty":
                     values.pop(ch, None)
-            out[(ns, cid)] = {"values": values, "parent": parent or None}
+            out[(ns, cid)] = {"values": values, "parent": parent or None, "written": large}
     return out

@@ -114,7 +114,9 @@ def build_thread_view(
             if st is None:
                 continue
             parent = states.get((cp["checkpoint_ns"], st.get("parent") or ""))
-            cp["change"] = state_change(parent["values"] if parent else {}, st["values"])
+            cp["change"] = state_change(
+                parent["values"] if parent else {}, st["values"], st.get("written")
+            )
     return view
 
 

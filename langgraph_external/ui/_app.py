@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.read.offloaded import DIGEST
 from langgraph_external.ui import _queries
 from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
 from langgraph_external.ui._pages import (
@@ -28,6 +29,8 @@ from langgraph_external.ui._render import render
 from langgraph_external.workspace.files import encode_thread_id
 
 __all__ = [
+    "ARTIFACT_CSP",
+    "ARTIFACT_TYPES",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "SECURITY_HEADERS",
@@ -50,6 +53,21 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
+
+
+ARTIFACT_TYPES = {
+    "text": "text/plain; charset=utf-8",
+    "json": "application/json",
+    "bytes": "text/plain; charset=utf-8",
+}
+"""The media type ``/artifact`` serves each kind of artifact as: never one a browser renders
+as a page (a fetched web page in a tool result is shown as its text)."""
+
+
+ARTIFACT_CSP = (
+    "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox"
+)
+"""The Content-Security-Policy of ``/artifact``: stricter than the pages' (nothing runs)."""
 
 
 def unstorable_parameter(params: Iterable[tuple[str, str]]) -> str | None:
@@ -117,7 +135,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -252,6 +270,36 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
             return headers(JSONResponse({"error": f"thread {tid!r} is not recorded"}, 404))
         return headers(JSONResponse(result))
 
+    def artifact(request: Request) -> Response:
+        """The whole of an offloaded value: an artifact the thread's record names, as text."""
+        tid = request.query_params.get("thread", "")
+        sha = request.query_params.get("sha", "").lower()
+
+        def refuse(message: str, status: int) -> Response:
+            return headers(PlainTextResponse(message + "\n", status_code=status))
+
+        if not DIGEST.fullmatch(sha):
+            return refuse("sha: an artifact is named by 64 lowercase hex digits (its sha256)", 400)
+        if cfg.workspace is None:
+            return refuse("the artifacts are in the workspace: start `lgx ui --workspace DIR`", 404)
+        try:
+            with pool.connection() as conn:
+                kind = cache.get(conn, cfg, tid)["artifacts"].get(sha)
+        except NotFound as exc:
+            return refuse(str(exc), 404)
+        if kind is None:
+            return refuse(f"the record of thread {tid!r} names no artifact {sha}", 404)
+        try:
+            data = cfg.workspace.read_bytes(cfg.workspace.artifact_path(tid, sha))
+        except (OSError, ValueError):
+            return refuse(f"artifact {sha} of thread {tid!r} is not in the workspace", 404)
+        resp = headers(Response(data, media_type=ARTIFACT_TYPES[kind]))
+        # never a page: no script, no form, no plugin, even if a browser sniffed it as one
+        resp.headers["content-security-policy"] = ARTIFACT_CSP
+        ext = "json" if kind == "json" else "txt"
+        resp.headers["content-disposition"] = f'inline; filename="{sha}.{ext}"'
+        return resp
+
     def compare(request: Request) -> Response:
         p = request.query_params
         with pool.connection() as conn:
@@ -290,6 +338,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
         Route("/thread/verify.json", verify, methods=get),
         Route("/thread/row", row, methods=get),
         Route("/compare", compare, methods=get),
+        Route("/artifact", artifact, methods=get),
         Mount("/static", StaticFiles(packages=[("langgraph_external.ui", "static")])),
     ]
     hosts = ["127.0.0.1", "localhost", "[::1]", "::1", *allowed_hosts]

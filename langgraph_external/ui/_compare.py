@@ -16,7 +16,9 @@ import psycopg
 
 from langgraph_external.read import diff
 from langgraph_external.read.llm_calls import prompt_messages
+from langgraph_external.read.offloaded import shown_text
 from langgraph_external.read.thread_view import build_thread_view
+from langgraph_external.record.artifacts import is_ref
 from langgraph_external.ui import _queries
 from langgraph_external.ui._config import NotFound, UiConfig
 
@@ -39,14 +41,27 @@ def _checkpoint_seq(envs: Sequence[Mapping[str, Any]], wanted: str) -> tuple[int
     return int(found[-1]["seq"]), ids.pop()
 
 
+SHORTENED = "\n… [shortened: {size} bytes in all, artifact {digest}] …\n"
+"""What stands between the head and the tail of an offloaded value in the compared lines
+(its digest: two values with the same ends still differ)."""
+
+
+def _text(content: Any) -> str:
+    """A message's content as text (an offloaded one as its head … tail)."""
+    if isinstance(content, str):
+        return content
+    if is_ref(content):
+        return shown_text(content, SHORTENED)
+    return json.dumps(content, ensure_ascii=False)
+
+
 def _message_text(m: Mapping[str, Any]) -> list[str]:
     """A message as the compare page's lines: each line names its role (``[role name] …``,
     tool calls ``[role] → tool(args)``), so every line of the prompt diff says whose it is
     (``lgx diff`` prints :func:`~langgraph_external.read.diff_text.message_lines` instead:
     an ``[i] role`` header over the content, ``-> tool(args)`` lines)."""
     role = str(m.get("role"))
-    content = m.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    text = _text(m.get("content"))
     lines = [
         f"[{role}{' ' + str(m['name']) if m.get('name') else ''}] " + line
         for line in (text or "").splitlines() or [""]
@@ -64,8 +79,7 @@ def _answer_lines(m: Mapping[str, Any]) -> list[str]:
     """An answer as the compare page's lines: its text, then ``→ tool(args)`` per tool
     call (the answer box is the assistant's: no role on every line, no empty text line
     before a tool call)."""
-    content = m.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    text = _text(m.get("content"))
     lines = (text or "").splitlines() if text or not m.get("tool_calls") else []
     return [
         *lines,

@@ -16,6 +16,7 @@ import psycopg
 
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import ThreadNotFoundError, verify_thread
+from langgraph_external.read.offloaded import named_artifacts
 from langgraph_external.read.thread_view import build_thread_view, checkpoint_states
 from langgraph_external.ui import _queries
 from langgraph_external.ui._compare import compare_data
@@ -83,7 +84,8 @@ def load_thread(
     whole: bool = True,
     verify: bool = True,
 ) -> dict[str, Any]:
-    """The events, view and (``verify``) verification of one thread.
+    """The events, view and (``verify``) verification of one thread, and the artifacts its
+    record names (digest -> kind: what ``/artifact`` may serve).
 
     ``whole``: the envelopes exactly as stored (a standalone page embeds them); else the
     lighter form the view needs (the web app fetches whole events when asked).
@@ -115,6 +117,7 @@ def load_thread(
     return {
         "envelopes": envs if whole else None,
         "view": view,
+        "artifacts": named_artifacts(envs),
         "verification": verification(conn, cfg, thread_id) if verify else None,
         "memory_texts": texts,
         "memory_queries": queries,

@@ -18,12 +18,16 @@ from datetime import datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, pass_context, select_autoescape
 from markupsafe import Markup
 
 from langgraph_external.read.envelopes import embedded_envelope
+from langgraph_external.read.offloaded import references, shortened, shown_text
 from langgraph_external.read.view_labels import KIND_NAMES, call_args, format_cost, messages_of
+from langgraph_external.record.artifacts import is_ref
+from langgraph_external.workspace.files import encode_thread_id
 
 __all__ = [
     "asset",
@@ -97,10 +101,42 @@ def _without_messages(value: Any) -> Any:
     return rest or None
 
 
+SHORTENED = "\n… [shortened: {size} bytes in all; the whole value is one click away] …\n"
+"""What stands between the head and the tail of an offloaded value shown as one text."""
+
+
+def _unref(value: Any) -> Any:
+    """``value`` with each artifact reference as its head … tail (one string)."""
+    if is_ref(value):
+        return shown_text(value, SHORTENED)
+    if isinstance(value, Mapping):
+        return {k: _unref(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_unref(v) for v in value]
+    return value
+
+
 def _pretty(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    if is_ref(value):
+        return shown_text(value, SHORTENED)
+    return json.dumps(_unref(value), ensure_ascii=False, indent=2, default=str)
+
+
+@pass_context
+def artifact_href(ctx: Any, thread_id: Any, ref: Mapping[str, Any]) -> str | None:
+    """The URL of ``/artifact`` for ``ref`` of ``thread_id`` (``None`` in a standalone file:
+    no server to ask)."""
+    if ctx.get("standalone"):
+        return None
+    query = urlencode({"thread": str(thread_id), "sha": str(ref.get("$artifact"))})
+    return f"{ctx.get('root') or ''}/artifact?{query}"
+
+
+def artifact_where(thread_id: Any, ref: Mapping[str, Any]) -> str:
+    """Where the whole of ``ref`` is, in the workspace."""
+    return f"threads/{encode_thread_id(str(thread_id))}/artifacts/{ref.get('$artifact')}"
 
 
 @lru_cache(maxsize=1)
@@ -119,7 +155,12 @@ def environment() -> Environment:
     env.filters["args"] = lambda a: call_args(a, 200)
     env.filters["messages"] = messages_of
     env.filters["without_messages"] = _without_messages
+    env.filters["shortened"] = shortened
+    env.filters["references"] = lambda v: list(references(v))
+    env.tests["offloaded"] = is_ref
     env.globals["kind_names"] = KIND_NAMES
+    env.globals["artifact_href"] = artifact_href
+    env.globals["artifact_where"] = artifact_where
     return env
 
 
