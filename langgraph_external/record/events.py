@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
+import orjson
+
 SCHEMA_VERSION = 1
 """Version of the envelope layout; stored with every event as ``v``."""
 
@@ -155,7 +157,10 @@ class Event:
 
     def payload_json(self) -> str:
         """The payload as compact JSON text (what the ledger's ``jsonb`` column gets)."""
-        return json.dumps(self.payload, ensure_ascii=False, separators=(",", ":"), default=str)
+        try:
+            return orjson.dumps(self.payload).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            return json.dumps(self.payload, ensure_ascii=False, separators=(",", ":"), default=str)
 
     def envelope(self) -> dict[str, Any]:
         """The JSON form stored in ``events.jsonl`` (everything but attachments)."""
@@ -303,6 +308,38 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+NATIVE_V = 2
+"""The envelope version the sealer stamps: hashed with the native encoder (orjson).
+
+Version 1 envelopes (sealed before 2026-12-06) were hashed with the standard library's
+:func:`canonical_json`; both texts are sorted-key, whitespace-free JSON of the same
+normalized values and differ only where the encoders spell a number or an escape
+differently (``1e-07`` / ``1e-7``). :func:`envelope_json` picks the encoder by the
+envelope's ``v``, so every record verifies as it was sealed. Only the sealer (the
+:class:`~langgraph_external.record.processors.Sequencer`) stamps it: an app of this version
+capturing for an older ``lgx worker`` still gets version-1 events.
+"""
+
+
+def envelope_json(obj: Any, v: int | None) -> str:
+    """The canonical text of (part of) an envelope of version ``v``.
+
+    Version 2 and later: orjson, sorted keys — or, for a value it refuses (an integer
+    past 64 bits, a lone surrogate, a non-string key), the version-1 text, which depends
+    on the value alone, so a round trip through the ledger gives the same text.
+
+    Example:
+        >>> envelope_json({"b": 1e-7, "a": "é"}, 1), envelope_json({"b": 1e-7, "a": "é"}, 2)
+        ('{"a":"é","b":1e-07}', '{"a":"é","b":1e-7}')
+    """
+    if (v or 1) >= NATIVE_V:
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return canonical_json(obj)
+
+
 def compute_hash(envelope: Mapping[str, Any]) -> str:
     """sha256 of the canonical envelope without its own ``hash`` field.
 
@@ -312,7 +349,7 @@ def compute_hash(envelope: Mapping[str, Any]) -> str:
         64
     """
     body = {k: v for k, v in envelope.items() if k != "hash"}
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    return hashlib.sha256(envelope_json(body, envelope.get("v")).encode()).hexdigest()
 
 
 def hashed_line(envelope: Mapping[str, Any]) -> tuple[str, str]:
@@ -324,12 +361,13 @@ def hashed_line(envelope: Mapping[str, Any]) -> tuple[str, str]:
 
     Example:
         >>> env = Event.new("error", "t").replace(seq=1, hash="h").envelope()
-        >>> hashed_line(env) == (canonical_json(env), compute_hash(env))
+        >>> hashed_line(env) == (envelope_json(env, env["v"]), compute_hash(env))
         True
     """
-    head = canonical_json({k: v for k, v in envelope.items() if k < "hash"})[1:-1]
-    tail = canonical_json({k: v for k, v in envelope.items() if k > "hash"})[1:-1]
-    own = f'"hash":{canonical_json(envelope["hash"])}' if "hash" in envelope else ""
+    v = envelope.get("v")
+    head = envelope_json({k: x for k, x in envelope.items() if k < "hash"}, v)[1:-1]
+    tail = envelope_json({k: x for k, x in envelope.items() if k > "hash"}, v)[1:-1]
+    own = f'"hash":{envelope_json(envelope["hash"], v)}' if "hash" in envelope else ""
     body = "{" + ",".join(p for p in (head, tail) if p) + "}"
     line = "{" + ",".join(p for p in (head, own, tail) if p) + "}"
     return line, hashlib.sha256(body.encode()).hexdigest()
@@ -343,7 +381,7 @@ def canonical_line(event: Event) -> str:
         >>> json.loads(canonical_line(e))["hash"]
         'h'
     """
-    return canonical_json(event.envelope())
+    return envelope_json(event.envelope(), event.v)
 
 
 def verify_chain(envelopes: list[Mapping[str, Any]]) -> None:

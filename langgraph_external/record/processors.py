@@ -22,9 +22,10 @@ from typing import Any, Protocol
 
 from langgraph_external.record.artifacts import offload_values
 from langgraph_external.record.events import (
+    NATIVE_V,
     Event,
     EventKind,
-    canonical_json,
+    envelope_json,
     json_safe,
     safe_text,
 )
@@ -251,16 +252,17 @@ class Sequencer:
                 tid = event.thread_id
                 seq, prev = self._head.get(tid, (0, None))
                 seq += 1
+                v = max(event.v, NATIVE_V)  # sealed now: the native encoder's version
                 envelope = event.envelope()
-                envelope["seq"], envelope["prev"] = seq, prev
+                envelope["seq"], envelope["prev"], envelope["v"] = seq, prev, v
                 del envelope["hash"]
-                body = canonical_json(envelope)
+                body = envelope_json(envelope, v)
                 digest = hashlib.sha256(body.encode()).hexdigest()
                 # the stored line is the hashed body with the hash in its sorted place
                 cut = body.index(',"kind":')
                 line = f'{body[:cut]},"hash":"{digest}"{body[cut:]}'
                 self._head[tid] = (seq, digest)
-                out.append(event.replace(seq=seq, prev=prev, hash=digest, line=line))
+                out.append(event.replace(seq=seq, prev=prev, hash=digest, line=line, v=v))
         return out
 
     def __call__(self, event: Event) -> Event:
