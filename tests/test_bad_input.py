@@ -208,7 +208,11 @@ def test_strict_mode_records_every_event_before_the_call_returns(
 def test_a_redactor_that_fails_leaves_a_recorded_failure_and_verify_fails_the_thread(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    from langgraph_external.ops.verify import verify_thread
+    from typer.testing import CliRunner
+
+    from langgraph_external.cli import app as cli_app
+    from langgraph_external.errors import ExternalError
+    from langgraph_external.ops.verify import resolve_record_failure, verify_thread
 
     def redactor(value: Any) -> tuple[Any, int]:  # the app's own redactor, with a bug
         if "boom" in repr(value):
@@ -238,3 +242,24 @@ def test_a_redactor_that_fails_leaves_a_recorded_failure_and_verify_fails_the_th
             res = verify_thread(conn, ext.workspace, "rf", ext.schema, cipher=ext.cipher)
         assert not res.ok
         assert any("could not be recorded (Redact: RuntimeError)" in p for p in res.problems)
+        # until someone says why it is acceptable: the failure stays, verify passes
+        seq = failed[0]["seq"]
+        with pytest.raises(ExternalError, match="--note"):
+            resolve_record_failure(ext, "rf", seq, "  ")
+        resolve_record_failure(ext, "rf", seq, "the redactor bug is fixed in 1.2")
+        assert len(failed) >= 2  # the run's input and the node's, at least
+        for e in failed[1:]:  # the same from the command line
+            args = ["--dsn", dsn, "--workspace", str(tmp_path / "ws"), "resolve", "rf"]
+            done = CliRunner(env={"LGX_DSN": None}).invoke(
+                cli_app, [*args, str(e["seq"]), "--note", "fixed in 1.2"]
+            )
+            assert done.exit_code == 0, done.output
+        with pytest.raises(ExternalError, match="is resolved"):
+            resolve_record_failure(ext, "rf", seq, "again")
+        kinds = [e["kind"] for e in ext.events("rf")]
+        assert kinds.count("record_failed") == len(failed)  # the failures stay
+        assert kinds.count("record_failure_resolved") == len(failed)
+        with psycopg.connect(dsn) as conn:
+            res = verify_thread(conn, ext.workspace, "rf", ext.schema, cipher=ext.cipher)
+        # (the mirror still sets the thread aside: the same redactor fails on its state)
+        assert not any("could not be recorded" in p for p in res.problems), res.problems

@@ -30,7 +30,7 @@ from langgraph_external.cli.console import (
     out,
     plural,
 )
-from langgraph_external.errors import ConfigurationError
+from langgraph_external.errors import ConfigurationError, ExternalError
 from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import (
@@ -38,6 +38,7 @@ from langgraph_external.ops.verify import (
     VerifyResult,
     heads_problems,
     heads_under_key,
+    resolve_record_failure,
     saver_thread_ids,
     snapshot_heads,
     verify_thread,
@@ -236,6 +237,37 @@ def _pending_note(pending: int) -> str:
         f"; pending: {plural(pending, 'capture')} committed with the saver, not sealed yet "
         "(a sealer seals them; `lgx worker --status`)"
     )
+
+
+# -- resolve -----------------------------------------------------------------------------
+def resolve(
+    ctx: typer.Context,
+    thread_id: Annotated[str, typer.Argument(help="The thread.")],
+    seq: Annotated[int, typer.Argument(help="The seq of its record_failed event.")],
+    note: Annotated[
+        str, typer.Option("--note", help="Why the failure is accounted for (recorded).")
+    ],
+    key: KeyOption = None,
+) -> None:
+    """Record that a recording failure of a thread is accounted for.
+
+    An event the record could not hold (a redactor of the app's that raised, say) is
+    replaced in the thread's chain by a record_failed event, and lgx verify fails the
+    thread until someone says why that is acceptable: this appends a
+    record_failure_resolved event naming the failure and the note. The failure stays in
+    the chain. Exit 1 if SEQ is not an unresolved record_failed event.
+    """
+    from langgraph_external.external import External  # lazy: LangGraph, 0.5 s
+
+    with command(ctx) as s:
+        dsn = s.resolve_dsn(create=False)
+        ws = s.ws()
+        try:
+            with External(dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None) as ext:
+                resolve_record_failure(ext, thread_id, seq, note)
+        except ExternalError as exc:
+            raise CliError(one_line(exc), EXIT_PROBLEM) from exc
+    out.print(f"resolved the record failure at seq {seq} of {escape(thread_id)}")
 
 
 # -- repair ------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ class EventKind(str, Enum):
     THREAD_IMPORTED = "thread_imported"
     ERROR = "error"
     RECORD_FAILED = "record_failed"
+    RECORD_FAILURE_RESOLVED = "record_failure_resolved"
 
 
 def _utcnow() -> datetime:
