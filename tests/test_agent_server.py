@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +26,10 @@ from langgraph_sdk.schema import Command
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.read.inspection import list_threads
 from langgraph_external.workspace.files import Workspace
+from tests.agent_server_run import RECORDED, ROOT, serve, write_app
 from tests.conftest import _fresh_database
 
-ROOT = Path(__file__).resolve().parent.parent
-LANGGRAPH = Path(sys.executable).parent / "langgraph"
 LGX = Path(sys.executable).parent / "lgx"
-DEV = [str(LANGGRAPH), "dev", "--host", "127.0.0.1", "--no-browser", "--no-reload"]
-START_TIMEOUT = 90.0
 RECORD_TIMEOUT = 60.0
 
 
@@ -44,27 +38,6 @@ def _say(text: str) -> dict[str, Any]:
 
 
 ASK = _say("weather in Oslo?")
-
-LANGGRAPH_JSON = {
-    "dependencies": ["."],
-    "graphs": {
-        "agent": "./agent.py:agent",
-        "bare_agent": "./agent.py:bare_agent",
-        "approval": "./agent.py:approval",
-        "slow": "./agent.py:slow",
-    },
-    "checkpointer": {"path": "langgraph_external.agent_server.checkpointer"},
-    "store": {"path": "langgraph_external.agent_server.store"},
-}
-
-OFFLINE = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGSMITH_TRACING": "false",
-    "LANGCHAIN_TRACING_V2": "false",
-    "LANGSMITH_API_KEY": "",
-    "LANGGRAPH_NO_VERSION_CHECK": "1",
-    "MEM0_TELEMETRY": "False",
-}
 
 
 @dataclass
@@ -108,71 +81,17 @@ class Server:
         return self.log.read_text(errors="replace")[-3000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """A graceful stop (the server closes the checkpointer: the record is flushed), then
-    the whole process group if it hangs."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def server(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """``langgraph dev`` on a free loopback port, recording into a fresh database."""
-    app = tmp_path_factory.mktemp("agent-server")
-    shutil.copy(ROOT / "tests" / "agent_server_app.py", app / "agent.py")
-    (app / "langgraph.json").write_text(json.dumps(LANGGRAPH_JSON))
+    """``langgraph dev`` with the documented langgraph.json, recording into a fresh
+    database and a workspace (sealing in the default helper process)."""
+    app = write_app(tmp_path_factory.mktemp("agent-server"), RECORDED)
     ws = app / "ws"
-    log = app / "server.log"
-    port = _free_port()
-    with _fresh_database(pg_server) as dsn:
-        env = {
-            **os.environ,
-            **OFFLINE,
-            "PYTHONPATH": str(ROOT),
-            "LGX_DSN": dsn,
-            "LGX_WORKSPACE": str(ws),
-        }
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [*DEV, "--port", str(port)],
-                cwd=app,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        srv = Server(f"http://127.0.0.1:{port}", dsn, ws, log, proc)
-        try:
-            _wait_up(srv)
-            yield srv
-        finally:
-            _stop(proc)
-
-
-def _wait_up(srv: Server) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if srv.proc.poll() is not None:
-            raise AssertionError(f"langgraph dev exited {srv.proc.returncode}:\n{srv.tail()}")
-        try:
-            with urllib.request.urlopen(srv.url + "/ok", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise AssertionError(f"langgraph dev did not answer in {START_TIMEOUT} s:\n{srv.tail()}")
+    with (
+        _fresh_database(pg_server) as dsn,
+        serve(app, {"LGX_DSN": dsn, "LGX_WORKSPACE": str(ws)}) as running,
+    ):
+        yield Server(running.url, dsn, ws, running.log, running.proc)
 
 
 def kinds(events: list[dict[str, Any]]) -> list[str]:
@@ -346,6 +265,41 @@ async def test_the_store_entry_records_the_servers_store_operations(server: Serv
     events = server.wait_for("_no_thread", has("memory_put", "memory_get"))
     put = next(e for e in events if e["kind"] == "memory_put")
     assert "metric" in json.dumps(put["payload"])
+
+
+# -- production shape ----------------------------------------------------------------------
+async def test_with_worker_sealing_the_server_only_captures_and_lgx_worker_seals_and_mirrors(
+    pg_server: str, tmp_path: Path
+) -> None:
+    """``LGX_SEALING=worker``: the server's process captures (no helper, no workspace of
+    its own) and an ``lgx worker`` beside it seals the record and mirrors it."""
+    app = write_app(tmp_path / "app", RECORDED)
+    ws = tmp_path / "worker-ws"
+    with (
+        _fresh_database(pg_server) as dsn,
+        serve(app, {"LGX_DSN": dsn, "LGX_SEALING": "worker"}) as running,
+    ):
+        srv = Server(running.url, dsn, ws, running.log, running.proc)
+        client = get_client(url=running.url)
+        tid = (await client.threads.create())["thread_id"]
+        await client.runs.wait(tid, "agent", input=ASK)
+        hitl = (await client.threads.create())["thread_id"]
+        await client.runs.wait(hitl, "approval", input={"messages": []})
+        assert not (app / "agent_workspace").exists()  # the workers own the workspace
+        worker = subprocess.Popen(
+            [str(LGX), "--dsn", dsn, "-w", str(ws), "worker", "--poll", "0.5"],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stderr=subprocess.PIPE,
+        )
+        try:
+            events = srv.wait_for(tid, has("run_end", "tool_end", "llm_end"))
+            _react_recorded(events, tid, await _run_id(client, tid))
+            srv.wait_for(hitl, has("interrupt", "run_end"))
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 0
+        _assert_verified(srv)
+        assert {tid, hitl} <= _listed(srv)
 
 
 # -- threads.copy: last, since a copied thread fails `lgx verify` today -------------------
