@@ -54,8 +54,10 @@ from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
 __all__ = ["SERVER_RUN_KEYS", "SERVER_USER_KEYS", "audit", "checkpointer", "recorded", "store"]
 
-SERVER_RUN_KEYS = ("run_id", "assistant_id", "graph_id", "langgraph_request_id", "run_attempt")
-"""Config metadata keys of a server run recorded on its ``run_start`` (``run_metadata``)."""
+SERVER_RUN_KEYS = ("run_id", "assistant_id", "graph_id", "run_attempt")
+"""Config metadata keys of a server run recorded on its ``run_start`` (``run_metadata``):
+LangGraph copies ``run_id``, ``assistant_id`` and ``graph_id`` from the server's
+configurable into callback metadata, the server sets ``run_attempt``."""
 
 SERVER_USER_KEYS = (USER_ID_KEY, "user_id", "owner")
 """Config metadata keys naming a server run's user, first present wins. The server merges
@@ -187,10 +189,11 @@ def external_from_env() -> External:
     """The :class:`External` the environment describes (see the module docstring).
 
     Example:
-        >>> import os; os.environ["LGX_SEALING"] = "worker"; os.environ["LGX_DSN"] = "postgresql://x"
-        >>> external_from_env().workspace is None
+        >>> from unittest import mock
+        >>> env = {"LGX_SEALING": "worker", "LGX_DSN": "postgresql://db/app"}
+        >>> with mock.patch.dict(os.environ, env):
+        ...     external_from_env().workspace is None  # the workers mirror
         True
-        >>> del os.environ["LGX_SEALING"], os.environ["LGX_DSN"]
     """
     sealing = os.environ.get("LGX_SEALING") or None
     workspace = (
