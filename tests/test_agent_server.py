@@ -256,6 +256,23 @@ async def test_threads_delete_leaves_a_tombstone_and_a_green_verify(server: Serv
     assert row["deleted_at"] is not None
 
 
+async def test_threads_prune_is_recorded_and_verify_stays_green(server: Server) -> None:
+    """``threads.prune``: the in-memory runtime takes only ``strategy="delete"``, which
+    deletes the thread through the checkpointer (a tombstone in the record)."""
+    client = get_client(url=server.url)
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "agent", input=ASK)
+    server.wait_for(tid, has("run_end"))
+    pruned = await client.threads.prune([tid], strategy="delete")
+    assert pruned["pruned_count"] == 1
+    events = server.wait_for(tid, has("thread_deleted"))
+    assert kinds(events)[-1] == "thread_deleted"
+    _assert_verified(server)
+    with psycopg.connect(server.dsn) as conn:
+        rows, _total, _copies = list_threads(conn, limit=None)
+    assert next(r for r in rows if r["thread_id"] == tid)["deleted_at"] is not None
+
+
 # -- the store -----------------------------------------------------------------------------
 async def test_the_store_entry_records_the_servers_store_operations(server: Server) -> None:
     client = get_client(url=server.url)
