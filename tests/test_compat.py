@@ -476,3 +476,51 @@ def test_a_pool_check_callback_sees_the_pool_handing_the_connection_out(dsn: str
     ):
         pass
     assert seen == [pool]
+
+
+# -- what langgraph_external/agent_server.py rests on (public APIs, their behaviour) --------
+def test_a_configure_hook_sees_every_run_but_interrupts_go_only_to_config_callbacks() -> None:
+    """langchain-core's ``register_configure_hook`` attaches a handler to every run of
+    the process (the Agent Server's runs, whose config we never build); LangGraph hands
+    its graph lifecycle callbacks (``on_interrupt``) only to the handlers of the run's
+    config — hence ``agent_server.recorded(graph)``. If the second half ever fails,
+    LangGraph hands them to hooked handlers too and that line is no longer needed."""
+    from contextvars import ContextVar
+
+    from langchain_core.tracers.context import register_configure_hook
+    from langgraph.callbacks import GraphCallbackHandler
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.types import interrupt
+
+    class Seen(GraphCallbackHandler):
+        def __init__(self) -> None:
+            self.nodes: list[str] = []
+            self.interrupts = 0
+
+        def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+            self.nodes.append(str(kw.get("name")))
+
+        def on_interrupt(self, event: Any) -> None:
+            self.interrupts += 1
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        interrupt("ok?")
+        return {}
+
+    b = StateGraph(MessagesState)
+    b.add_node("ask", ask)
+    b.add_edge(START, "ask")
+    graph = b.compile(checkpointer=InMemorySaver())
+    hooked: ContextVar[Seen | None] = ContextVar("lgx_compat_hook", default=None)
+    register_configure_hook(hooked, inheritable=True)  # None outside this test: inert
+    seen = Seen()
+    token = hooked.set(seen)
+    try:
+        graph.invoke({"messages": []}, {"configurable": {"thread_id": "hook"}})
+    finally:
+        hooked.reset(token)
+    assert "ask" in seen.nodes and seen.interrupts == 0
+    in_config = Seen()
+    graph.invoke({"messages": []}, {"configurable": {"thread_id": "cfg"}, "callbacks": [in_config]})
+    assert "ask" in in_config.nodes and in_config.interrupts == 1

@@ -97,6 +97,11 @@ class AuditCallbackHandler(GraphCallbackHandler):
             ``$tail``): the whole value is the thread's state at its last checkpoint,
             recorded already, and a chat's full history rendered again at every turn
             would make a thread's recording grow with the square of its length.
+        user_keys: config metadata keys naming the run's user, first present wins
+            (recorded as ``user_id`` on ``run_start``; default ``langfuse_user_id``, what
+            ``External.config(user_id=...)`` sets).
+        run_keys: more config metadata keys recorded on ``run_start`` as
+            ``run_metadata`` (e.g. the Agent Server's ``assistant_id``, ``run_id``).
     """
 
     run_inline = True  # only enqueues: call it directly, also from async code
@@ -107,8 +112,12 @@ class AuditCallbackHandler(GraphCallbackHandler):
         *,
         record_chains: bool = False,
         checkpointed: Callable[[str], bool] | None = None,
+        user_keys: Sequence[str] = (USER_ID_KEY,),
+        run_keys: Sequence[str] = (),
     ) -> None:
         self.pipeline = pipeline
+        self.user_keys = tuple(user_keys)
+        self.run_keys = tuple(run_keys)
         self.checkpointed = checkpointed
         self._key: WorkspaceCipher | None = getattr(pipeline, "cipher", None)
         self.record_chains = record_chains
@@ -191,8 +200,12 @@ class AuditCallbackHandler(GraphCallbackHandler):
             resumed = {"value": resume}
             kind = EventKind.RESUME
             self._emit(run_event(kind, run, run_id, None, payload=resumed, build=render_payload))
-        if md.get(USER_ID_KEY) is not None:
-            payload["user_id"] = str(md[USER_ID_KEY])
+        user = next((md[k] for k in self.user_keys if md.get(k) is not None), None)
+        if user is not None:
+            payload["user_id"] = str(user)
+        known = {k: md[k] for k in self.run_keys if md.get(k) is not None}
+        if known:
+            payload["run_metadata"] = known
         run_tags = md.get(TAGS_KEY) or tags
         if run_tags:
             payload["tags"] = [str(t) for t in run_tags]
