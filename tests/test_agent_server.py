@@ -348,12 +348,6 @@ async def test_threads_copy_records_the_copy_under_the_new_thread_id(server: Ser
     assert {tid, cid} <= _listed(server)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="copy_thread copies the saver's checkpoint_writes rows but records no writes for"
-    " the copy (sources/checkpointer.py, upstream/saver_ops.py): `lgx verify` reports"
-    " 'committed task writes without a writes event' on the copy, also without the server",
-)
 async def test_lgx_verify_all_is_green_after_threads_copy(server: Server) -> None:
     client = get_client(url=server.url)
     tid = (await client.threads.create())["thread_id"]

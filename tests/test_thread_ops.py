@@ -96,6 +96,27 @@ def test_copy_thread_copies_saver_rows_and_the_mirror(ext: External) -> None:
     assert app.get_state(ext.config("src")).values == {"n": 4}
 
 
+def test_a_copied_thread_verifies_with_the_task_writes_it_came_with(ext: External) -> None:
+    """copy_thread copies the saver's task writes too; the copy's record stands for them
+    as it stands for its checkpoints (verify said "committed task writes without a writes
+    event" on every copy)."""
+    from langgraph_external.ops.verify import verify_thread
+
+    app = _graph(ext.checkpointer)
+    app.invoke({"n": 1}, ext.config("src"))
+    ext.checkpointer.copy_thread("src", "copied")  # type: ignore[attr-defined]
+    app.invoke({"n": 0}, ext.config("copied"))  # and goes on, recorded as usual
+    assert ext.flush()
+    dsn = ext.dsn or ""
+    assert _rows(dsn, "select count(*) > 0 from checkpoint_writes where thread_id = 'copied'") == [
+        (True,)
+    ]
+    with psycopg.connect(dsn) as conn:
+        for tid in ("src", "copied"):
+            res = verify_thread(conn, ext.workspace, tid, ext.schema, cipher=ext.cipher)
+            assert res.ok, (tid, res.problems)
+
+
 def test_delete_for_runs_removes_one_run_everywhere(ext: External) -> None:
     app = _graph(ext.checkpointer)
     # like LangGraph Platform, the run id travels in the config's metadata

@@ -331,7 +331,13 @@ select
      and not exists (
      select 1 from {schema}.captures k where k.thread_id = %(t)s and k.kind = 'writes'
        and k.checkpoint_ns = w.checkpoint_ns and k.checkpoint_id = w.checkpoint_id
-       and k.task_id = w.task_id)),
+       and k.task_id = w.task_id)
+     -- writes that came with a copied checkpoint (copy_thread): the copy's index row
+     -- (no event_seq) stands for the source's records, as for the checkpoint itself
+     and not exists (
+     select 1 from {schema}.checkpoints l where l.thread_id = %(t)s
+       and l.checkpoint_ns = w.checkpoint_ns and l.checkpoint_id = w.checkpoint_id
+       and l.event_seq is null)),
   (select count(*) from {schema}.checkpoints l where l.thread_id = %(t)s and not exists (
      select 1 from public.checkpoints c where c.thread_id = l.thread_id
        and c.checkpoint_ns = l.checkpoint_ns and c.checkpoint_id = l.checkpoint_id))
