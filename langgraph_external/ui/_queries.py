@@ -28,6 +28,7 @@ from langgraph_external.ledger.queries import (
     VIEW_EVENTS,
 )
 from langgraph_external.memory_adapters.mem0 import sql as mem0_sql
+from langgraph_external.read.offloaded import with_whole_payloads, workspace_fetch
 from langgraph_external.read.prices import PriceTable
 
 SEARCH_KEYS = ("thread", "user", "session", "tag", "status", "node", "tool", "error", "violation")
@@ -337,6 +338,19 @@ def view_events(conn: psycopg.Connection[Any], schema: str, thread_id: str) -> l
     :data:`~langgraph_external.ledger.queries.VIEW_EVENTS`)."""
     rows = conn.execute(ledger.q(VIEW_EVENTS, schema), (thread_id,)).fetchall()
     return [ledger.row_to_envelope(r) for r in rows]
+
+
+def read_back(
+    workspace: Any, thread_id: str, envs: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """A thread's envelopes as the views read them: each whole payload an older version
+    offloaded (``{"$artifact", "size"}``) read back from ``workspace``, its long values
+    shown as offloaded values are
+    (:func:`~langgraph_external.read.offloaded.with_whole_payloads`); without a workspace
+    they stay references."""
+    if workspace is None:
+        return list(envs)
+    return with_whole_payloads(envs, workspace_fetch(workspace, thread_id))
 
 
 def events_at(
