@@ -2,7 +2,8 @@
 
 The statements are those of ``lgx ui`` in :mod:`langgraph_external.ledger.queries` (over
 ``threads`` and ``events``) and, for memories, in
-:mod:`langgraph_external.memory_adapters.mem0.sql` (the Mem0 views, when present).
+:mod:`langgraph_external.memory_adapters.mem0.sql` (the Mem0 views, when present); one
+more, :data:`RECORD_FAILURES`, counts the events each thread could not record.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ SEARCH_KEYS = ("thread", "user", "session", "tag", "status", "node", "tool", "er
 SORTS = ("time", "created", "duration", "tokens", "cost")
 STATUSES = ("ok", "error", "interrupted", "running")
 PAGE_SIZE = 50
+
+RECORD_FAILURES = """
+select thread_id, count(*),
+    max(seq) filter (where payload ->> 'kind' = 'run_end' and parent_run_id is null)
+from {schema}.events
+where thread_id = any(%(ids)s) and kind = 'record_failed'
+group by thread_id
+"""
+"""How many events of each of a set of threads could not be recorded (``record_failed``),
+and the last graph run end among them (the run ended, its end is not recorded)."""
 
 
 class SearchError(ValueError):
@@ -116,6 +127,7 @@ class ThreadRow:
     violations: int = 0
     violation_rules: list[str] = field(default_factory=list)
     errors: int = 0
+    record_failures: int = 0
     status: str = "ok"
     users: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
@@ -171,6 +183,7 @@ def _summaries(
     """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated))."""
     ids = list(heads)
     out = {t: ThreadRow(t, heads[t][1], heads[t][2]) for t in ids}
+    starts: dict[str, Any] = {}
     cur = conn.execute(ledger.q(AGGREGATES, schema), {"ids": ids})
     names = [d.name for d in cur.description or ()]
     for row in cur.fetchall():
@@ -191,8 +204,18 @@ def _summaries(
         r.nodes = sorted(n for n in d["nodes"] or () if n)
         r.tools = sorted(n for n in d["tools"] or () if n)
         r.status = _status(d["last_start"], d["last_end"], d["last_interrupt"], d["last_status"])
+        starts[r.thread_id] = d["last_start"]
     for thread_id, model, i, o in conn.execute(ledger.q(MODEL_TOKENS, schema), {"ids": ids}):
         out[thread_id].model_tokens[str(model)] = (i, o)
+    for thread_id, n, failed_end in conn.execute(ledger.q(RECORD_FAILURES, schema), {"ids": ids}):
+        r = out[str(thread_id)]
+        r.record_failures = int(n)
+        if (
+            r.status == "running"
+            and failed_end is not None
+            and failed_end > (starts.get(r.thread_id) or 0)
+        ):
+            r.status = "error"  # its last run ended, and its end could not be recorded
     return out
 
 
