@@ -67,8 +67,9 @@ def failing_redactor() -> Any:
     """The app's own redactor, with a bug: it raises on the fetched page's last line (so
     the tool result, and every event carrying it, cannot be recorded). A closure, as in
     tests/test_bad_input.py: it cannot be pickled, so the record is sealed in a thread of
-    this process (a picklable one is run by the sealing helper process too, which exits
-    on it, again and again: see the report of issue 33)."""
+    this process (a function of this module is pickled by reference and sent to the
+    sealing helper process, which exited again and again: it has to import this test
+    module to unpickle it)."""
 
     def redactor(value: Any) -> tuple[Any, int]:
         if PAGE_END in repr(value):
