@@ -68,8 +68,8 @@ def failing_redactor() -> Any:
     the tool result, and every event carrying it, cannot be recorded). A closure, as in
     tests/test_bad_input.py: it cannot be pickled, so the record is sealed in a thread of
     this process (a function of this module is pickled by reference and sent to the
-    sealing helper process, which exited again and again: it has to import this test
-    module to unpickle it)."""
+    sealing helper process, which exited again and again here; the same redactor in a
+    plain module records fine: likely importing this test module in the helper)."""
 
     def redactor(value: Any) -> tuple[Any, int]:
         if PAGE_END in repr(value):
