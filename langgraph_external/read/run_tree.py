@@ -31,7 +31,7 @@ from langgraph_external.read.view_labels import (
 )
 from langgraph_external.record.namespaces import split_task
 
-__all__ = ["RunTree", "memory_hits", "place_writes"]
+__all__ = ["RunTree", "memory_hits", "place_writes", "record_failure"]
 
 _SPAN_START = {
     "run_start": "run",
@@ -59,6 +59,7 @@ _MARK_KIND = {
     "writes": "writes",
     "route": "route",
     "error": "error",
+    "record_failed": "unrecorded",
 }
 
 
@@ -316,6 +317,8 @@ class RunTree:
             self.place_interrupt(r, env, parent)
         elif family == "resume" and env.get("run_id") and str(env["run_id"]) not in self.by_run:
             self.orphans.setdefault(str(env["run_id"]), []).append(r)
+        elif family == "unrecorded":
+            record_failure(self, r, env, payload)
         if family in ("violation", "interrupt", "error") or (
             family == "resume" and "value" in payload
         ):
@@ -503,3 +506,30 @@ def memory_hits(
         hits.append({**h, "text": memory_text(value)})
         tree.memory_hits.append({**hits[-1], "seq": env.get("seq"), "node": env.get("node")})
     r["detail"]["hits"] = hits
+
+
+def record_failure(
+    tree: RunTree, r: dict[str, Any], env: Mapping[str, Any], p: Mapping[str, Any]
+) -> None:
+    """A ``record_failed`` event (row ``r``): the span whose end it replaces ends here, with
+    an error, and the conversation says that something of this step is not recorded."""
+    kind = str(p.get("kind") or env.get("name") or "")
+    span = tree.by_run.get(str(env.get("run_id") or ""))
+    if (
+        kind in _SPAN_END
+        and span is not None
+        and span["kind"] == kind.split("_")[0]
+        and span["status"] == "running"
+    ):
+        span["t1"], span["s1"] = max(span["t0"], r["t0"]), r["s0"]
+        span["status"] = "error"
+        span["label"] += " · end not recorded"
+    where = f" in {env.get('node')}" if env.get("node") else ""
+    if where and env.get("step") is not None:
+        where += f" · step {env.get('step')}"
+    why = f"{p.get('processor') or '?'}: {p.get('error_type') or 'error'}"
+    said = (
+        f"not recorded{where}: its {kind or 'event'} event ({why}) — something of this "
+        "step could not be recorded; `lgx verify` fails the thread"
+    )
+    tree.conversation.event("unrecorded", said, env, r)

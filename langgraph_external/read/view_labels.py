@@ -44,6 +44,7 @@ KIND_NAMES = {
     "writes": "task writes",
     "route": "route",
     "error": "error",
+    "unrecorded": "not recorded",
     "other": "other",
 }
 """What each row kind is called in legends and headings."""
@@ -166,6 +167,8 @@ def row_short(r: Mapping[str, Any]) -> str:
         return f"{len(hits)} memory hits" if isinstance(hits, list) else str(d.get("operation"))
     if kind == "error":
         return "error"
+    if kind == "unrecorded":
+        return "not recorded"
     return ""
 
 
@@ -255,4 +258,7 @@ def describe_mark(
         return f"route → {brief(p.get('destination'), 60)}", {"destination": p.get("destination")}
     if family == "error":
         return f"error: {brief(p.get('error') or env.get('name'), 80)}", {"payload": p}
+    if family == "unrecorded":  # record_failed: an event the processors could not record
+        why = f"{p.get('processor') or '?'}: {p.get('error_type') or 'error'}"
+        return f"not recorded: {p.get('kind') or env.get('name')} — {why}", {"payload": p}
     return f"{env.get('kind')} {env.get('name') or ''}".strip(), {"payload": p}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from typing import Any
 import psycopg
 
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.read.offloaded import DIGEST
+from langgraph_external.read.offloaded import DIGEST, value_at
 from langgraph_external.ui import _queries
 from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
 from langgraph_external.ui._pages import (
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_PORT",
     "SECURITY_HEADERS",
     "ThreadCache",
+    "artifact_path",
     "create_app",
     "serve",
     "unstorable_parameter",
@@ -91,6 +93,27 @@ def unstorable_parameter(params: Iterable[tuple[str, str]]) -> str | None:
                 except UnicodeEncodeError:
                     return f"parameter {key!r} is not valid Unicode text"
     return None
+
+
+def artifact_path(text: str | None) -> list[str | int] | None:
+    """The ``at`` parameter of ``/artifact``: the path of a value in an older record's whole
+    payload (``None``: not given).
+
+    Raises:
+        ValueError: ``text`` is not a JSON list of keys and indexes (at most 64).
+
+    Example:
+        >>> artifact_path('["messages",0,"content"]'), artifact_path(None)
+        (['messages', 0, 'content'], None)
+    """
+    if text is None:
+        return None
+    path = json.loads(text)
+    if not isinstance(path, list) or len(path) > 64:
+        raise ValueError("not a list of at most 64 keys and indexes")
+    if not all(isinstance(k, str) or type(k) is int for k in path):
+        raise ValueError("a key is a string, an index an integer")
+    return path
 
 
 class ThreadCache:
@@ -280,6 +303,10 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
 
         if not DIGEST.fullmatch(sha):
             return refuse("sha: an artifact is named by 64 lowercase hex digits (its sha256)", 400)
+        try:
+            at = artifact_path(request.query_params.get("at"))
+        except ValueError:
+            return refuse("at: a JSON list of keys and indexes (the value's path)", 400)
         if cfg.workspace is None:
             return refuse("the artifacts are in the workspace: start `lgx ui --workspace DIR`", 404)
         try:
@@ -293,6 +320,11 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
             data = cfg.workspace.read_bytes(cfg.workspace.artifact_path(tid, sha))
         except (OSError, ValueError):
             return refuse(f"artifact {sha} of thread {tid!r} is not in the workspace", 404)
+        if at is not None:  # one value of an older record's whole payload
+            found = value_at(data, at) if kind == "json" else None
+            if found is None:
+                return refuse(f"artifact {sha} holds no value at {at!r}", 404)
+            data, kind = found
         resp = headers(Response(data, media_type=ARTIFACT_TYPES[kind]))
         # never a page: no script, no form, no plugin, even if a browser sniffed it as one
         resp.headers["content-security-policy"] = ARTIFACT_CSP

@@ -108,9 +108,10 @@ def _side(
     if cp:
         cut, cid = _checkpoint_seq(envs, cp)
         envs = [e for e in envs if int(e["seq"]) <= cut]
-    view = build_thread_view(thread_id, envs, prices=cfg.prices)
+    readable = _queries.read_back(cfg.workspace, thread_id, envs)
+    view = build_thread_view(thread_id, readable, prices=cfg.prices)
     # every call's whole prompt (the view keeps only what is new since the previous call)
-    by_seq = {int(e["seq"]): e for e in envs}
+    by_seq = {int(e["seq"]): e for e in readable}
     for call in view["llm_calls"]:
         env = by_seq.get(int(call.get("seq") or 0)) or {}
         call["full_messages"] = prompt_messages(env.get("payload") or {})

@@ -88,7 +88,8 @@ def load_thread(
     record names (digest -> kind: what ``/artifact`` may serve).
 
     ``whole``: the envelopes exactly as stored (a standalone page embeds them); else the
-    lighter form the view needs (the web app fetches whole events when asked).
+    lighter form the view needs (the web app fetches whole events when asked). The view
+    reads an older record's whole payloads back from the workspace (:func:`loaded`).
 
     Raises:
         NotFound: the ledger has no events of ``thread_id``.
@@ -103,7 +104,8 @@ def load_thread(
     if cfg.workspace is not None:
         namespaces = {e.get("checkpoint_ns") or "" for e in envs if e["kind"] == "checkpoint"}
         states = checkpoint_states(cfg.workspace, thread_id, namespaces)
-    view = build_thread_view(thread_id, envs, prices=cfg.prices, states=states)
+    readable = _queries.read_back(cfg.workspace, thread_id, envs)
+    view = build_thread_view(thread_id, readable, prices=cfg.prices, states=states)
     texts, queries = _queries.memory_details(
         conn,
         cfg.schema,

@@ -2,7 +2,8 @@
 
 The statements are those of ``lgx ui`` in :mod:`langgraph_external.ledger.queries` (over
 ``threads`` and ``events``) and, for memories, in
-:mod:`langgraph_external.memory_adapters.mem0.sql` (the Mem0 views, when present).
+:mod:`langgraph_external.memory_adapters.mem0.sql` (the Mem0 views, when present); one
+more, :data:`RECORD_FAILURES`, counts the events each thread could not record.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from langgraph_external.ledger.queries import (
     VIEW_EVENTS,
 )
 from langgraph_external.memory_adapters.mem0 import sql as mem0_sql
+from langgraph_external.read.offloaded import with_whole_payloads, workspace_fetch
 from langgraph_external.read.prices import PriceTable
 
 SEARCH_KEYS = ("thread", "user", "session", "tag", "status", "node", "tool", "error", "violation")
@@ -35,6 +37,16 @@ SEARCH_KEYS = ("thread", "user", "session", "tag", "status", "node", "tool", "er
 SORTS = ("time", "created", "duration", "tokens", "cost")
 STATUSES = ("ok", "error", "interrupted", "running")
 PAGE_SIZE = 50
+
+RECORD_FAILURES = """
+select thread_id, count(*),
+    max(seq) filter (where payload ->> 'kind' = 'run_end' and parent_run_id is null)
+from {schema}.events
+where thread_id = any(%(ids)s) and kind = 'record_failed'
+group by thread_id
+"""
+"""How many events of each of a set of threads could not be recorded (``record_failed``),
+and the last graph run end among them (the run ended, its end is not recorded)."""
 
 
 class SearchError(ValueError):
@@ -115,6 +127,7 @@ class ThreadRow:
     violations: int = 0
     violation_rules: list[str] = field(default_factory=list)
     errors: int = 0
+    record_failures: int = 0
     status: str = "ok"
     users: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
@@ -170,6 +183,7 @@ def _summaries(
     """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated))."""
     ids = list(heads)
     out = {t: ThreadRow(t, heads[t][1], heads[t][2]) for t in ids}
+    starts: dict[str, Any] = {}
     cur = conn.execute(ledger.q(AGGREGATES, schema), {"ids": ids})
     names = [d.name for d in cur.description or ()]
     for row in cur.fetchall():
@@ -190,8 +204,18 @@ def _summaries(
         r.nodes = sorted(n for n in d["nodes"] or () if n)
         r.tools = sorted(n for n in d["tools"] or () if n)
         r.status = _status(d["last_start"], d["last_end"], d["last_interrupt"], d["last_status"])
+        starts[r.thread_id] = d["last_start"]
     for thread_id, model, i, o in conn.execute(ledger.q(MODEL_TOKENS, schema), {"ids": ids}):
         out[thread_id].model_tokens[str(model)] = (i, o)
+    for thread_id, n, failed_end in conn.execute(ledger.q(RECORD_FAILURES, schema), {"ids": ids}):
+        r = out[str(thread_id)]
+        r.record_failures = int(n)
+        if (
+            r.status == "running"
+            and failed_end is not None
+            and failed_end > (starts.get(r.thread_id) or 0)
+        ):
+            r.status = "error"  # its last run ended, and its end could not be recorded
     return out
 
 
@@ -337,6 +361,19 @@ def view_events(conn: psycopg.Connection[Any], schema: str, thread_id: str) -> l
     :data:`~langgraph_external.ledger.queries.VIEW_EVENTS`)."""
     rows = conn.execute(ledger.q(VIEW_EVENTS, schema), (thread_id,)).fetchall()
     return [ledger.row_to_envelope(r) for r in rows]
+
+
+def read_back(
+    workspace: Any, thread_id: str, envs: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """A thread's envelopes as the views read them: each whole payload an older version
+    offloaded (``{"$artifact", "size"}``) read back from ``workspace``, its long values
+    shown as offloaded values are
+    (:func:`~langgraph_external.read.offloaded.with_whole_payloads`); without a workspace
+    they stay references."""
+    if workspace is None:
+        return list(envs)
+    return with_whole_payloads(envs, workspace_fetch(workspace, thread_id))
 
 
 def events_at(

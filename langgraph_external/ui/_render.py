@@ -130,13 +130,18 @@ def artifact_href(ctx: Any, thread_id: Any, ref: Mapping[str, Any]) -> str | Non
     no server to ask)."""
     if ctx.get("standalone"):
         return None
-    query = urlencode({"thread": str(thread_id), "sha": str(ref.get("$artifact"))})
-    return f"{ctx.get('root') or ''}/artifact?{query}"
+    params = {"thread": str(thread_id), "sha": str(ref.get("$artifact"))}
+    if "$in" in ref:  # a value of an older record's whole payload: its path there
+        params["at"] = json.dumps(ref["$in"], ensure_ascii=False, separators=(",", ":"))
+    return f"{ctx.get('root') or ''}/artifact?{urlencode(params)}"
 
 
 def artifact_where(thread_id: Any, ref: Mapping[str, Any]) -> str:
     """Where the whole of ``ref`` is, in the workspace."""
-    return f"threads/{encode_thread_id(str(thread_id))}/artifacts/{ref.get('$artifact')}"
+    where = f"threads/{encode_thread_id(str(thread_id))}/artifacts/{ref.get('$artifact')}"
+    if "$in" in ref:
+        where += " (the payload's " + ".".join(map(str, ref["$in"] or ())) + ")"
+    return where
 
 
 @lru_cache(maxsize=1)
