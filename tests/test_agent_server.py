@@ -7,12 +7,15 @@ checkpointer and store, driven through ``langgraph_sdk`` as a user's client woul
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,9 +111,35 @@ def _assert_verified(server: Server) -> None:
 
 
 def _listed(server: Server) -> set[str]:
+    """The threads ``lgx threads`` lists — and that ``lgx ui``'s threads page shows."""
     with psycopg.connect(server.dsn) as conn:
         rows, _total, _copies = list_threads(conn, limit=None)
-    return {r["thread_id"] for r in rows}
+    listed = {r["thread_id"] for r in rows}
+    page = _ui_page(server, "/")
+    assert all(html.escape(t) in page for t in listed), "lgx ui lists fewer threads"
+    return listed
+
+
+def _ui_page(server: Server, path: str) -> str:
+    """One page of ``lgx ui`` run on the server's record (a child process, a free port)."""
+    proc = subprocess.Popen(
+        [str(LGX), "--dsn", server.dsn, "--workspace", str(server.ws), "ui", "--port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"serving (http://\S+/)", line)
+        assert found, line
+        with urllib.request.urlopen(found.group(1).rstrip("/") + path, timeout=60) as r:
+            assert r.status == 200
+            return str(r.read().decode())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _react_recorded(events: list[dict[str, Any]], thread_id: str, run_id: str) -> None:
