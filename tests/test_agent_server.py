@@ -10,12 +10,10 @@ from __future__ import annotations
 import html
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from langgraph_external.read.inspection import list_threads
 from langgraph_external.workspace.files import Workspace
 from tests.agent_server_run import RECORDED, ROOT, serve, write_app
 from tests.conftest import _fresh_database
+from tests.ui_server import lgx_ui
 
 LGX = Path(sys.executable).parent / "lgx"
 RECORD_TIMEOUT = 60.0
@@ -121,25 +120,11 @@ def _listed(server: Server) -> set[str]:
 
 
 def _ui_page(server: Server, path: str) -> str:
-    """One page of ``lgx ui`` run on the server's record (a child process, a free port)."""
-    proc = subprocess.Popen(
-        [str(LGX), "--dsn", server.dsn, "--workspace", str(server.ws), "ui", "--port", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        found = re.search(r"serving (http://\S+/)", line)
-        assert found, line
-        with urllib.request.urlopen(found.group(1).rstrip("/") + path, timeout=60) as r:
-            assert r.status == 200
-            return str(r.read().decode())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    """One page of ``lgx ui`` run on the server's record."""
+    with lgx_ui(server.dsn, server.ws, {"PYTHONPATH": str(ROOT)}) as ui:
+        status, page, _headers = ui.get(path)
+    assert status == 200
+    return page
 
 
 def _react_recorded(events: list[dict[str, Any]], thread_id: str, run_id: str) -> None:

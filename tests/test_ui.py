@@ -13,8 +13,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -34,6 +32,7 @@ from langgraph_external.ui import _queries, read_only_options
 from tests import browser
 from tests.conftest import _fresh_database
 from tests.ui_apps import HOSTILE, record_support_thread, remember_alice
+from tests.ui_server import Server, lgx_ui
 
 needs_chromium = pytest.mark.skipif(
     browser.chromium_path() is None, reason="chromium is not installed (scripts/test.sh does it)"
@@ -86,47 +85,11 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield Ledger(dsn, ws, prices)
 
 
-@dataclass
-class Server:
-    url: str
-    proc: subprocess.Popen[str]
-
-    def get(self, path: str, **headers: str) -> tuple[int, str, Any]:
-        req = urllib.request.Request(self.url.rstrip("/") + path, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, r.read().decode(), r.headers
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(), exc.headers
-
-
 @pytest.fixture(scope="module")
 def server(recorded: Ledger) -> Iterator[Server]:
     """``lgx ui`` in a child process, on a free port of 127.0.0.1."""
-    env = {**os.environ, "LGX_DSN": recorded.dsn, "LGX_PRICES": str(recorded.prices)}
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "lgx"),
-            "--workspace",
-            str(recorded.ws),
-            "ui",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        match = re.search(r"serving (http://\S+/)", line)
-        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
-        yield Server(match.group(1), proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with lgx_ui(recorded.dsn, recorded.ws, {"LGX_PRICES": str(recorded.prices)}) as running:
+        yield running
 
 
 def q(thread_id: str) -> str:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from langgraph_external.ui import _queries, read_only_options
 from tests import browser
 from tests.conftest import _fresh_database
 from tests.test_ui import Server
+from tests.ui_server import lgx_ui
 
 needs_chromium = pytest.mark.skipif(
     browser.chromium_path() is None, reason="chromium is not installed (scripts/test.sh does it)"
@@ -81,24 +80,8 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture(scope="module")
 def server(recorded: Ledger) -> Iterator[Server]:
     """``lgx ui`` in a child process, on a free port of 127.0.0.1."""
-    env = {**os.environ, "LGX_DSN": recorded.dsn, "LGX_PRICES": str(recorded.prices)}
-    lgx = str(Path(sys.executable).parent / "lgx")
-    proc = subprocess.Popen(
-        [lgx, "--workspace", str(recorded.ws), "ui", "--port", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        match = re.search(r"serving (http://\S+/)", line)
-        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
-        yield Server(match.group(1), proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with lgx_ui(recorded.dsn, recorded.ws, {"LGX_PRICES": str(recorded.prices)}) as running:
+        yield running
 
 
 def q(text: str) -> str:

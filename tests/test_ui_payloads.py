@@ -9,10 +9,7 @@ tests/test_ui.py; ``lgx show`` and ``lgx events`` run in this process.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -35,6 +32,7 @@ from tests import browser
 from tests.conftest import _fresh_database
 from tests.test_ui import Server, select, shots, wait_for
 from tests.ui_payload_apps import PAGE_END, PAGE_MIDDLE, fetch_app, page, question
+from tests.ui_server import lgx_ui
 
 needs_chromium = pytest.mark.skipif(
     browser.chromium_path() is None, reason="chromium is not installed (scripts/test.sh does it)"
@@ -66,24 +64,8 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture(scope="module")
 def server(recorded: Ledger) -> Iterator[Server]:
     """``lgx ui`` in a child process, on a free port of 127.0.0.1."""
-    env = {**os.environ, "LGX_DSN": recorded.dsn}
-    lgx = str(Path(sys.executable).parent / "lgx")
-    proc = subprocess.Popen(
-        [lgx, "--workspace", str(recorded.ws), "ui", "--port", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        match = re.search(r"serving (http://\S+/)", line)
-        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
-        yield Server(match.group(1), proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with lgx_ui(recorded.dsn, recorded.ws) as running:
+        yield running
 
 
 def view_of(recorded: Ledger, thread_id: str) -> dict[str, Any]:

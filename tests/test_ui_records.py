@@ -12,10 +12,7 @@ tests/test_ui.py.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +35,7 @@ from tests.conftest import _fresh_database
 from tests.test_ui import Server
 from tests.test_ui_payloads import artifact_links, escaped, get
 from tests.ui_payload_apps import PAGE_END, PAGE_MIDDLE, fetch_app, page, question
+from tests.ui_server import lgx_ui
 
 S = "langgraph_external"
 
@@ -116,24 +114,8 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture(scope="module")
 def server(recorded: Ledger) -> Iterator[Server]:
     """``lgx ui`` in a child process, on a free port of 127.0.0.1."""
-    env = {**os.environ, "LGX_DSN": recorded.dsn}
-    lgx = str(Path(sys.executable).parent / "lgx")
-    proc = subprocess.Popen(
-        [lgx, "--workspace", str(recorded.ws), "ui", "--port", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        match = re.search(r"serving (http://\S+/)", line)
-        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
-        yield Server(match.group(1), proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with lgx_ui(recorded.dsn, recorded.ws) as running:
+        yield running
 
 
 def stored(recorded: Ledger, thread_id: str) -> list[dict[str, Any]]:
