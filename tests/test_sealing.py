@@ -598,3 +598,47 @@ def test_health_shows_the_sealing_helpers_connections(
     assert set(pools) == {"ledger"}
     assert 1 <= pools["ledger"]["open"] <= pools["ledger"]["max"]
     assert 0 <= pools["ledger"]["idle"] <= pools["ledger"]["open"]
+
+
+APP_WITH_A_MAIN_REDACTOR = """
+import logging, sys
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph_external import External
+
+def my_redactor(value):  # the app's own redactor, defined in the script it runs
+    return value, 0
+
+class S(TypedDict):
+    n: int
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+g = StateGraph(S)
+g.add_node("inc", lambda s: {"n": s["n"] + 1})
+g.add_edge(START, "inc")
+g.add_edge("inc", END)
+with External(dsn=sys.argv[1], workspace=sys.argv[2], redactor=my_redactor) as ext:
+    g.compile(checkpointer=ext.checkpointer).invoke({"n": 0}, ext.config("main-red"))
+    print("flushed", ext.flush(60), len(ext.events("main-red")))
+"""
+
+
+def test_a_redactor_defined_in_the_apps_main_script_still_gets_everything_sealed(
+    dsn: str, tmp_path: Path
+) -> None:
+    """It pickles by a name only the app can resolve (``__main__.my_redactor``): sent to a
+    helper, the helper failed at start, again and again, and nothing was sealed."""
+    script = tmp_path / "app.py"
+    script.write_text(APP_WITH_A_MAIN_REDACTOR)
+    done = subprocess.run(
+        [sys.executable, str(script), dsn, str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    _, flushed, count = done.stdout.split()[-3:]
+    assert flushed == "True" and int(count) > 0, done.stdout + done.stderr[-3000:]
+    assert "my_redactor is defined in the app's __main__" in done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import logging
 import os
 import pickle
@@ -64,11 +65,20 @@ class HelperProcess:
 
     @staticmethod
     def picklable(config: WorkerConfig) -> str | None:
-        """Why ``config`` cannot go to a helper process (``None``: it can)."""
+        """Why ``config`` cannot go to a helper process (``None``: it can).
+
+        Besides what cannot be pickled at all, a function or class of the app's own
+        ``__main__`` (a redactor defined in the script the app runs) pickles by a name
+        the helper cannot import — its ``__main__`` is the helper's: it would fail to
+        start, again and again, and nothing would be sealed.
+        """
         try:
-            pickle.dumps(config)
+            refs = _MainRefs(io.BytesIO())
+            refs.dump(config)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
+        if refs.found:
+            return f"{refs.found[0]} is defined in the app's __main__ (the helper cannot import it)"
         return None
 
     def _start(self) -> None:
@@ -281,6 +291,21 @@ class HelperProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self._pid, signal.SIGKILL)
         return ok
+
+
+class _MainRefs(pickle.Pickler):
+    """A pickler that notes what of ``__main__`` the pickle refers to by name."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file)
+        self.found: list[str] = []
+
+    def reducer_override(self, obj: Any) -> Any:
+        for target in (obj, type(obj)):
+            if getattr(target, "__module__", None) in ("__main__", "__mp_main__"):
+                self.found.append(f"{getattr(target, '__qualname__', target)!s}")
+                break
+        return NotImplemented
 
 
 def _pid_alive(pid: int) -> bool:
