@@ -12,7 +12,8 @@ from langgraph_external import External
 from langgraph_external.record.artifacts import artifact_digests
 from tests.graphs import react_agent
 
-QUESTION = "where is my order? " + "details " * 2_000  # ~16 KB: over the threshold below
+# ~16 KB: over the threshold below; a NUL, which PostgreSQL text cannot hold
+QUESTION = "where is my order?\x00 " + "details " * 2_000
 
 
 def test_an_offloaded_value_reads_back_whole_in_sql_and_goes_with_its_thread(
@@ -39,8 +40,9 @@ def test_an_offloaded_value_reads_back_whole_in_sql_and_goes_with_its_thread(
                   and jsonb_typeof(m -> 'content') = 'object'
                 """
             ).fetchall()
-            assert rows and all(text == QUESTION for _ref, text in rows)
-            assert all(ref["head"] == QUESTION[:2000] for ref, _text in rows)
+            recorded = QUESTION.replace("\x00", "\\u0000")  # visible, as inline text is
+            assert rows and all(text == recorded for _ref, text in rows)
+            assert all(ref["head"] == recorded[:2000] for ref, _text in rows)
             stored = conn.execute(
                 "select count(*) from langgraph_external.artifacts where thread_id = 'big'"
             ).fetchone()

@@ -79,7 +79,9 @@ def _dumps(value: Any) -> bytes:
 
 
 def _text_bytes(value: str) -> bytes:
-    return value.encode("utf-8", "backslashreplace")
+    """UTF-8 of ``value`` as the record holds text: NUL made visible (PostgreSQL text
+    cannot hold it: ``artifact_text`` reads these bytes), lone surrogates escaped."""
+    return value.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace")
 
 
 def is_ref(value: Any) -> bool:
@@ -89,7 +91,8 @@ def is_ref(value: Any) -> bool:
 
 def _ref(value: Any, files: dict[str, bytes]) -> dict[str, Any]:
     if isinstance(value, str):
-        data, kind, text = _text_bytes(value), "text", value
+        text = value.replace("\x00", "\\u0000")  # the head and tail as the bytes hold it
+        data, kind = _text_bytes(value), "text"
     else:
         data, kind = _dumps(value), "json"
         text = data.decode("utf-8", "replace")
