@@ -16,6 +16,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import operator
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,11 +150,14 @@ class Event:
         unknown = changes.keys() - _FIELD_NAMES
         if unknown:
             raise TypeError(f"Event has no field {sorted(unknown)[0]!r}")
-        # a copy of the slots, not dataclasses.replace: events are copied on every hop of
-        # the pipeline, and __init__ with its defaults is most of that cost
+        # a copy of the slots through their descriptors, not dataclasses.replace: events
+        # are copied on every hop of the pipeline, and __init__ with its defaults (and the
+        # frozen __setattr__) is most of that cost
         new = object.__new__(Event)
-        for name in _FIELD_NAMES_ORDERED:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        for slot, value in zip(_SLOTS, _GET_ALL(self), strict=True):
+            slot.__set__(new, value)
+        for name, value in changes.items():
+            _SLOT_OF[name].__set__(new, value)
         return new
 
     def payload_json(self) -> str:
@@ -228,6 +232,9 @@ class Event:
 
 _FIELD_NAMES_ORDERED = tuple(f.name for f in dataclasses.fields(Event))
 _FIELD_NAMES = frozenset(_FIELD_NAMES_ORDERED)
+_SLOT_OF: dict[str, Any] = {name: Event.__dict__[name] for name in _FIELD_NAMES_ORDERED}
+_SLOTS = tuple(_SLOT_OF.values())
+_GET_ALL = operator.attrgetter(*_FIELD_NAMES_ORDERED)
 
 
 def json_safe(value: Any) -> Any:

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
+import orjson
 
 try:
     import fcntl
@@ -152,13 +153,19 @@ class Workspace:
         Raises:
             WorkspaceError: the path escapes the workspace root.
         """
+        directory = path.rsplit("/", 1)[0]
+        checked = getattr(self._locks, "checked", None)
+        if checked is not None and directory in checked:
+            return  # resolved inside during this hold of the thread's lock
         root = self._real_root
-        real = os.path.realpath(path.rsplit("/", 1)[0])
+        real = os.path.realpath(directory)
         if real != root and not real.startswith(root + os.sep):
             raise WorkspaceError(
                 f"refusing to write {path}: its directory resolves to {real}, outside the "
                 f"workspace root {root} (a symlink?)"
             )
+        if checked is not None:
+            checked.add(directory)
 
     def _open_local(self, path: str, flags: int) -> Any:
         """Open for writing inside the root, never through a symlink (``O_NOFOLLOW``)."""
@@ -215,10 +222,16 @@ class Workspace:
                         raise
                     time.sleep(0.002)
             held[thread_id] = fd
+            # directories found inside the root are not resolved again while the lock is
+            # held (a pass writes several files into each): resolving every path was a
+            # sixth of the mirror's CPU
+            outer = getattr(self._locks, "checked", None)
+            self._locks.checked = set() if outer is None else outer
             try:
                 yield
             finally:
                 del held[thread_id]
+                self._locks.checked = outer
         finally:
             os.close(fd)  # releases the lock
 
@@ -297,9 +310,11 @@ class Workspace:
         data = self.fs.cat_file(path)[:size]
         self.fs.pipe_file(path, data)
 
-    def write_json(self, path: str, obj: Any) -> None:
-        """Atomically write ``obj`` as indented UTF-8 JSON."""
-        self.write_atomic(path, dumps_readable(obj).encode("utf-8", "surrogatepass"))
+    def write_json(self, path: str, obj: Any, *, clean: bool = False) -> None:
+        """Atomically write ``obj`` as indented UTF-8 JSON (``clean``: ``obj`` is JSON
+        already, see :func:`dumps_clean`)."""
+        text = dumps_clean(obj, indent=True) + "\n" if clean else dumps_readable(obj)
+        self.write_atomic(path, text.encode("utf-8", "surrogatepass"))
 
     def remove_thread(self, thread_id: str) -> None:
         """Delete a thread's whole directory (no error if it is absent)."""
@@ -407,6 +422,24 @@ def dumps_readable(obj: Any) -> str:
         ['{', '"x":', '"NaN"', '}']
     """
     return dumps_json(obj, indent=2) + "\n"
+
+
+def dumps_clean(obj: Any, *, sort_keys: bool = False, indent: bool = False) -> str:
+    """:func:`dumps_json` of a value that is JSON already (rendered by ``to_readable`` or
+    normalized by ``json_safe``: string keys, no NaN or infinities), with the native
+    encoder — compact (or, ``indent``, two-space) text. What orjson refuses (a lone
+    surrogate, an integer past 64 bits, a non-string key) goes through :func:`dumps_json`.
+    A non-finite float would be written as ``null``: the mirror's views never hold one.
+
+    Example:
+        >>> dumps_clean({"b": 1, "a": ["é"]}, sort_keys=True)
+        '{"a":["é"],"b":1}'
+    """
+    option = (orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_INDENT_2 if indent else 0)
+    try:
+        return orjson.dumps(obj, default=str, option=option).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return dumps_json(obj, 2 if indent else None, sort_keys=sort_keys)
 
 
 def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "EVENTS_FILE",
     "BadLine",
     "events_path",
+    "parse_json",
     "parse_lines",
     "read_events",
     "read_file",
@@ -72,9 +73,14 @@ class BadLine(ValueError):
         super().__init__(f"line {lineno} is {self.reason}{detail}")
 
 
-def _loads(raw: bytes) -> Any:
-    """One JSON text: orjson, or (what it refuses: ``NaN``, integers past 64 bits, an
-    escaped lone surrogate) the standard library's reading of it."""
+def parse_json(raw: bytes | str) -> Any:
+    """One JSON text: orjson, or (what it refuses: ``NaN``, integers past 64 bits, a
+    lone surrogate) the standard library's reading of it.
+
+    Example:
+        >>> parse_json(b'{"a": 1}'), parse_json('[NaN]')
+        ({'a': 1}, [nan])
+    """
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -99,7 +105,7 @@ def parse_lines(
         if not raw.strip():
             continue
         try:
-            doc = _loads(raw)
+            doc = parse_json(raw)
         except ValueError as exc:
             if skip_bad:
                 continue

@@ -32,7 +32,7 @@ from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_line
 from langgraph_external.record.processors import Redactor
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
-from langgraph_external.workspace.files import Workspace, dumps_json, encode_thread_id
+from langgraph_external.workspace.files import Workspace, dumps_clean, encode_thread_id
 from langgraph_external.workspace.lines import EVENTS_FILE, events_path
 from langgraph_external.workspace.readable import ReadableViews, state_tag
 
@@ -386,6 +386,7 @@ class WorkspaceProjection:
                 "schema_version": SCHEMA_VERSION,
                 "policy_hash": policy,
             },
+            clean=True,
         )
         if policy is None and (fresh[-1].seq or 0) <= _YOUNG:
             self._unpoliced.add(tid)
@@ -411,7 +412,7 @@ class WorkspaceProjection:
         while len(self._state_at) > _CACHE:
             self._state_at.popitem(last=False)
         doc = self.views.state_doc(tid, checkpoint_id, step, full)
-        self.ws.write_json(f"{self.ws.thread_dir(tid)}/state.json", doc)
+        self.ws.write_json(f"{self.ws.thread_dir(tid)}/state.json", doc, clean=True)
 
     # -- thread operations -------------------------------------------------------------
     def _remove_checkpoints(self, tid: str, e: Event) -> None:
@@ -463,7 +464,8 @@ class WorkspaceProjection:
 def _latest_root_checkpoint(ws: Workspace, tid: str) -> dict[str, Any] | None:
     """The newest checkpoint line of the thread's root log (read from its end)."""
     for line in ws.lines_from_end(ws.checkpoint_log_path(tid, "")):
-        if b'"record": "checkpoint"' in line:
+        # compact since 2026-12-06 (orjson), spaced before: a log may hold both
+        if b'"record":"checkpoint"' in line or b'"record": "checkpoint"' in line:
             doc = json.loads(line)
             if doc.get("record") == "checkpoint" and doc.get("checkpoint_id"):
                 return dict(doc)
@@ -509,7 +511,7 @@ def _dir_of(path: str) -> str:
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:
-    # compact on purpose: json's C encoder only runs without indent; keys sorted, so a
-    # line is the same whether its event came from memory or back from the ledger (jsonb
-    # orders keys its own way)
-    return dumps_json(obj, sort_keys=True)
+    # keys sorted, so a line is the same whether its event came from memory or back from
+    # the ledger (jsonb orders keys its own way); its values are rendered (to_readable) or
+    # normalized (json_safe) already, so the native encoder writes them
+    return dumps_clean(obj, sort_keys=True)

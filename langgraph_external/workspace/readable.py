@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import base64
-import json
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -28,7 +27,8 @@ from langgraph_external.record.keys import state_tag
 from langgraph_external.record.processors import Redactor
 from langgraph_external.record.redaction import redact_at
 from langgraph_external.record.render import to_readable
-from langgraph_external.workspace.files import Workspace, dumps_json
+from langgraph_external.workspace.files import Workspace, dumps_clean
+from langgraph_external.workspace.lines import parse_json
 
 __all__ = ["INTERNAL_CHANNELS", "RENDER_MAX", "ReadableViews", "state_tag"]
 
@@ -181,7 +181,7 @@ class ReadableViews:
             "checkpoint_id": checkpoint_id,
             "step": step,
             "updated": datetime.now(timezone.utc).isoformat(),
-            "values": json.loads(dumps_json(self.redact(values))),
+            "values": parse_json(dumps_clean(self.redact(values))),
         }
         if self.cipher is not None:
             doc["tag"] = state_tag(self.cipher, doc)
