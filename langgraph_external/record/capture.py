@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 import ormsgpack
 
 from langgraph_external.record.events import SCHEMA_VERSION, Event, new_id
@@ -76,11 +77,22 @@ class Capture:
             self.task_path,
             self.node,
             # JSON text, not arrays: psycopg adapts a text parameter at a third of the cost
-            json.dumps(self.changed) if self.changed is not None else None,
-            json.dumps(self.idx) if self.idx is not None else None,
+            _json_text(self.changed),
+            _json_text(self.idx),
             pack_riders(self.riders) if self.riders else None,
             ormsgpack.packb(self.inline) if self.inline else None,
         )
+
+
+def _json_text(value: list[Any] | None) -> str | None:
+    """JSON text of a list of names or indexes (orjson; the standard library's escapes
+    for what it refuses, a lone surrogate in a channel's name)."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value)
 
 
 _BIG_INT = 1  # msgpack extension code of an integer beyond 64 bits (JSON allows them)
