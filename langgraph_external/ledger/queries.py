@@ -59,6 +59,16 @@ from {schema}.threads
 
 SELECT_THREAD_POSITION = "select last_seq, last_hash from {schema}.threads where thread_id = %s"
 
+SELECT_THREAD_HEADS = "select thread_id, last_seq from {schema}.threads order by thread_id"
+"""Every thread the ledger knows, with its last ``seq`` (the mirror's status)."""
+
+SELECT_LATEST_ROOT_CHECKPOINT = """
+select seq, checkpoint_id from {schema}.events
+where thread_id = %s and kind = 'checkpoint' and checkpoint_ns = ''
+order by seq desc limit 1
+"""
+"""The latest root checkpoint event of a thread: what its ``state.json`` shows."""
+
 SELECT_TAGGED_HEADS = """
 select thread_id, last_seq, last_hash, head_mac from {schema}.threads
 where head_mac is not null order by updated_at desc limit %s
