@@ -195,6 +195,18 @@ where e.thread_id = any(%(ids)s)
 group by e.thread_id
 """
 
+# The run starts of a set of threads recorded whole-payload offloaded by an older version
+# (``{"$artifact", "size"}``: their user and tags are in the artifact), with the artifact
+# when the database holds it (recorded since v9; older ones are in the workspace only).
+WHOLE_PAYLOAD_RUN_STARTS = """
+select e.thread_id, e.payload ->> '$artifact', a.content
+from {schema}.events e
+left join {schema}.artifacts a
+  on a.thread_id = e.thread_id and a.sha256 = e.payload ->> '$artifact'
+where e.thread_id = any(%(ids)s) and e.kind = 'run_start'
+  and e.payload ? '$artifact' and not e.payload ? 'as'
+"""
+
 # Tokens per model of a set of threads (for costs): a model call's start names the model (its
 # parameters' model; else the model its answer names; else the model class), its end the usage.
 MODEL_TOKENS = """
