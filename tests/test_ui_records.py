@@ -22,8 +22,11 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from typer.testing import CliRunner
 
 from langgraph_external import External
+from langgraph_external.cli import app
+from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import verify_thread
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.record.events import Event
@@ -168,6 +171,29 @@ def test_search_by_user_and_tag_finds_the_runs_of_the_older_record(
     listed = body.decode()
     assert status == 200 and "old-A" in listed and "old-B" in listed
     assert "failed-rec" not in listed
+
+
+def test_lgx_timeline_from_the_workspace_alone_reads_whole_payloads_back_as_from_the_ledger(
+    recorded: Ledger, dsn: str, tmp_path: Path
+) -> None:
+    runner = CliRunner(env={"LGX_DSN": None})
+
+    def timeline(database: str, name: str) -> tuple[str, str]:
+        target = tmp_path / name
+        args = ["--dsn", database, "--workspace", str(recorded.ws), "timeline", "old-A"]
+        result = runner.invoke(app, [*args, "-o", str(target), "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["source"], target.read_text(encoding="utf-8")
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ledger.setup(conn)
+    from_ledger = timeline(recorded.dsn, "ledger.html")
+    from_workspace = timeline(dsn, "workspace.html")  # a ledger without the thread
+    assert (from_ledger[0], from_workspace[0]) == ("ledger", "workspace")
+    for source, html in (from_ledger, from_workspace):
+        # the tool result's and the question's ends: only in the whole payloads read back
+        assert "END-OF-PAGE marker" in html and "END-OF-QUESTION" in html, source
+        assert PAGE_MIDDLE not in html  # shown shortened, as today's offload would
 
 
 def test_the_older_record_holds_whole_payload_references_and_verifies(recorded: Ledger) -> None:
