@@ -121,6 +121,13 @@ def test_values_read_back_exactly_through_the_workspace_and_lgx_events(
     assert ODD in values and BIG in values
     assert LITERAL in _strings(printed) and escape_text(ODD) not in values
 
+    # without --full: the offloaded value's ends, said to be escaped text
+    result = CliRunner(env={"LGX_DSN": None, "COLUMNS": "300"}).invoke(
+        app, ["--dsn", dsn, "--workspace", str(ws.location), "events", "odd", "--kind", "tool_end"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "result.$escaped" in result.stdout and "text recorded escaped" in result.stdout
+
 
 def test_sql_reads_escaped_text_as_its_escaped_form(ext: External, dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
