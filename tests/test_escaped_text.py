@@ -10,6 +10,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
@@ -20,7 +22,8 @@ from typer.testing import CliRunner
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.record.artifacts import artifact_digests, expand
-from langgraph_external.record.escapes import escape_text, has_marks
+from langgraph_external.record.escapes import escape_text, has_marks, needs_escape
+from langgraph_external.record.events import json_safe
 from langgraph_external.replay import replay
 
 ODD = "nul \x00 lone \udce9 literal \\u0000 end"
@@ -159,3 +162,16 @@ def test_replay_answers_the_graph_with_the_exact_recorded_tool_results(ext: Exte
     # replayed state is the recorded one
     assert tool_texts("odd-replay") == tool_texts("odd")
     assert "\x00" in tool_texts("odd")[0]
+
+
+_TEXT = st.text(alphabet=st.sampled_from(["a", "é", "\\", "u", "0", "\x00", "\udce9", "\ud800"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(_TEXT, lambda kids: st.lists(kids) | st.dictionaries(_TEXT, kids)))
+def test_any_text_normalized_for_the_record_reads_back_exactly(value: Any) -> None:
+    recorded = json_safe(value)
+    stored = json.loads(json.dumps(recorded, ensure_ascii=False))  # what jsonb can hold
+    assert not any(needs_escape(s) for s in _strings(stored))
+    assert json_safe(stored) == stored  # normalizing twice changes nothing
+    assert expand(stored, {}.get) == value
