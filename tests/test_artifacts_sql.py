@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
 from langgraph_external.record.artifacts import artifact_digests
+from langgraph_external.record.escapes import escape_text
 from tests.graphs import react_agent
 
 # ~16 KB: over the threshold below; a NUL, which PostgreSQL text cannot hold
@@ -40,9 +41,10 @@ def test_an_offloaded_value_reads_back_whole_in_sql_and_goes_with_its_thread(
                   and jsonb_typeof(m -> 'content') = 'object'
                 """
             ).fetchall()
-            recorded = QUESTION.replace("\x00", "\\u0000")  # visible, as inline text is
+            recorded = escape_text(QUESTION)  # escaped, as inline text is, and marked
             assert rows and all(text == recorded for _ref, text in rows)
-            assert all(ref["head"] == recorded[:2000] for ref, _text in rows)
+            assert all(ref["as"] == "text" for ref, _text in rows)
+            assert all(ref["$escaped"]["head"] == recorded[:2000] for ref, _text in rows)
             stored = conn.execute(
                 "select count(*) from langgraph_external.artifacts where thread_id = 'big'"
             ).fetchone()

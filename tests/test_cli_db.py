@@ -480,3 +480,67 @@ def test_db_stop_cleans_what_a_crash_left(runner: CliRunner, ws: Path) -> None:
     result = as_json(stopped)
     assert not result["stopped"] and "no longer runs" in result["cleaned"]
     assert_no_server(pgdata(ws))
+
+
+# -- the mirror's status agrees with lgx verify ------------------------------------------
+def _mirror_says(runner: CliRunner, ws: Path) -> tuple[int, str, bool]:
+    """(threads ``db status --json`` says behind, its text line, ``verify --all`` passes)."""
+    status = lgx(runner, ws, "db", "status", "--json")
+    assert status.exit_code == 0, status.output
+    text = lgx(runner, ws, "db", "status").stdout
+    line = next(x.strip() for x in text.splitlines() if "workspace mirror" in x)
+    verified = lgx(runner, ws, "verify", "--all")
+    return as_json(status)["sealing"]["workspace_behind_threads"], line, verified.exit_code == 0
+
+
+def test_db_status_says_the_mirror_is_behind_exactly_when_verify_finds_it_behind(
+    runner: CliRunner, ws: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LGX_DSN", raising=False)
+    with External(workspace=ws, spool_dir=spool_dir) as ext:
+        graph = _two_nodes(ext.checkpointer)
+        graph.invoke({"n": 1}, ext.config("a"))
+        graph.invoke({"n": 2}, ext.config("b"))
+        assert ext.flush()
+        dsn = ext.dsn
+    assert dsn is not None
+    assert _mirror_says(runner, ws) == (0, "workspace mirror behind on 0 threads", True)
+
+    # the projection's cursors lost (a restore of the database, a reset): the files are
+    # complete, verify passes, and the mirror is not behind
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("update langgraph_external.projection_cursors set seq = 0")
+    assert _mirror_says(runner, ws) == (0, "workspace mirror behind on 0 threads", True)
+
+    # the last events of thread b cut from its events.jsonl under an up-to-date cursor:
+    # verify fails the thread, and the mirror is behind on it
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "update langgraph_external.projection_cursors c set seq = t.last_seq"
+            " from langgraph_external.threads t where t.thread_id = c.thread_id"
+        )
+    (events,) = [p for p in ws.glob("threads/*/events.jsonl") if _thread_of(p) == "b"]
+    lines = events.read_text(encoding="utf-8").splitlines(keepends=True)
+    events.write_text("".join(lines[:-2]), encoding="utf-8")
+    assert _mirror_says(runner, ws) == (1, "workspace mirror behind on 1 thread", False)
+
+
+def _thread_of(events: Path) -> str:
+    first = json.loads(events.read_text(encoding="utf-8").splitlines()[0])
+    return str(first["thread_id"])
+
+
+def _two_nodes(checkpointer: Any) -> Any:
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class N(TypedDict):
+        n: int
+
+    builder = StateGraph(N)
+    builder.add_node("one", lambda s: {"n": s["n"] + 1})
+    builder.add_node("two", lambda s: {"n": s["n"] * 2})
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    builder.add_edge("two", END)
+    return builder.compile(checkpointer=checkpointer)

@@ -404,7 +404,8 @@ def test_poison_values_in_one_thread_never_stop_eight_others(
     verify_chain(events)
     (start,) = [e for e in events if e["kind"] == "run_start"]
     text = str(start["payload"])
-    assert "\\u0000" in text and "\\udce9" in text  # kept visible, not lost
+    assert "\\u0000" in text and "\\udce9" in text  # kept, escaped,
+    assert "'$escaped'" in text  # and marked so
     findings = _assert_trusted(dsn, ws)
     assert findings.threads == 8 * 3 + 1
 

@@ -412,8 +412,12 @@ def test_a_large_tool_result_with_a_lone_surrogate_is_recorded_not_dropped(
         p.emit(Event.new("run_end", "t", payload={"outputs": {"last": result}}))
     tool, end = list(ws.iter_events("t"))
     assert tool["kind"] == "tool_end" and end["kind"] == "run_end"
-    text = ws.read_bytes(ws.artifact_path("t", tool["payload"]["output"]["$artifact"])).decode()
-    assert text == "x" * 40_000 + "\\ud800"  # escaped visibly, as inline text is
+    output = tool["payload"]["output"]  # marked escaped, its escaped text offloaded
+    assert output["as"] == "text"
+    text = ws.read_bytes(ws.artifact_path("t", output["$escaped"]["$artifact"])).decode()
+    assert text == "x" * 40_000 + "\\ud800"  # escaped, as inline text is
+    fetch = lambda d: ws.read_bytes(ws.artifact_path("t", d))  # noqa: E731
+    assert expand(tool["payload"], fetch)["output"] == result  # and read back exactly
     verify_chain([tool, end])
 
 
@@ -451,7 +455,9 @@ def test_emit_after_close_is_an_error(spool_dir: Path) -> None:
         p.emit(Event.new("run_start", "t"))
 
 
-def test_nul_and_lone_surrogates_are_kept_visible_not_lost(spool_dir: Path) -> None:
+def test_nul_and_lone_surrogates_are_recorded_escaped_marked_and_read_back_exactly(
+    spool_dir: Path,
+) -> None:
     ledger = InMemoryLedger()
     with Pipeline(ledger, spool_dir=spool_dir) as p:
         p.emit(
@@ -463,8 +469,16 @@ def test_nul_and_lone_surrogates_are_kept_visible_not_lost(spool_dir: Path) -> N
             )
         )
     (e,) = ledger.events
-    assert e.payload == {"out": "a\\u0000b", "k\\u0000": ["\\u0000"], "path": "caf\\udce9"}
-    assert e.node == "n\\u0000ode"
+    assert e.payload == {  # a key to escape marks its mapping; a value, itself
+        "$escaped": {
+            "out": {"$escaped": "a\\u0000b", "as": "text"},
+            "k\\u0000": [{"$escaped": "\\u0000", "as": "text"}],
+            "path": {"$escaped": "caf\\udce9", "as": "text"},
+        },
+        "as": "object",
+    }
+    assert expand(e.payload, {}.get) == {"out": "a\x00b", "k\x00": ["\x00"], "path": "caf\udce9"}
+    assert e.node == "n\\u0000ode"  # a column: escaped visibly
     json.dumps(e.envelope()).encode("utf-8")  # storable as UTF-8
     verify_chain([e.envelope()])
 

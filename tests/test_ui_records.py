@@ -22,8 +22,11 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from typer.testing import CliRunner
 
 from langgraph_external import External
+from langgraph_external.cli import app
+from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import verify_thread
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.record.events import Event
@@ -97,7 +100,8 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             procs[at] = OldOffload()
             for thread, city in (("old-A", "Oslo"), ("old-B", "Bergen")):
                 fetch_app(ext.checkpointer, city).invoke(
-                    {"messages": [HumanMessage(question())]}, ext.config(thread, user_id="bob")
+                    {"messages": [HumanMessage(question())]},
+                    ext.config(thread, user_id="bob", tags=["legacy"]),
                 )
             procs[at] = Offload()
             assert ext.flush()
@@ -142,6 +146,56 @@ def whole(server: Server, link: str) -> bytes:
 
 
 # -- records written before values were offloaded one by one ------------------------------
+def _found(conn: psycopg.Connection[Any], text: str, workspace: Any = None) -> set[str]:
+    kw = {} if workspace is None else {"workspace": workspace}
+    page = _queries.list_threads(conn, S, _queries.Search.parse(text), **kw)
+    return {r.thread_id for r in page.rows}
+
+
+def test_search_by_user_and_tag_finds_the_runs_of_the_older_record(
+    recorded: Ledger, server: Server
+) -> None:
+    envs = stored(recorded, "old-A")
+    (start,) = [e for e in envs if e["kind"] == "run_start"]
+    assert set(start["payload"]) == {"$artifact", "size"}  # user and tags in the artifact
+    with psycopg.connect(recorded.dsn, autocommit=True, options=read_only_options()) as conn:
+        assert _found(conn, "user:bob") == _found(conn, "tag:legacy") == {"old-A", "old-B"}
+        assert _found(conn, "user:alice") == _found(conn, "tag:other") == set()
+    # recorded before the database held artifacts: read from the workspace
+    with psycopg.connect(recorded.dsn) as conn, conn.transaction(force_rollback=True):
+        conn.execute(f"delete from {S}.artifacts where thread_id = 'old-A'")
+        assert _found(conn, "user:bob") == {"old-B"}  # not at hand: not found, no error
+        assert _found(conn, "user:bob", Workspace(recorded.ws)) == {"old-A", "old-B"}
+    # and in the threads list of lgx ui
+    status, _, body = get(server.url + "?q=" + urllib.parse.quote("user:bob"))
+    listed = body.decode()
+    assert status == 200 and "old-A" in listed and "old-B" in listed
+    assert "failed-rec" not in listed
+
+
+def test_lgx_timeline_from_the_workspace_alone_reads_whole_payloads_back_as_from_the_ledger(
+    recorded: Ledger, dsn: str, tmp_path: Path
+) -> None:
+    runner = CliRunner(env={"LGX_DSN": None})
+
+    def timeline(database: str, name: str) -> tuple[str, str]:
+        target = tmp_path / name
+        args = ["--dsn", database, "--workspace", str(recorded.ws), "timeline", "old-A"]
+        result = runner.invoke(app, [*args, "-o", str(target), "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["source"], target.read_text(encoding="utf-8")
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ledger.setup(conn)
+    from_ledger = timeline(recorded.dsn, "ledger.html")
+    from_workspace = timeline(dsn, "workspace.html")  # a ledger without the thread
+    assert (from_ledger[0], from_workspace[0]) == ("ledger", "workspace")
+    for source, html in (from_ledger, from_workspace):
+        # the tool result's and the question's ends: only in the whole payloads read back
+        assert "END-OF-PAGE marker" in html and "END-OF-QUESTION" in html, source
+        assert PAGE_MIDDLE not in html  # shown shortened, as today's offload would
+
+
 def test_the_older_record_holds_whole_payload_references_and_verifies(recorded: Ledger) -> None:
     envs = stored(recorded, "old-A")
     old = [e for e in envs if set(e.get("payload") or {}) == {"$artifact", "size"}]

@@ -12,7 +12,9 @@ Example:
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 import sys
 from datetime import datetime, timezone
 from typing import Any, NoReturn
@@ -127,6 +129,24 @@ def json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     return str(value)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_line(value: Any) -> str:
+    r"""``value`` as one line of JSON, non-ASCII text kept readable; a lone surrogate (a
+    value read back exactly, which UTF-8 cannot encode) written as its JSON escape, so the
+    line prints and reads back as the same value.
+
+    Example:
+        >>> json_line({"a": "é\udce9"})
+        '{"a": "é\\udce9"}'
+    """
+    text = json.dumps(value, ensure_ascii=False, default=json_default)
+    if text.isascii():
+        return text
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def time_option(value: str | None, option: str) -> datetime | None:

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from langgraph_external.cli.console import json_default, out
 from langgraph_external.read.offloaded import expand_from, references, shortened
+from langgraph_external.record.escapes import MARK
 from langgraph_external.workspace.files import Workspace
 
 __all__ = ["FULL_OPTION", "expanded", "print_offloaded"]
@@ -36,6 +37,12 @@ FULL_OPTION = Annotated[
         "it: their first and last part, size and artifact path).",
     ),
 ]
+
+
+ESCAPED_NOTE = (
+    "  (text recorded escaped, as it held what PostgreSQL cannot: \\\\ is a backslash, "
+    "\\u0000 a NUL, \\udXXX a lone surrogate; --json --full gives it back exactly)"
+)
 
 
 def expanded(ws: Workspace, thread_id: str, env: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,6 +95,8 @@ def print_offloaded(
             if digest in printed:
                 out.print(f"  (the value printed at seq {printed[digest]} above)")
                 continue
+            if any(p == MARK or p.endswith("." + MARK) for p in paths[digest]):
+                out.print(ESCAPED_NOTE)
             printed[digest] = env.get("seq")
             if full:
                 whole = _whole(ws, where, s["kind"])

@@ -30,6 +30,7 @@ from langgraph_external.cli.console import (
     err,
     format_ts,
     json_default,
+    json_line,
     one_line,
     out,
     plural,
@@ -144,7 +145,7 @@ def show(
                 err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
             for env in envelopes[-limit:] if limit else envelopes:
                 env = expanded(ws, thread_id, env) if full else env
-                typer.echo(json.dumps(env, ensure_ascii=False, default=json_default))
+                typer.echo(json_line(env))
             return
         rows = (
             conn.cursor(row_factory=dict_row)
@@ -306,7 +307,7 @@ def events(
         if as_json:
             for p in placed:
                 env = expanded(ws, thread_id, p.event) if ws is not None else p.event
-                typer.echo(json.dumps(env, ensure_ascii=False, default=json_default))
+                typer.echo(json_line(env))
             return
         if not found:
             err.print("no events match", soft_wrap=True)

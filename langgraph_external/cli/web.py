@@ -76,7 +76,7 @@ def timeline(
         else:
             namespaces = {e.get("checkpoint_ns") or "" for e in envelopes}
             states = checkpoint_states(ws, thread_id, namespaces) if ws is not None else None
-            page = render_timeline(data, prices=table, states=states)
+            page = render_timeline(data, prices=table, states=states, workspace=ws)
         target = output or f"{encode_thread_id(thread_id)}.html"
         if target == "-":
             sys.stdout.write(page)

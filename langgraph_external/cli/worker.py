@@ -22,6 +22,7 @@ from langgraph_external.cli.console import (
     out,
     plural,
 )
+from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.record.keys import load_key
 from langgraph_external.workspace.files import Workspace
@@ -101,8 +102,14 @@ def worker(
 
 
 def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any]:
-    """Captures waiting for a sealer and how far the workspace mirror is behind
-    (``lgx worker --status``, ``lgx db status``)."""
+    """Captures waiting for a sealer and on how many threads the workspace mirror is behind
+    the ledger (``lgx worker --status``, ``lgx db status``).
+
+    The mirror is read as ``lgx verify`` reads it — its files, not the projection's
+    cursors (:func:`~langgraph_external.ops.verify.threads_mirror_behind`) — so the two
+    agree: a cursor lost or reset over complete files is not "behind", files removed or
+    cut under an up-to-date cursor are.
+    """
     store = PostgresLedger(dsn, schema)
     try:
         info = store.pending()
@@ -110,13 +117,13 @@ def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any
         info["oldest_seconds"] = (
             round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
         )
-        if ws is not None:
-            from langgraph_external.workspace.projection import WorkspaceProjection  # lazy: 0.3 s
-
-            name = WorkspaceProjection(ws).name
-            info["workspace_behind_threads"] = len(store.lagging(name, limit=100_000))
     finally:
         store.close()
+    if ws is not None:
+        from langgraph_external.ops.verify import threads_mirror_behind  # lazy: the CLI's start
+
+        with ledger.connect(dsn) as conn:
+            info["workspace_behind_threads"] = len(threads_mirror_behind(conn, ws, schema))
     return info
 
 

@@ -71,7 +71,8 @@ class SpanValues:
         named = artifact_digests(p)
         if not named:
             return e
-        full = expand(p, lambda digest: e.attachments.get(f"artifacts/{digest}"))
+        # marked (escaped) text stays marked: a span's text must be valid UTF-8
+        full = expand(p, lambda digest: e.attachments.get(f"artifacts/{digest}"), unescape=False)
         if full == p:
             return e
         self.offloaded[e.event_id] = named[0]

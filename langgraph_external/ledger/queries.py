@@ -59,6 +59,16 @@ from {schema}.threads
 
 SELECT_THREAD_POSITION = "select last_seq, last_hash from {schema}.threads where thread_id = %s"
 
+SELECT_THREAD_HEADS = "select thread_id, last_seq from {schema}.threads order by thread_id"
+"""Every thread the ledger knows, with its last ``seq`` (the mirror's status)."""
+
+SELECT_LATEST_ROOT_CHECKPOINT = """
+select seq, checkpoint_id from {schema}.events
+where thread_id = %s and kind = 'checkpoint' and checkpoint_ns = ''
+order by seq desc limit 1
+"""
+"""The latest root checkpoint event of a thread: what its ``state.json`` shows."""
+
 SELECT_TAGGED_HEADS = """
 select thread_id, last_seq, last_hash, head_mac from {schema}.threads
 where head_mac is not null order by updated_at desc limit %s
@@ -183,6 +193,18 @@ where e.thread_id = any(%(ids)s)
   and e.kind in ('run_start', 'run_end', 'llm_end', 'policy_violation', 'error', 'tool_error',
                  'interrupt', 'node_start', 'tool_start')
 group by e.thread_id
+"""
+
+# The run starts of a set of threads recorded whole-payload offloaded by an older version
+# (``{"$artifact", "size"}``: their user and tags are in the artifact), with the artifact
+# when the database holds it (recorded since v9; older ones are in the workspace only).
+WHOLE_PAYLOAD_RUN_STARTS = """
+select e.thread_id, e.payload ->> '$artifact', a.content
+from {schema}.events e
+left join {schema}.artifacts a
+  on a.thread_id = e.thread_id and a.sha256 = e.payload ->> '$artifact'
+where e.thread_id = any(%(ids)s) and e.kind = 'run_start'
+  and e.payload ? '$artifact' and not e.payload ? 'as'
 """
 
 # Tokens per model of a set of threads (for costs): a model call's start names the model (its

@@ -390,6 +390,23 @@ MIGRATIONS: list[str] = [
     end
     $$;
     """,
+    # v10: text recorded escaped and marked (``{"$escaped": <text>, "as": "text"}``: a NUL
+    # or a lone surrogate, which PostgreSQL text cannot hold) reads in SQL as its escaped
+    # text, whether inline or offloaded (``{"$escaped": {"$artifact": ...}, ...}``)
+    """
+    create or replace function {schema}.artifact_text(p_thread text, p_ref jsonb)
+    returns text language sql stable
+    set search_path = pg_catalog, pg_temp as $$
+        select case when jsonb_typeof(p_ref -> '$escaped') = 'string'
+                    then p_ref ->> '$escaped'
+               else (select convert_from(a.content, 'UTF8') from {schema}.artifacts a
+                     where a.thread_id = p_thread and a.media <> 'bytes'
+                       and a.sha256 = coalesce(p_ref ->> '$artifact',
+                                               p_ref -> '$escaped' ->> '$artifact',
+                                               p_ref #>> '{{}}'))
+               end
+    $$;
+    """,
 ]
 
 

@@ -452,6 +452,48 @@ def saver_problems(conn: psycopg.Connection[Any], thread_id: str, schema: str) -
     return out
 
 
+def mirror_behind(
+    conn: psycopg.Connection[Any], ws: Workspace, thread_id: str, schema: str, last_seq: int
+) -> str | None:
+    """What of ``thread_id``'s workspace mirror is behind its ledger, read from the files
+    as :func:`verify_thread` reads them (``None``: nothing).
+
+    ``last_seq`` is the ledger's. Behind: ``events.jsonl`` ends before it (or is not
+    there), or ``state.json`` does not show the latest root checkpoint — each a problem
+    ``lgx verify`` fails the thread for. The projection's cursor is not consulted: it says
+    how far the projector got, not what the files hold.
+    """
+    path = events_path(ws, thread_id)
+    have = ws.last_seq(path)
+    if have < last_seq:
+        return (
+            f"seq {have + 1} and later are in the ledger but missing from the workspace"
+            if have
+            else f"workspace: no events at {path}"
+        )
+    latest = conn.execute(
+        ledger.q(queries.SELECT_LATEST_ROOT_CHECKPOINT, schema), (thread_id,)
+    ).fetchone()
+    if latest is None:
+        return None
+    head = {"kind": "checkpoint", "checkpoint_ns": "", "seq": latest[0], "checkpoint_id": latest[1]}
+    return _state_problem(ws, thread_id, [head], None)
+
+
+def threads_mirror_behind(
+    conn: psycopg.Connection[Any], ws: Workspace, schema: str
+) -> dict[str, str]:
+    """Every thread of the ledger whose workspace mirror is behind it (:func:`mirror_behind`),
+    with what is behind — the threads ``lgx verify --all`` fails for that reason
+    (``lgx db status``, ``lgx worker --status``)."""
+    out: dict[str, str] = {}
+    for tid, last_seq in conn.execute(ledger.q(queries.SELECT_THREAD_HEADS, schema)).fetchall():
+        p = mirror_behind(conn, ws, tid, schema, int(last_seq))
+        if p is not None:
+            out[tid] = p
+    return out
+
+
 def read_jsonl(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], str | None]:
     """Envelopes of ``events.jsonl`` and the first unreadable line, if any."""
     envelopes, bad = read_file(ws, path)

@@ -5,7 +5,7 @@ with the checkpoint, a sealer seals them after commit, projections follow.
   :class:`~langgraph_external.record.events.Event`,
   :class:`~langgraph_external.record.capture.Capture` and this class.
 * **Processors** run in :meth:`Pipeline.emit`, on the caller's thread, so a value is
-  recorded as it was when it was reported: ``materialize → Redact → Offload → normalize``.
+  recorded as it was when it was reported: ``materialize → Redact → normalize → Offload``.
 * **Capture.** A checkpoint's capture — a reference to the saver's rows and the thread's
   buffered events that precede it — commits in the checkpoint's own transaction
   (:meth:`Pipeline.open_commit`, used by the checkpointer). Events reported between
@@ -174,8 +174,8 @@ class Pipeline:
             materialize,
             Redact(redactor),
             *extra_processors,
-            Offload(offload_threshold),
             normalize,
+            Offload(offload_threshold),
         ]
         self.linger = linger
         self.hold = hold

@@ -99,7 +99,7 @@ class Running:
             cipher=cipher,
             encrypt=config.encrypt,
             serde=config.serde,
-            processors=[materialize, Redact(config.redactor), Offload(), normalize],
+            processors=[materialize, Redact(config.redactor), normalize, Offload()],
             poll_interval=config.poll_interval,
             retry_interval=config.retry_interval,
             quarantine_dir=os.path.join(spool, "quarantine", self.ledger.identity()),

@@ -24,6 +24,7 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.queries import SELECT_CALLS
 from langgraph_external.read.state_diff import is_message, message_key, tool_call_keys
 from langgraph_external.record.artifacts import artifact_digests, expand
+from langgraph_external.record.escapes import has_marks, unmark
 from langgraph_external.record.events import canonical_json
 from langgraph_external.record.namespaces import SEPARATOR, scope_of
 from langgraph_external.workspace.files import Workspace
@@ -230,7 +231,7 @@ def _resolve_payload(
     ws: Workspace | None, thread_id: str, payload: Mapping[str, Any]
 ) -> Mapping[str, Any]:
     if ws is None or not artifact_digests(payload):
-        return payload
+        return unmark(payload) if has_marks(payload) else payload
     loaded = expand(payload, lambda digest: _artifact_bytes(ws, thread_id, digest))
     return loaded if isinstance(loaded, dict) else {}
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from langgraph_external.record.escapes import MARK, is_marked, restore_marked
+
 __all__ = [
     "HEAD_CHARS",
     "KEPT_KEYS",
@@ -143,14 +145,28 @@ def offload_values(
     return out, files
 
 
-def expand(value: Any, fetch: Callable[[str], bytes | None]) -> Any:
-    """``value`` with every artifact reference replaced by the value it names.
+def expand(value: Any, fetch: Callable[[str], bytes | None], *, unescape: bool = True) -> Any:
+    r"""``value`` with every artifact reference replaced by the value it names, and every
+    marked value (text recorded escaped, :mod:`~langgraph_external.record.escapes`)
+    turned back into the original.
 
     ``fetch(digest)`` gives an artifact's bytes (``None``: not at hand — the reference
     stays). A whole payload offloaded by an older version (``{"$artifact", "size"}``)
-    comes back as the payload it was.
+    comes back as the payload it was. ``unescape=False`` keeps marked values marked (for
+    a view that must stay valid UTF-8, such as an export).
+
+    Example:
+        >>> expand({"out": {"$escaped": "a\\u0000", "as": "text"}, "s": "\\u0000"}, {}.get)
+        {'out': 'a\x00', 's': '\\u0000'}
     """
     if isinstance(value, Mapping):
+        if is_marked(value):
+            inner = value[MARK]
+            if value.get("as") == "object" and isinstance(inner, Mapping):
+                inner = {k: expand(v, fetch, unescape=unescape) for k, v in inner.items()}
+            else:
+                inner = expand(inner, fetch, unescape=unescape)
+            return restore_marked(value, inner) if unescape else {**value, MARK: inner}
         if is_ref(value):
             data = fetch(str(value["$artifact"]))
             if data is None:
@@ -158,12 +174,14 @@ def expand(value: Any, fetch: Callable[[str], bytes | None]) -> Any:
             if value.get("as") == "text":
                 return data.decode("utf-8", "replace")
             try:
-                return json.loads(data)
+                loaded = json.loads(data)
             except ValueError:
                 return dict(value)
-        return {k: expand(v, fetch) for k, v in value.items()}
+            # a member offloaded whole can hold the references of its own large strings
+            return expand(loaded, fetch, unescape=unescape)
+        return {k: expand(v, fetch, unescape=unescape) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand(v, fetch) for v in value]
+        return [expand(v, fetch, unescape=unescape) for v in value]
     return value
 
 

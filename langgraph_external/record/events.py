@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from langgraph_external.record.escapes import mark_keys, mark_text, needs_escape
+
 SCHEMA_VERSION = 1
 """Version of the envelope layout; stored with every event as ``v``."""
 
@@ -242,9 +244,10 @@ def json_safe(value: Any) -> Any:
 
     The hash is computed over this form, so the ledger's copy verifies just like the
     workspace's: integral floats become ints (``jsonb`` prints ``1e20`` back as an integer),
-    ``-0.0`` becomes ``0``, NaN/Infinity become strings (not JSON), NUL characters become
-    the visible text ``\\u0000`` (PostgreSQL text cannot hold NUL), keys become strings,
-    tuples become lists and anything else its ``str``.
+    ``-0.0`` becomes ``0``, NaN/Infinity become strings (not JSON), a string PostgreSQL
+    or UTF-8 cannot hold (a NUL, a lone surrogate) becomes a marked value that escapes it
+    reversibly (:mod:`~langgraph_external.record.escapes`), keys become strings, tuples
+    become lists and anything else its ``str``. Applying it twice changes nothing.
 
     Example:
         >>> json_safe({"a": 1e20, "b": -0.0, "c": float("nan"), 1: (2.5,)})
@@ -252,11 +255,12 @@ def json_safe(value: Any) -> Any:
     """
     t = type(value)
     if t is str:
-        return _safe_text(value)
+        return mark_text(value) if needs_escape(value) else value
     if t is int or t is bool or value is None:
         return value
     if t is dict:
         out = {}
+        marked_keys = False
         for k, v in value.items():
             tv = type(v)
             if not (
@@ -267,9 +271,10 @@ def json_safe(value: Any) -> Any:
             ):
                 v = json_safe(v)
             if type(k) is not str or not k.isascii() or "\x00" in k:
-                k = json_safe(k if isinstance(k, str) else str(k))
+                k = str.__str__(k) if isinstance(k, str) else str(k)
+                marked_keys = marked_keys or needs_escape(k)
             out[k] = v
-        return out
+        return mark_keys(out) if marked_keys else out
     if t is list or t is tuple:
         return [json_safe(v) for v in value]
     if isinstance(value, float):

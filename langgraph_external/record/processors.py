@@ -1,7 +1,7 @@
 """Event processors, applied in order before any sink sees an event.
 
 A processor is a plain callable ``(event) -> event``; the chain, assembled once in
-:mod:`langgraph_external.pipeline.pipeline`, is ``materialize → Redact → Offload → normalize`` and
+:mod:`langgraph_external.pipeline.pipeline`, is ``materialize → Redact → normalize → Offload`` and
 runs on the caller's thread when a source emits (values are snapshotted there). The
 :class:`Sequencer` numbers and chains events when they commit, so the hash covers
 exactly what is stored.
@@ -107,8 +107,9 @@ class Offload:
     that show their head and tail (:func:`~langgraph_external.record.artifacts.
     offload_values`; identity and routing fields stay); raw bytes over it become
     ``artifact``. The bytes travel as attachments to ``artifacts/<sha256>``. Nothing is
-    truncated, and text JSON or UTF-8 cannot hold as is (a lone surrogate) is offloaded
-    escaped, never refused.
+    truncated. It runs after :func:`normalize`, so the text it moves is already what
+    the record can hold (a string that needed escaping is a marked value whose escaped
+    text moves, still marked).
     """
 
     def __init__(self, threshold: int = 64 * 1024) -> None:
@@ -140,7 +141,9 @@ def normalize(event: Event) -> Event:
     """Make an event storable exactly as hashed: ``jsonb``-stable payload, safe text.
 
     NUL characters and lone surrogates would make PostgreSQL (or UTF-8) refuse the row,
-    and with it the checkpoint it commits with: they are escaped visibly instead.
+    and with it the checkpoint it commits with: a payload string holding them becomes a
+    marked value that escapes them reversibly (:mod:`~langgraph_external.record.escapes`);
+    in a column (a node, a name, an id) they are escaped visibly (``\\u0000``), unmarked.
     """
     changes: dict[str, Any] = {
         "payload": _structural_safe(event.payload)

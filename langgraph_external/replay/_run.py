@@ -29,6 +29,7 @@ from langgraph_external.read.inspection import (
     NotFoundError,
 )
 from langgraph_external.record.artifacts import artifact_digests, expand
+from langgraph_external.record.escapes import has_marks, unmark
 from langgraph_external.record.events import canonical_json, new_id
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.record.render import to_readable
@@ -166,7 +167,7 @@ def _resolver(ext: External, thread_id: str) -> Any:
 
     def resolve(payload: Mapping[str, Any]) -> Mapping[str, Any]:
         if not artifact_digests(payload):
-            return payload
+            return unmark(payload) if has_marks(payload) else payload
         ws = ext.workspace
         if ws is None:
             raise ConfigurationError("an offloaded payload is in the workspace: give External one")

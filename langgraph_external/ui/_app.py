@@ -163,7 +163,7 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     from starlette.staticfiles import StaticFiles
 
     cache = ThreadCache()
-    summaries = _queries.Summaries()
+    summaries = _queries.Summaries(cfg.workspace)
     verified: dict[tuple[str, Any], dict[str, Any]] = {}  # per thread position
     pool: ConnectionPool[Any] = ConnectionPool(
         cfg.dsn,

@@ -215,6 +215,7 @@ def threads_page(
             page=page,
             prices=cfg.prices,
             summaries=summaries,
+            workspace=cfg.workspace,
         )
     except _queries.SearchError as exc:
         error = str(exc)

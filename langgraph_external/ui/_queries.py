@@ -8,10 +8,11 @@ more, :data:`RECORD_FAILURES`, counts the events each thread could not record.
 
 from __future__ import annotations
 
+import json
 import shlex
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from langgraph_external.ledger.queries import (
     MODEL_TOKENS,
     THREAD_ROW,
     VIEW_EVENTS,
+    WHOLE_PAYLOAD_RUN_STARTS,
 )
 from langgraph_external.memory_adapters.mem0 import sql as mem0_sql
 from langgraph_external.read.offloaded import with_whole_payloads, workspace_fetch
@@ -177,10 +179,34 @@ def _status(last_start: Any, last_end: Any, last_interrupt: Any, last_status: An
     return "running" if last_start else "ok"
 
 
+def _whole_payload_runs(
+    conn: psycopg.Connection[Any], schema: str, ids: Sequence[str], workspace: Any
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(thread, payload)`` of each run start an older version offloaded whole, read back
+    from the database's artifacts or else ``workspace`` (one it cannot read is left out)."""
+    rows = conn.execute(ledger.q(WHOLE_PAYLOAD_RUN_STARTS, schema), {"ids": list(ids)})
+    for thread_id, digest, content in rows.fetchall():
+        data = bytes(content) if content is not None else None
+        if data is None and workspace is not None:
+            data = workspace_fetch(workspace, str(thread_id))(str(digest))
+        try:
+            payload = json.loads(data) if data is not None else None
+        except ValueError:
+            payload = None
+        if isinstance(payload, Mapping):
+            yield str(thread_id), payload
+
+
 def _summaries(
-    conn: psycopg.Connection[Any], schema: str, heads: Mapping[str, tuple[Any, ...]]
+    conn: psycopg.Connection[Any],
+    schema: str,
+    heads: Mapping[str, tuple[Any, ...]],
+    workspace: Any = None,
 ) -> dict[str, ThreadRow]:
-    """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated))."""
+    """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated)).
+
+    The user and tags of a run start an older version offloaded whole are read back from
+    its artifact (only those run starts are read: :func:`_whole_payload_runs`)."""
     ids = list(heads)
     out = {t: ThreadRow(t, heads[t][1], heads[t][2]) for t in ids}
     starts: dict[str, Any] = {}
@@ -205,6 +231,15 @@ def _summaries(
         r.tools = sorted(n for n in d["tools"] or () if n)
         r.status = _status(d["last_start"], d["last_end"], d["last_interrupt"], d["last_status"])
         starts[r.thread_id] = d["last_start"]
+    for thread_id, payload in _whole_payload_runs(conn, schema, ids, workspace):
+        r = out[thread_id]
+        user = payload.get("user_id")
+        if isinstance(user, str) and user and user not in r.users:
+            r.users = sorted([*r.users, user])
+        given = payload.get("tags")
+        for tag in given if isinstance(given, list) else ():
+            if str(tag) not in r.tags:
+                r.tags.append(str(tag))
     for thread_id, model, i, o in conn.execute(ledger.q(MODEL_TOKENS, schema), {"ids": ids}):
         out[thread_id].model_tokens[str(model)] = (i, o)
     for thread_id, n, failed_end in conn.execute(ledger.q(RECORD_FAILURES, schema), {"ids": ids}):
@@ -229,7 +264,9 @@ class Summaries:
 
     CHUNK = 2000
 
-    def __init__(self) -> None:
+    def __init__(self, workspace: Any = None) -> None:
+        self.workspace = workspace
+        """Where an older record's whole payloads are, when the database does not hold them."""
         self.rows: dict[str, tuple[int, ThreadRow]] = {}
         self.lock = threading.Lock()
         self.computed = 0
@@ -246,7 +283,7 @@ class Summaries:
             self.computed += len(stale)
             for i in range(0, len(stale), self.CHUNK):
                 chunk = {t: heads[t] for t in stale[i : i + self.CHUNK]}
-                for t, row in _summaries(conn, schema, chunk).items():
+                for t, row in _summaries(conn, schema, chunk, self.workspace).items():
                     self.rows[t] = (heads[t][0], row)
             for gone in set(self.rows) - set(heads):
                 del self.rows[gone]
@@ -282,13 +319,15 @@ def list_threads(
     page_size: int = PAGE_SIZE,
     prices: PriceTable | None = None,
     summaries: Summaries | None = None,
+    workspace: Any = None,
 ) -> ThreadPage:
     """One page of the threads that match ``search``, sorted by ``sort``.
 
     ``time`` is the last update, ``created`` the first event, ``duration`` the time the
     thread's runs took (waiting for a human between runs left out), ``tokens`` the model
     tokens, ``cost`` their price (a thread whose models have no price sorts as cheapest).
-    ``summaries``: the app's :class:`Summaries` (a new one reads every thread).
+    ``summaries``: the app's :class:`Summaries` (a new one reads every thread, and an older
+    record's whole payloads from the database or ``workspace``).
 
     Raises:
         SearchError: an unknown sort.
@@ -296,7 +335,7 @@ def list_threads(
     if sort not in SORTS:
         raise SearchError(f"sort is one of {', '.join(SORTS)}, not {sort!r}")
     prices = prices or PriceTable()
-    every = (summaries or Summaries()).refresh(conn, schema)
+    every = (summaries or Summaries(workspace)).refresh(conn, schema)
     terms = search.terms
     rows = [r for r in every.values() if _keeps(r, terms)]
     if "error" in terms or "session" in terms:

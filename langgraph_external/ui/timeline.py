@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph_external.read.envelopes import MAX_EVENT_BYTES, embedded_envelope, ts_ms
+from langgraph_external.read.offloaded import with_whole_payloads, workspace_fetch
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.record.namespaces import scope_of
@@ -254,6 +255,7 @@ def render_timeline(
     prices: PriceTable | None = None,
     states: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
     verification: Mapping[str, Any] | None = None,
+    workspace: Any = None,
 ) -> str:
     """The self-contained HTML page of a :func:`build_timeline` result.
 
@@ -264,10 +266,19 @@ def render_timeline(
         states: readable checkpoint states (:func:`~langgraph_external.read.thread_view.
             checkpoint_states`), so each checkpoint shows the change it made.
         verification: the thread's verification, as ``lgx ui`` shows it.
+        workspace: where the thread's artifacts are: the view then reads each whole
+            payload an older version offloaded back, as ``lgx ui`` does
+            (:func:`~langgraph_external.read.offloaded.with_whole_payloads`); the page
+            embeds the envelopes as recorded either way.
     """
     thread_id = str(timeline.get("thread_id"))
     envelopes = timeline.get("envelopes") or []
-    view = build_thread_view(thread_id, envelopes, prices=prices, states=states)
+    readable = (
+        with_whole_payloads(envelopes, workspace_fetch(workspace, thread_id))
+        if workspace is not None
+        else envelopes
+    )
+    view = build_thread_view(thread_id, readable, prices=prices, states=states)
     data = {"view": view, "envelopes": envelopes, "verification": verification}
     return render_thread(data, standalone=True, title=title)
 
