@@ -222,6 +222,11 @@ class OtlpExporter:
             self._mappers.pop(thread_id, None)  # rebuilt from the cursor next time
             raise
 
+    def _legacy(self, thread_id: str) -> bool:
+        """Whether the thread keeps its workspace folder of the old rule (the ledger's word)."""
+        lookup = getattr(self.ledger, "legacy_named", None)
+        return lookup is not None and thread_id in lookup([thread_id])
+
     def _mapper_at(self, thread_id: str, cursor: int) -> tuple[ThreadMapper, _Pending | None]:
         """The thread's mapper positioned at ``cursor`` (cached, or rebuilt), and the
         records the receiver did not take last time, if they follow ``cursor``."""
@@ -234,9 +239,13 @@ class OtlpExporter:
         if pending is None and (mapper is None or mapper.pos != cursor):
             if self._cursors.get(thread_id, cursor) != cursor:
                 # older events deleted with the thread: its chain starts over here
-                mapper = ThreadMapper(thread_id, self.options, pos=cursor)
+                mapper = ThreadMapper(
+                    thread_id, self.options, pos=cursor, legacy=self._legacy(thread_id)
+                )
             else:
-                mapper = rebuild_mapper(self.reader, self.options, thread_id, cursor)
+                mapper = rebuild_mapper(
+                    self.reader, self.options, thread_id, cursor, legacy=self._legacy(thread_id)
+                )
         assert mapper is not None
         self._mappers[thread_id] = mapper
         self._mappers.move_to_end(thread_id)
@@ -502,13 +511,19 @@ def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
 
 
 def rebuild_mapper(
-    reader: ExportReader, options: MapperOptions, thread_id: str, cursor: int
+    reader: ExportReader,
+    options: MapperOptions,
+    thread_id: str,
+    cursor: int,
+    *,
+    legacy: bool = False,
 ) -> ThreadMapper:
-    """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent."""
+    """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent
+    (``legacy``: the thread keeps its workspace folder of the old rule)."""
     if cursor == 0:
-        return ThreadMapper(thread_id, options)
+        return ThreadMapper(thread_id, options, legacy=legacy)
     start = chain_start(reader.markers(thread_id, cursor), cursor)
-    mapper = ThreadMapper(thread_id, options, pos=start - 1)
+    mapper = ThreadMapper(thread_id, options, pos=start - 1, legacy=legacy)
     while mapper.pos < cursor:
         events = [
             e for e in reader.events(thread_id, mapper.pos, 2000) if e.seq and e.seq <= cursor

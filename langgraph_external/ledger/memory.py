@@ -6,7 +6,7 @@ import itertools
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -136,6 +136,10 @@ class InMemoryLedger:
         with self._lock:
             self._cursors[(projection, thread_id)] = (seq, error)
 
+    def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
+        """Threads filed under the old folder names: none (see ``PostgresLedger``)."""
+        return set()
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -146,8 +150,14 @@ class _MemorySealTx:
     captures: list[Capture]
     heads: dict[str, tuple[int, str]]
     conn: Any = None
+    legacy: set[str] = field(default_factory=set)
 
-    def store(self, events: Sequence[Event], captures: Mapping[str, Sequence[int]]) -> None:
+    def store(
+        self,
+        events: Sequence[Event],
+        captures: Mapping[str, Sequence[int]],
+        copied: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.ledger.append(events)
         done = {i for ids in captures.values() for i in ids}
         with self.ledger._lock:

@@ -88,6 +88,7 @@ def verify_thread(
         ThreadNotFoundError: the thread is in neither the ledger nor the workspace.
     """
     res = VerifyResult(thread_id)
+    ledger.file_workspace(conn, ws, [thread_id], schema)  # its folder, by the ledger's word
     res.pending = pending_captures(conn, thread_id, schema)
     row = conn.execute(
         ledger.q(queries.SELECT_THREAD_POSITION, schema),
@@ -145,6 +146,7 @@ def verify_thread(
     if lg:
         res.problems.extend(derived_problems(conn, thread_id, schema, lg))
         res.problems.extend(record_failures(lg))
+        res.problems.extend(folder_problems(ws, thread_id, lg))
     if wk and bad_line is None:
         res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher, copies=copies))
     res.problems.extend(saver_problems(conn, thread_id, schema))
@@ -332,6 +334,21 @@ def derived_problems(
 
 
 _INDEX_COLUMNS = stmt.CHECKPOINT_INDEX_COLUMNS
+
+
+def folder_problems(ws: Workspace, thread_id: str, lg: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every checkpoint event names the log the workspace keeps its namespace in: one
+    folder per thread, whichever rule named it (see :meth:`Workspace.folder`)."""
+    for env in lg:
+        if env["kind"] != "checkpoint":
+            continue
+        named = (env.get("payload") or {}).get("path")
+        kept = ws.relative(ws.checkpoint_log_path(thread_id, env.get("checkpoint_ns") or ""))
+        if named is not None and named != kept:
+            return [
+                f"ledger: checkpoint seq {env['seq']} names {named}, but the thread's log is {kept}"
+            ]
+    return []
 
 
 def workspace_problems(

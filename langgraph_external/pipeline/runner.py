@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -367,6 +368,11 @@ class ProjectionRunner:
                 return False, set()
             todo.update(dict.fromkeys(cursors))
         tids = [t for t in todo if not self.outcomes.is_aside(proj.name, t)]
+        locate = getattr(proj, "locate", None)
+        if locate is not None and tids:
+            # the pass's threads at once (one query); apply_thread asks per thread otherwise
+            with contextlib.suppress(LedgerUnavailableError, ConnectionError):
+                locate(self.ledger, tids)
         locks = getattr(self.ledger, "projection_locks", None)
         if locks is None or not tids:
             return self._each(

@@ -49,6 +49,7 @@ __all__ = [
     "WritesMaterial",
     "is_push_task_path",
     "node_of_task_path",
+    "refiled",
 ]
 
 _PULL = _compat.TASK_PATH_PULL
@@ -460,3 +461,19 @@ def is_push_task_path(task_path: str) -> bool:
         (True, False)
     """
     return task_path.startswith(_PUSH)
+
+
+def refiled(event: Event) -> Event:
+    """``event`` of a thread that keeps its folder of the old rule (recorded before
+    readable folder names): a checkpoint event names its log there, so the thread is never
+    split across two folders (the sealer calls this for the threads the ledger marks).
+
+    Example:
+        >>> e = Event.new("checkpoint", "sp-A", payload={"path": "threads/sp-!a/x"})
+        >>> refiled(e).payload["path"]
+        'threads/~onyc2qi/checkpoints/_root.jsonl'
+    """
+    if event.kind != EventKind.CHECKPOINT.value or "path" not in event.payload:
+        return event
+    path = checkpoints_relpath(event.thread_id, event.checkpoint_ns, legacy=True)
+    return event.replace(payload={**event.payload, "path": path})

@@ -2,7 +2,7 @@
 
 Layout (one directory per thread, names encoded reversibly and safely)::
 
-    <workspace>/threads/<encoded-thread-id>/
+    <workspace>/threads/<folder>/            (see langgraph_external.record.locations)
       thread.json        thread id, created, schema version
       state.json         latest root state, readable; replaced atomically
       events.jsonl       append-only, one event envelope per line
@@ -16,8 +16,8 @@ Layout (one directory per thread, names encoded reversibly and safely)::
 The location is a local path or any fsspec URL (``memory://``, ``s3://bucket/prefix``, ...).
 
 Example:
-    >>> encode_thread_id("thread-42")
-    'thread-42'
+    >>> encode_thread_id("thread-42"), encode_thread_id("sp-A")
+    ('thread-42', 'sp-!a')
     >>> decode_thread_id(encode_thread_id("../etc/passwd"))
     '../etc/passwd'
 """
@@ -45,7 +45,9 @@ from langgraph_external.record.locations import ROOT_NS_DIR as ROOT_NS_DIR
 from langgraph_external.record.locations import decode_thread_id as decode_thread_id
 from langgraph_external.record.locations import encode_ns as encode_ns
 from langgraph_external.record.locations import encode_thread_id as encode_thread_id
+from langgraph_external.record.locations import legacy_thread_folder as legacy_thread_folder
 from langgraph_external.record.locations import sha256_hex as sha256_hex
+from langgraph_external.record.locations import thread_folder
 from langgraph_external.workspace.lines import events_path, parse_lines
 
 
@@ -87,19 +89,76 @@ class Workspace:
         self.fsync = fsync and self.is_local
         self._can_append = self.is_local or "memory" in _protocols(fs)
         self._locks = threading.local()  # thread -> directory fd this thread holds locked
+        # thread -> (folder name, whether the ledger said so): see folder()
+        self._folders: dict[str, tuple[str, bool]] = {}
 
     # -- paths -------------------------------------------------------------------------
     def path(self, *parts: str) -> str:
         """Join ``parts`` under the root (parts must already be safe names)."""
         return "/".join([self.root, *parts])
 
+    def folder(self, thread_id: str) -> str:
+        """The name of ``thread_id``'s folder under ``threads/``.
+
+        :func:`~langgraph_external.record.locations.encode_thread_id`, except for a
+        thread recorded before that rule: it keeps its old folder
+        (:func:`~langgraph_external.record.locations.legacy_thread_folder`), so a thread
+        is never split across two. Which one a thread has is the ledger's word when it
+        was given (:meth:`file_under`, what the projection does before it writes),
+        otherwise whichever of the two exists here (a reader of the files alone).
+
+        Example:
+            >>> ws = Workspace("memory://lgx-doc-folder")
+            >>> ws.folder("sp-A")
+            'sp-!a'
+            >>> ws.file_under("sp-A", legacy=True)
+            >>> ws.folder("sp-A")
+            '~onyc2qi'
+        """
+        known = self._folders.get(thread_id)
+        if known is not None:
+            return known[0]
+        name = encode_thread_id(thread_id)
+        old = legacy_thread_folder(thread_id)
+        for found in (old, name) if old != name else (name,):
+            if self.exists(self.path("threads", found)):
+                self._remember(thread_id, found, said=False)
+                return found
+        return name
+
+    def file_under(self, thread_id: str, *, legacy: bool) -> None:
+        """Take the ledger's word for ``thread_id``'s folder: its old name (``legacy``:
+        the ledger's ``threads.legacy_names``) or the current one."""
+        self._remember(thread_id, thread_folder(thread_id, legacy=legacy), said=True)
+
+    def forget_folder(self, thread_id: str) -> None:
+        """Forget what :meth:`folder` knows of ``thread_id`` (it looks again)."""
+        self._folders.pop(thread_id, None)
+
+    def is_legacy(self, thread_id: str) -> bool:
+        """Whether ``thread_id`` keeps a folder named by the old rule (see :meth:`folder`)."""
+        name = self.folder(thread_id)
+        return name != encode_thread_id(thread_id)
+
+    def folder_known(self, thread_id: str) -> bool:
+        """Whether the ledger's word on ``thread_id``'s folder was given (:meth:`file_under`)."""
+        known = self._folders.get(thread_id)
+        return known is not None and known[1]
+
+    def _remember(self, thread_id: str, name: str, *, said: bool) -> None:
+        if len(self._folders) > 100_000:  # a bound; what is dropped is looked up again
+            self._folders.clear()
+        self._folders[thread_id] = (name, said)
+
     def thread_dir(self, thread_id: str) -> str:
-        """Directory of ``thread_id``."""
-        return self.path("threads", encode_thread_id(thread_id))
+        """Directory of ``thread_id`` (see :meth:`folder`)."""
+        return self.path("threads", self.folder(thread_id))
 
     def checkpoint_log_path(self, thread_id: str, checkpoint_ns: str) -> str:
-        """Path of the append-only checkpoint log of one namespace of a thread."""
-        return f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}.jsonl"
+        """Path of the append-only checkpoint log of one namespace of a thread (named by
+        the rule of the thread's folder)."""
+        ns = encode_ns(checkpoint_ns, legacy=self.is_legacy(thread_id))
+        return f"{self.thread_dir(thread_id)}/checkpoints/{ns}.jsonl"
 
     def blob_path(self, thread_id: str, digest: str) -> str:
         """Path of exact serde bytes named by their sha256."""
@@ -306,6 +365,9 @@ class Workspace:
         d = self.thread_dir(thread_id)
         if self.fs.exists(d):
             self.fs.rm(d, recursive=True)
+        known = self._folders.get(thread_id)
+        if known is not None and not known[1]:
+            del self._folders[thread_id]  # found on disk, gone now: look again next time
 
     def remove(self, path: str) -> None:
         """Delete one file if it exists."""
@@ -388,8 +450,14 @@ class Workspace:
             if tid is None:
                 try:
                     tid = self.read_json(f"{entry}/thread.json")["thread_id"]
-                except (OSError, KeyError, ValueError):
+                except (OSError, KeyError, ValueError, TypeError):
                     continue
+            if not isinstance(tid, str) or not tid:
+                continue
+            if name not in (encode_thread_id(tid), legacy_thread_folder(tid)):
+                continue  # not a folder either rule names (made by hand)
+            if not self.folder_known(tid):
+                self._remember(tid, name, said=False)
             out.append(tid)
         return sorted(out)
 

@@ -30,9 +30,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_line
+from langgraph_external.record.locations import decode_ns
 from langgraph_external.record.processors import Redactor
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
-from langgraph_external.workspace.files import Workspace, dumps_json, encode_thread_id
+from langgraph_external.workspace.files import Workspace, dumps_json, encode_ns
 from langgraph_external.workspace.lines import EVENTS_FILE, events_path
 from langgraph_external.workspace.readable import ReadableViews, state_tag
 
@@ -110,6 +111,18 @@ class WorkspaceProjection:
         self._inherited: set[str] = set()  # threads whose position was read from their files
 
     # -- Projection ----------------------------------------------------------------------
+    def locate(self, ledger: Any, thread_ids: Collection[str]) -> None:
+        """Take the ledger's word on the folders of ``thread_ids`` not known yet: a thread
+        recorded before readable folder names keeps its old folder, even where it has no
+        files yet (a rebuilt workspace), as its sealed checkpoint events name it."""
+        unknown = [t for t in thread_ids if not self.ws.folder_known(t)]
+        if not unknown:
+            return
+        lookup = getattr(ledger, "legacy_named", None)
+        legacy = lookup(unknown) if lookup is not None else set()
+        for tid in unknown:
+            self.ws.file_under(tid, legacy=tid in legacy)
+
     def position(self, thread_id: str) -> int:
         """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first).
 
@@ -381,7 +394,7 @@ class WorkspaceProjection:
             path,
             {
                 "thread_id": tid,
-                "encoded": encode_thread_id(tid),
+                "encoded": self.ws.folder(tid),
                 "created": first.ts.isoformat(),
                 "schema_version": SCHEMA_VERSION,
                 "policy_hash": policy,
@@ -427,15 +440,21 @@ class WorkspaceProjection:
                 self.lines.forget(tid, ns, cid)
 
     def _copy_checkpoints(self, src: str, dst: str, seq: int) -> None:
-        """Copy the source thread's logs and blobs; copied lines take the copy event's seq."""
+        """Copy the source thread's logs and blobs; copied lines take the copy event's seq.
+        A log is named by the copy's rule (a source with folder names of the old rule
+        gives a copy with current ones)."""
         src_dir = f"{self.ws.thread_dir(src)}/checkpoints"
         dst_dir = f"{self.ws.thread_dir(dst)}/checkpoints"
         if not self.ws.fs.exists(src_dir):
             return
+        dst_legacy = self.ws.is_legacy(dst)
         for path in self.ws.fs.find(src_dir):
             rel = path.split("/checkpoints/", 1)[1]
             data = self.ws.read_bytes(path)
             if rel.endswith(".jsonl"):
+                ns = _namespace_of(rel[: -len(".jsonl")], data)
+                if ns is not None:
+                    rel = f"{encode_ns(ns, legacy=dst_legacy)}.jsonl"
                 lines = []
                 for raw in data.splitlines():
                     if not raw.strip():
@@ -499,6 +518,20 @@ def _without_checkpoints(log: bytes, gone: set[str]) -> list[bytes]:
                     ref["in"] = doc["checkpoint_id"]
         kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
     return kept
+
+
+def _namespace_of(stem: str, log: bytes) -> str | None:
+    """The namespace of a checkpoint log: from its file name, else (a hashed name) from
+    its first line naming one; ``None`` if neither tells."""
+    ns = decode_ns(stem)
+    if ns is not None:
+        return ns
+    for raw in log.splitlines():
+        if raw.strip():
+            found = json.loads(raw).get("checkpoint_ns")
+            if isinstance(found, str):
+                return found
+    return None
 
 
 def _dir_of(path: str) -> str:
