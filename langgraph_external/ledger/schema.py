@@ -523,7 +523,11 @@ def legacy_named(
     before readable folder names: see :mod:`~langgraph_external.record.locations`)."""
     if not thread_ids:
         return set()
-    rows = conn.execute(q(SELECT_LEGACY_NAMED, schema), (list(thread_ids),)).fetchall()
+    try:
+        with conn.transaction():  # a savepoint inside the caller's transaction
+            rows = conn.execute(q(SELECT_LEGACY_NAMED, schema), (list(thread_ids),)).fetchall()
+    except psycopg.errors.UndefinedColumn:  # a ledger not migrated to v10 yet: all are old
+        return set(thread_ids)
     return {r[0] for r in rows}
 
 

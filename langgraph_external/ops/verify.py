@@ -35,6 +35,7 @@ from langgraph_external.record.artifacts import artifact_digests
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, verify_chain
 from langgraph_external.record.keys import head_tag, heads_tag, state_tag
+from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.checkpoint_log import verify_thread as verify_copies
 from langgraph_external.workspace.files import Workspace, sha256_hex
@@ -129,6 +130,8 @@ def verify_thread(
             )
     if bad_line is not None:
         res.problems.append(f"workspace {path}: {bad_line}")
+    elif not wk and _deleted_copy(thread_id, lg):
+        pass  # a deleted replay copy leaves no folder: its tombstone is the ledger's
     elif not wk:
         res.problems.append(f"workspace: no events at {path} (wrong --workspace?)")
     else:
@@ -334,6 +337,11 @@ def derived_problems(
 
 
 _INDEX_COLUMNS = stmt.CHECKPOINT_INDEX_COLUMNS
+
+
+def _deleted_copy(thread_id: str, lg: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the record of ``thread_id`` is a replay copy's tombstone and nothing else."""
+    return is_replay_copy(thread_id) and len(lg) == 1 and lg[0]["kind"] == "thread_deleted"
 
 
 def folder_problems(ws: Workspace, thread_id: str, lg: Sequence[Mapping[str, Any]]) -> list[str]:

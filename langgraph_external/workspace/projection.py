@@ -3,7 +3,9 @@
 It tails the ledger (the pipeline feeds it each thread's events after its position) and
 is idempotent: every line it appends carries the ``seq`` of its event, a torn last line
 (a crash mid-append) is cut before the next append, and a line whose ``seq`` a file
-already holds is not written again. A deleted workspace is rebuilt from the ledger.
+already holds is not written again. A deleted workspace is rebuilt from the ledger. A
+deleted thread's folder goes; its tombstone is mirrored into a new one, except for a
+replay copy (``lgx-replay:...``), which leaves no folder at all.
 
 Per batch and thread it appends the envelopes to ``events.jsonl`` in one write, appends
 one line per checkpoint and per pending write to the namespace's checkpoint log
@@ -32,6 +34,7 @@ from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_line
 from langgraph_external.record.locations import decode_ns
 from langgraph_external.record.processors import Redactor
+from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
 from langgraph_external.workspace.files import Workspace, dumps_json, encode_ns
 from langgraph_external.workspace.lines import EVENTS_FILE, events_path
@@ -317,6 +320,13 @@ class WorkspaceProjection:
         fresh = [e for e in events if (e.seq or 0) > last]
         if not fresh:
             return
+        if len(fresh) == 1 and fresh[0].kind == "thread_deleted" and is_replay_copy(tid):
+            # a deleted replay copy leaves no folder: its tombstone stays in the ledger
+            # only (a rebuild reads it again and writes nothing; should the id be used
+            # again, the tombstone is mirrored with what follows it)
+            self._inherited.discard(tid)
+            self._remember_seq(tid, fresh[0].seq or last)
+            return
         if tid in self._inherited:
             self._inherit(tid, last)  # writing on: the files are ours to settle now
         tdir = ws.thread_dir(tid)
@@ -447,7 +457,7 @@ class WorkspaceProjection:
         dst_dir = f"{self.ws.thread_dir(dst)}/checkpoints"
         if not self.ws.fs.exists(src_dir):
             return
-        dst_legacy = self.ws.is_legacy(dst)
+        dst_legacy = bool(self.ws.is_legacy(dst))
         for path in self.ws.fs.find(src_dir):
             rel = path.split("/checkpoints/", 1)[1]
             data = self.ws.read_bytes(path)
