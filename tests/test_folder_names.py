@@ -166,8 +166,21 @@ def test_a_thread_recorded_with_the_old_names_verifies_reads_and_grows_in_its_ol
         graph = fanout_with_subgraph(ext.checkpointer)
         for tid in ("sp-A", "thread-42", "sp-B"):
             graph.invoke(FAN_IN, ext.config(tid))
+        ext.checkpointer.copy_thread("sp-A", "Copy-of-sp-A")
         assert ext.flush()
-    assert sorted(os.listdir(threads)) == ["sp-!b", "thread-42", "~onyc2qi"]
+    assert sorted(os.listdir(threads)) == ["!copy-of-sp-!a", "sp-!b", "thread-42", "~onyc2qi"]
+    # a copy of an old thread gets the new names, its copied logs and index renamed
+    copied = sorted(os.listdir(threads / "!copy-of-sp-!a" / "checkpoints"))
+    assert len(copied) == 3 and copied[0] == "_root.jsonl"
+    assert all(n.startswith("summarize%3a") for n in copied[1:])
+    with psycopg.connect(dsn) as conn:
+        index = conn.execute(
+            "select distinct workspace_path from langgraph_external.checkpoints"
+            " where thread_id = 'Copy-of-sp-A'"
+        ).fetchall()
+    assert {p for (p,) in index} == {
+        f"threads/!copy-of-sp-!a/checkpoints/{n}" for n in copied if n.endswith(".jsonl")
+    }
     for tid, folder in (("sp-A", "~onyc2qi"), ("thread-42", "thread-42")):
         paths = _paths(dsn, tid)
         assert len(paths) > len([p for p in old_logs[tid] if p.endswith(".jsonl")])
@@ -189,6 +202,6 @@ def test_a_thread_recorded_with_the_old_names_verifies_reads_and_grows_in_its_ol
         app, ["--dsn", dsn, "--workspace", str(ws), "repair", "--rebuild", "sp-A"]
     )
     assert rebuilt.exit_code == 0, rebuilt.output
-    assert sorted(os.listdir(threads)) == ["sp-!b", "thread-42", "~onyc2qi"]
+    assert sorted(os.listdir(threads)) == ["!copy-of-sp-!a", "sp-!b", "thread-42", "~onyc2qi"]
     result = _verify_all(dsn, ws)
     assert result.exit_code == 0, result.output
