@@ -205,3 +205,30 @@ def test_a_thread_recorded_with_the_old_names_verifies_reads_and_grows_in_its_ol
     assert sorted(os.listdir(threads)) == ["!copy-of-sp-!a", "sp-!b", "thread-42", "~onyc2qi"]
     result = _verify_all(dsn, ws)
     assert result.exit_code == 0, result.output
+
+
+def test_an_old_thread_restored_into_an_empty_ledger_keeps_its_folder(
+    dsn: str, second_dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LGX_KEY", base64.b64encode(KEY).decode())
+    ws = tmp_path / "ws"
+    _load_legacy_record(dsn, ws)  # the workspace is what counts: the ledger is lost
+    threads = ws / "threads"
+
+    def lgx(*args: str) -> Result:
+        return CliRunner().invoke(app, ["--dsn", second_dsn, "--workspace", str(ws), *args])
+
+    restored = lgx("restore", "sp-A")
+    assert restored.exit_code == 0, restored.output
+    copy = lgx("restore", "sp-A", "--as", "Sp-C")
+    assert copy.exit_code == 0, copy.output
+    # the record went back as it was, naming ~onyc2qi: the thread keeps it as it grows
+    with External(dsn=second_dsn, workspace=ws, spool_dir=spool_dir) as ext:
+        fanout_with_subgraph(ext.checkpointer).invoke(FAN_IN, ext.config("sp-A"))
+        assert ext.flush()
+    assert sorted(os.listdir(threads)) == ["!sp-!c", "thread-42", "~onyc2qi"]
+    assert all(p.startswith("threads/~onyc2qi/") for p in _paths(second_dsn, "sp-A"))
+    assert all(p.startswith("threads/!sp-!c/") for p in _paths(second_dsn, "Sp-C"))
+    for tid in ("sp-A", "Sp-C"):
+        verified = lgx("verify", tid)
+        assert verified.exit_code == 0, verified.output

@@ -35,6 +35,7 @@ class InMemoryLedger:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sealing = threading.Lock()  # one sealer at a time
+        self._legacy: set[str] = set()  # threads keeping the folder names of the old rule
 
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
         """Last ``(seq, hash)`` per thread."""
@@ -46,9 +47,11 @@ class InMemoryLedger:
                     out[t] = (evs[-1].seq or 0, evs[-1].hash or "")
             return out
 
-    def append(self, events: Sequence[Event]) -> None:
-        """Store ``events`` all or nothing; a group not at its thread's head is refused."""
+    def append(self, events: Sequence[Event], *, legacy_names: Collection[str] = ()) -> None:
+        """Store ``events`` all or nothing; a group not at its thread's head is refused
+        (``legacy_names``: threads that keep their folder names of the old rule)."""
         with self._lock:
+            self._legacy.update(legacy_names)
             heads: dict[str, tuple[int, str | None]] = {}
             for e in events:
                 held = self._by_thread.get(e.thread_id, [])
@@ -114,7 +117,7 @@ class InMemoryLedger:
             if not caps:
                 yield None
                 return
-            yield _MemorySealTx(self, caps, self.positions(tids))
+            yield _MemorySealTx(self, caps, self.positions(tids), legacy=self.legacy_named(tids))
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
         """Events with ``seq > after``."""
@@ -137,8 +140,10 @@ class InMemoryLedger:
             self._cursors[(projection, thread_id)] = (seq, error)
 
     def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
-        """Threads filed under the old folder names: none (see ``PostgresLedger``)."""
-        return set()
+        """Which of ``thread_ids`` keep their folder names of the old rule (only those
+        :meth:`append` was told of: see ``PostgresLedger``)."""
+        with self._lock:
+            return self._legacy & set(thread_ids)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -138,9 +138,11 @@ class PostgresLedger:
         """Queue the statements on a cursor of a transaction (a sealer's, or prune's)."""
         execute_in(cur, self.sql, self.cipher, events, captures, copied)
 
-    def append(self, events: Sequence[Event]) -> None:
+    def append(self, events: Sequence[Event], *, legacy_names: Collection[str] = ()) -> None:
         """Store sequenced ``events`` in one transaction of the ledger's own connection
-        (writers that sequence events themselves: restore, import).
+        (writers that sequence events themselves: restore, import). ``legacy_names``:
+        threads whose record names folders of the old rule (a record put back as it was):
+        they keep them (see :mod:`~langgraph_external.record.locations`).
 
         Raises:
             PositionMovedError: a thread's position moved since ``events`` were sequenced.
@@ -156,6 +158,8 @@ class PostgresLedger:
                 conn.cursor() as cur,
             ):
                 self.execute_in(cur, events)
+                for tid in legacy_names:
+                    cur.execute(self.sql.mark_legacy_named, (tid,))
         except psycopg.Error as exc:
             raise translate(exc) from exc
 

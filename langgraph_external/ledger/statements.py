@@ -332,6 +332,7 @@ class LedgerStatements:
         self.seal_heads = q(SELECT_SEAL_HEADS, schema)
         self.legacy_named = q(SELECT_LEGACY_NAMED, schema)
         self.namespaces = q(SELECT_NAMESPACES, schema)
+        self.mark_legacy_named = q(MARK_LEGACY_NAMED, schema)
         self.after = q(SELECT_EVENTS_AFTER, schema)
         self.lagging = q(SELECT_LAGGING, schema)
         self.quarantined = q(SELECT_QUARANTINED, schema)

@@ -53,10 +53,10 @@ from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.ledger.rows import unpack_detail
 from langgraph_external.ops.decode import decode_all, put_all
+from langgraph_external.record.checkpoints import names_old_folder
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, EventKind, verify_chain
 from langgraph_external.record.keys import existing_key
-from langgraph_external.record.locations import thread_relpath
 from langgraph_external.record.processors import Sequencer
 from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.checkpoint_log import verify_thread
@@ -380,7 +380,7 @@ def import_thread(
             )
     # unpack into a staging workspace on the target's file system, verify it there
     staging_root = _staging_dir(ws)
-    legacy = _names_legacy_folder(archive.envelopes, tid)
+    legacy = names_old_folder(archive.envelopes, tid)
     ws.file_under(tid, legacy=legacy)
     imported = False
     try:
@@ -455,19 +455,6 @@ def import_thread(
         checkpoints=result.checkpoints,
         files=len(ws_files),
         archive_sha256=archive.sha256,
-    )
-
-
-def _names_legacy_folder(envelopes: list[dict[str, Any]], tid: str) -> bool:
-    """Whether the thread's checkpoint events name its folder of the old rule (a thread
-    recorded before readable folder names keeps that folder wherever it goes)."""
-    old = thread_relpath(tid, legacy=True) + "/"
-    if old == thread_relpath(tid) + "/":
-        return False
-    return any(
-        e.get("kind") == "checkpoint"
-        and str((e.get("payload") or {}).get("path", "")).startswith(old)
-        for e in envelopes
     )
 
 

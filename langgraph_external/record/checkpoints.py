@@ -48,6 +48,7 @@ __all__ = [
     "RecordBuilder",
     "WritesMaterial",
     "is_push_task_path",
+    "names_old_folder",
     "node_of_task_path",
     "refiled",
 ]
@@ -477,3 +478,26 @@ def refiled(event: Event) -> Event:
         return event
     path = checkpoints_relpath(event.thread_id, event.checkpoint_ns, legacy=True)
     return event.replace(payload={**event.payload, "path": path})
+
+
+def names_old_folder(envelopes: Sequence[Mapping[str, Any]], thread_id: str) -> bool:
+    """Whether a thread's record (envelopes) names its folder of the old rule: a checkpoint
+    event's log is there. Such a thread keeps that folder wherever its record goes (a
+    restore into an empty ledger, an import).
+
+    Example:
+        >>> path = "threads/~onyc2qi/checkpoints/_root.jsonl"
+        >>> cp = {"kind": "checkpoint", "payload": {"path": path}}
+        >>> names_old_folder([cp], "sp-A"), names_old_folder([cp], "thread-42")
+        (True, False)
+    """
+    old = checkpoints_relpath(thread_id, "", legacy=True).rsplit("/", 1)[0] + "/"
+    new = checkpoints_relpath(thread_id, "").rsplit("/", 1)[0] + "/"
+    for env in envelopes:
+        if env.get("kind") != EventKind.CHECKPOINT.value:
+            continue
+        path = str((env.get("payload") or {}).get("path") or "")
+        ns = str(env.get("checkpoint_ns") or "")
+        if path.startswith(old) and (old != new or path != checkpoints_relpath(thread_id, ns)):
+            return True
+    return False

@@ -17,11 +17,12 @@ ids never share a folder on a case-insensitive file system. A name longer than 2
 characters becomes its first 100 and ``~`` + the sha256 of the id (the real id is kept
 in ``thread.json``).
 
-Threads recorded before this rule (0.x up to issue 33) keep the folders they have: plain
-ids (``[a-z0-9][a-z0-9_.-]*``, which are spelled the same either way) or ``~`` +
-lower-case base32 of the id, ``~~`` + sha256 when long (:func:`legacy_thread_folder`).
-The ledger marks those threads (``threads.legacy_names``) and every path function takes
-``legacy=``; a legacy name starts with ``~``, which the rule above never writes first, so
+Threads recorded before this rule (before ledger migration v10) keep their folders and
+namespace file names (:func:`legacy_thread_folder`): plain ids (``[a-z0-9][a-z0-9_.-]*``,
+at most 128 characters) as they are, others ``~`` + lower-case base32 of the id, ``~~``
++ sha256 when long. The ledger marks those threads (``threads.legacy_names``) and every
+path function takes ``legacy=``. A name of the old rule is either plain (and decodes as
+itself) or starts with ``~``, which the rule above never writes first, so
 :func:`decode_thread_id` reads both.
 
 Example:
@@ -149,7 +150,7 @@ def encode_thread_id(thread_id: str) -> str:
 
 
 def legacy_thread_folder(thread_id: str) -> str:
-    """The folder name 0.x gave ``thread_id`` (still used by the threads recorded then).
+    """The folder name the earlier rule gave ``thread_id`` (kept by threads recorded then).
 
     Plain ids (lower-case letters, digits, ``_ . -``, at most 128 characters) as they are;
     others ``~`` + lower-case base32 of their UTF-8, or ``~~`` + sha256 when that exceeds
