@@ -232,3 +232,29 @@ def test_an_old_thread_restored_into_an_empty_ledger_keeps_its_folder(
     for tid in ("sp-A", "Sp-C"):
         verified = lgx("verify", tid)
         assert verified.exit_code == 0, verified.output
+
+
+def test_an_old_thread_exported_and_imported_keeps_its_folder_there(
+    dsn: str, second_dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LGX_KEY", base64.b64encode(KEY).decode())
+    ws, target = tmp_path / "ws", tmp_path / "target"
+    _load_legacy_record(dsn, ws)
+    archive = tmp_path / "sp-a.tar.gz"
+    exported = CliRunner().invoke(
+        app, ["--dsn", dsn, "--workspace", str(ws), "export", "sp-A", "-o", str(archive)]
+    )
+    assert exported.exit_code == 0, exported.output
+    imported = CliRunner().invoke(
+        app, ["--dsn", second_dsn, "--workspace", str(target), "import", str(archive)]
+    )
+    assert imported.exit_code == 0, imported.output
+    with External(dsn=second_dsn, workspace=target, spool_dir=spool_dir) as ext:
+        graph = fanout_with_subgraph(ext.checkpointer)
+        for tid in ("sp-A", "sp-D"):
+            graph.invoke(FAN_IN, ext.config(tid))
+        assert ext.flush()
+    assert sorted(os.listdir(target / "threads")) == ["sp-!d", "~onyc2qi"]
+    assert all(p.startswith("threads/~onyc2qi/") for p in _paths(second_dsn, "sp-A"))
+    verified = _verify_all(second_dsn, target)
+    assert verified.exit_code == 0, verified.output
