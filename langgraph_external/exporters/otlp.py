@@ -222,11 +222,6 @@ class OtlpExporter:
             self._mappers.pop(thread_id, None)  # rebuilt from the cursor next time
             raise
 
-    def _legacy(self, thread_id: str) -> bool:
-        """Whether the thread keeps its workspace folder of the old rule (the ledger's word)."""
-        lookup = getattr(self.ledger, "legacy_named", None)
-        return lookup is not None and thread_id in lookup([thread_id])
-
     def _mapper_at(self, thread_id: str, cursor: int) -> tuple[ThreadMapper, _Pending | None]:
         """The thread's mapper positioned at ``cursor`` (cached, or rebuilt), and the
         records the receiver did not take last time, if they follow ``cursor``."""
@@ -239,13 +234,11 @@ class OtlpExporter:
         if pending is None and (mapper is None or mapper.pos != cursor):
             if self._cursors.get(thread_id, cursor) != cursor:
                 # older events deleted with the thread: its chain starts over here
-                mapper = ThreadMapper(
-                    thread_id, self.options, pos=cursor, legacy=self._legacy(thread_id)
-                )
+                legacy = _keeps_old_names(self.ledger, thread_id)
+                mapper = ThreadMapper(thread_id, self.options, pos=cursor, legacy=legacy)
             else:
-                mapper = rebuild_mapper(
-                    self.reader, self.options, thread_id, cursor, legacy=self._legacy(thread_id)
-                )
+                legacy = _keeps_old_names(self.ledger, thread_id)
+                mapper = rebuild_mapper(self.reader, self.options, thread_id, cursor, legacy=legacy)
         assert mapper is not None
         self._mappers[thread_id] = mapper
         self._mappers.move_to_end(thread_id)
@@ -508,6 +501,12 @@ def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
     if root is None or not interrupted:
         return None
     return trace_context_for_run(root)
+
+
+def _keeps_old_names(ledger: Any, thread_id: str) -> bool:
+    """Whether the thread keeps its workspace folder of the old rule (the ledger's word)."""
+    lookup = getattr(ledger, "legacy_named", None)
+    return lookup is not None and thread_id in lookup([thread_id])
 
 
 def rebuild_mapper(

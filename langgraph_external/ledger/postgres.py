@@ -34,7 +34,7 @@ from langgraph_external.ledger.rows import (
     pack_detail,
     unpack_detail,
 )
-from langgraph_external.ledger.schema import DEFAULT_SCHEMA, validate_schema
+from langgraph_external.ledger.schema import DEFAULT_SCHEMA, legacy_named, validate_schema
 from langgraph_external.ledger.writes import Statement, execute_in, head_tag, write_statements
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
@@ -300,12 +300,9 @@ class PostgresLedger:
     def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
         """Which of ``thread_ids`` keep the folder names of the old rule (recorded before
         the v10 migration; see :mod:`~langgraph_external.record.locations`)."""
-        if not thread_ids:
-            return set()
         try:
             with self._connection() as conn:
-                rows = conn.execute(self.sql.legacy_named, (list(thread_ids),)).fetchall()
-            return {r[0] for r in rows}
+                return legacy_named(conn, thread_ids, self.schema)
         except psycopg.Error as exc:
             raise translate(exc) from exc
 

@@ -542,4 +542,4 @@ def file_workspace(
     record says they are, even where they are missing)."""
     legacy = legacy_named(conn, thread_ids, schema)
     for tid in thread_ids:
-        ws.file_under(tid, legacy=tid in legacy)
+        ws.folders.file_under(tid, legacy=tid in legacy)

@@ -381,11 +381,11 @@ def import_thread(
     # unpack into a staging workspace on the target's file system, verify it there
     staging_root = _staging_dir(ws)
     legacy = names_old_folder(archive.envelopes, tid)
-    ws.file_under(tid, legacy=legacy)
+    ws.folders.file_under(tid, legacy=legacy)
     imported = False
     try:
         staged = Workspace(staging_root)
-        staged.file_under(tid, legacy=legacy)
+        staged.folders.file_under(tid, legacy=legacy)
         ws_files = archive.workspace_files()
         tdir = staged.thread_dir(tid)
         for n, (rel, data) in enumerate(ws_files.items(), 1):
@@ -448,7 +448,7 @@ def import_thread(
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
         if not imported:
-            ws.forget_folder(tid)  # nothing imported: the word was the archive's, not a ledger's
+            ws.folders.forget(tid)  # nothing imported: the word was the archive's
     return ImportReport(
         thread_id=tid,
         events=len(events) + 1,

@@ -104,7 +104,7 @@ def load_thread(
     states = None
     legacy = thread_id in ledger.legacy_named(conn, [thread_id], cfg.schema)
     if cfg.workspace is not None:
-        cfg.workspace.file_under(thread_id, legacy=legacy)  # its folder, by the ledger's word
+        cfg.workspace.folders.file_under(thread_id, legacy=legacy)  # the ledger's word
         namespaces = {e.get("checkpoint_ns") or "" for e in envs if e["kind"] == "checkpoint"}
         states = checkpoint_states(cfg.workspace, thread_id, namespaces)
     readable = _queries.read_back(cfg.workspace, thread_id, envs)

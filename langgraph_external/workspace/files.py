@@ -47,7 +47,7 @@ from langgraph_external.record.locations import encode_ns as encode_ns
 from langgraph_external.record.locations import encode_thread_id as encode_thread_id
 from langgraph_external.record.locations import legacy_thread_folder as legacy_thread_folder
 from langgraph_external.record.locations import sha256_hex as sha256_hex
-from langgraph_external.record.locations import thread_folder
+from langgraph_external.workspace.folders import ThreadFolders
 from langgraph_external.workspace.lines import events_path, parse_lines
 
 
@@ -89,9 +89,8 @@ class Workspace:
         self.fsync = fsync and self.is_local
         self._can_append = self.is_local or "memory" in _protocols(fs)
         self._locks = threading.local()  # thread -> directory fd this thread holds locked
-        # thread -> (folder name, old rule or not (None: the files do not tell), whether
-        # the ledger said so): see folder()
-        self._folders: dict[str, tuple[str, bool | None, bool]] = {}
+        self.folders = ThreadFolders(lambda name: self.exists(self.path("threads", name)))
+        """Which folder each thread has (see :meth:`folder`)."""
 
     # -- paths -------------------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -99,64 +98,19 @@ class Workspace:
         return "/".join([self.root, *parts])
 
     def folder(self, thread_id: str) -> str:
-        """The name of ``thread_id``'s folder under ``threads/``.
-
-        :func:`~langgraph_external.record.locations.encode_thread_id`, except for a
-        thread recorded before that rule: it keeps its old folder
-        (:func:`~langgraph_external.record.locations.legacy_thread_folder`) and its old
-        namespace file names, so a thread is never split across two. Which rule a thread
-        has is the ledger's word when it was given (:meth:`file_under`: the projection,
-        ``lgx verify``, the UI), otherwise whichever folder exists here (a reader of the
-        files alone).
+        """The name of ``thread_id``'s folder under ``threads/``: its id spelled by
+        :func:`~langgraph_external.record.locations.encode_thread_id`, or the folder of
+        the old rule a thread recorded before keeps (:mod:`.folders`).
 
         Example:
             >>> ws = Workspace("memory://lgx-doc-folder")
             >>> ws.folder("sp-A")
             'sp-!a'
-            >>> ws.file_under("sp-A", legacy=True)
-            >>> ws.folder("sp-A"), ws.is_legacy("sp-A")
-            ('~onyc2qi', True)
+            >>> ws.folders.file_under("sp-A", legacy=True)
+            >>> ws.folder("sp-A")
+            '~onyc2qi'
         """
-        known = self._folders.get(thread_id)
-        if known is not None:
-            return known[0]
-        name = encode_thread_id(thread_id)
-        old = legacy_thread_folder(thread_id)
-        if old == name:  # a plain id: one folder either way (its namespace files tell)
-            if self.exists(self.path("threads", name)):
-                self._remember(thread_id, name, None, said=False)
-            return name
-        for found, legacy in ((old, True), (name, False)):
-            if self.exists(self.path("threads", found)):
-                self._remember(thread_id, found, legacy, said=False)
-                return found
-        return name
-
-    def file_under(self, thread_id: str, *, legacy: bool) -> None:
-        """Take the ledger's word on ``thread_id``'s names: those of the old rule
-        (``legacy``: the ledger's ``threads.legacy_names``) or the current ones."""
-        self._remember(thread_id, thread_folder(thread_id, legacy=legacy), legacy, said=True)
-
-    def forget_folder(self, thread_id: str) -> None:
-        """Forget what :meth:`folder` knows of ``thread_id`` (it looks again)."""
-        self._folders.pop(thread_id, None)
-
-    def is_legacy(self, thread_id: str) -> bool | None:
-        """Whether ``thread_id`` keeps the names of the old rule (see :meth:`folder`);
-        ``None``: the files do not tell (a plain id whose folder is named alike by both)."""
-        self.folder(thread_id)
-        known = self._folders.get(thread_id)
-        return known[1] if known is not None else False
-
-    def folder_known(self, thread_id: str) -> bool:
-        """Whether the ledger's word on ``thread_id``'s folder was given (:meth:`file_under`)."""
-        known = self._folders.get(thread_id)
-        return known is not None and known[2]
-
-    def _remember(self, thread_id: str, name: str, legacy: bool | None, *, said: bool) -> None:
-        if len(self._folders) > 100_000:  # a bound; what is dropped is looked up again
-            self._folders.clear()
-        self._folders[thread_id] = (name, legacy, said)
+        return self.folders.folder(thread_id)
 
     def thread_dir(self, thread_id: str) -> str:
         """Directory of ``thread_id`` (see :meth:`folder`)."""
@@ -167,7 +121,7 @@ class Workspace:
         the rule of the thread, see :meth:`folder`; when the files do not tell which,
         the log of the old name if it exists)."""
         base = f"{self.thread_dir(thread_id)}/checkpoints"
-        legacy = self.is_legacy(thread_id)
+        legacy = self.folders.is_legacy(thread_id)
         if legacy is None:
             old = f"{base}/{encode_ns(checkpoint_ns, legacy=True)}.jsonl"
             if self.exists(old):
@@ -380,9 +334,7 @@ class Workspace:
         d = self.thread_dir(thread_id)
         if self.fs.exists(d):
             self.fs.rm(d, recursive=True)
-        known = self._folders.get(thread_id)
-        if known is not None and not known[2]:
-            del self._folders[thread_id]  # found on disk, gone now: look again next time
+        self.folders.removed(thread_id)
 
     def remove(self, path: str) -> None:
         """Delete one file if it exists."""
@@ -471,11 +423,7 @@ class Workspace:
                 continue
             if name not in (encode_thread_id(tid), legacy_thread_folder(tid)):
                 continue  # not a folder either rule names (made by hand)
-            if not self.folder_known(tid):
-                plain = name == legacy_thread_folder(tid) == encode_thread_id(tid)
-                self._remember(
-                    tid, name, None if plain else name != encode_thread_id(tid), said=False
-                )
+            self.folders.found(tid, name)
             out.append(tid)
         return sorted(out)
 

@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -115,16 +115,9 @@ class WorkspaceProjection:
 
     # -- Projection ----------------------------------------------------------------------
     def locate(self, ledger: Any, thread_ids: Collection[str]) -> None:
-        """Take the ledger's word on the folders of ``thread_ids`` not known yet: a thread
-        recorded before readable folder names keeps its old folder, even where it has no
-        files yet (a rebuilt workspace), as its sealed checkpoint events name it."""
-        unknown = [t for t in thread_ids if not self.ws.folder_known(t)]
-        if not unknown:
-            return
-        lookup = getattr(ledger, "legacy_named", None)
-        legacy = lookup(unknown) if lookup is not None else set()
-        for tid in unknown:
-            self.ws.file_under(tid, legacy=tid in legacy)
+        """Take the ledger's word on where the threads' files go (a thread recorded before
+        readable folder names keeps its old folder, even where it has none yet)."""
+        self.ws.folders.locate(ledger, thread_ids)
 
     def position(self, thread_id: str) -> int:
         """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first).
@@ -450,34 +443,12 @@ class WorkspaceProjection:
                 self.lines.forget(tid, ns, cid)
 
     def _copy_checkpoints(self, src: str, dst: str, seq: int) -> None:
-        """Copy the source thread's logs and blobs; copied lines take the copy event's seq.
-        A log is named by the copy's rule (a source with folder names of the old rule
-        gives a copy with current ones)."""
-        src_dir = f"{self.ws.thread_dir(src)}/checkpoints"
-        dst_dir = f"{self.ws.thread_dir(dst)}/checkpoints"
-        if not self.ws.fs.exists(src_dir):
-            return
-        dst_legacy = bool(self.ws.is_legacy(dst))
-        for path in self.ws.fs.find(src_dir):
-            rel = path.split("/checkpoints/", 1)[1]
-            data = self.ws.read_bytes(path)
-            if rel.endswith(".jsonl"):
-                ns = _namespace_of(rel[: -len(".jsonl")], data)
-                if ns is not None:
-                    rel = f"{encode_ns(ns, legacy=dst_legacy)}.jsonl"
-                lines = []
-                for raw in data.splitlines():
-                    if not raw.strip():
-                        continue
-                    line = json.loads(raw)
-                    if line.get("record") == "checkpoint":
-                        line["thread_id"] = dst
-                        line["copied_from"] = src
-                    line["source_seq"], line["seq"] = line.get("seq"), seq
-                    lines.append((seq, _dumps_line(line)))
-                self._append(f"{dst_dir}/{rel}", lines)
+        """Copy the source thread's logs and blobs; copied lines take the copy event's seq."""
+        for path, lines, data in _copied_files(self.ws, src, dst, seq):
+            if lines is not None:
+                self._append(path, lines)
             else:
-                self.ws.write_if_absent(f"{dst_dir}/{rel}", data)
+                self.ws.write_if_absent(path, data)
 
     def _forget(self, tid: str) -> None:
         self.lines.forget(tid)
@@ -528,6 +499,39 @@ def _without_checkpoints(log: bytes, gone: set[str]) -> list[bytes]:
                     ref["in"] = doc["checkpoint_id"]
         kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
     return kept
+
+
+def _copied_files(
+    ws: Workspace, src: str, dst: str, seq: int
+) -> Iterator[tuple[str, list[tuple[int, str]] | None, bytes]]:
+    """What a copy of ``src`` holds under ``dst``'s folder: each checkpoint log's lines
+    (taking the copy event's ``seq``), or a blob's bytes. A log is named by the copy's
+    rule (a source with folder names of the old rule gives a copy with current ones)."""
+    src_dir = f"{ws.thread_dir(src)}/checkpoints"
+    dst_dir = f"{ws.thread_dir(dst)}/checkpoints"
+    if not ws.fs.exists(src_dir):
+        return
+    dst_legacy = bool(ws.folders.is_legacy(dst))
+    for path in ws.fs.find(src_dir):
+        rel = path.split("/checkpoints/", 1)[1]
+        data = ws.read_bytes(path)
+        if not rel.endswith(".jsonl"):
+            yield f"{dst_dir}/{rel}", None, data
+            continue
+        ns = _namespace_of(rel[: -len(".jsonl")], data)
+        if ns is not None:
+            rel = f"{encode_ns(ns, legacy=dst_legacy)}.jsonl"
+        lines = []
+        for raw in data.splitlines():
+            if not raw.strip():
+                continue
+            line = json.loads(raw)
+            if line.get("record") == "checkpoint":
+                line["thread_id"] = dst
+                line["copied_from"] = src
+            line["source_seq"], line["seq"] = line.get("seq"), seq
+            lines.append((seq, _dumps_line(line)))
+        yield f"{dst_dir}/{rel}", lines, data
 
 
 def _namespace_of(stem: str, log: bytes) -> str | None:
