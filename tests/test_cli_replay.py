@@ -234,3 +234,30 @@ def test_thread_ids_are_printed_as_text_never_as_emoji(dsn: str, recorded: Path)
     missing = lgx(dsn, recorded, "diff", "lgx-replay:a:1f2e", "t-1")
     assert missing.exit_code == 2  # not recorded: nothing to compare
     assert "lgx-replay:a:1f2e" in missing.stderr
+
+
+def test_a_deleted_replay_copy_leaves_no_folder_and_the_mirror_stays_whole(
+    dsn: str, recorded: Path
+) -> None:
+    result = lgx(dsn, recorded, "replay", "t-1", "--app", "replay_apps:react_app", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    copy = report["thread_id"]
+    assert copy.startswith(REPLAY_PREFIX) and report["kept"] is False
+    # its tombstone stays in the ledger; the workspace holds nothing of it
+    with psycopg.connect(dsn) as conn:
+        kinds = conn.execute(
+            "select kind from langgraph_external.events where thread_id = %s", (copy,)
+        ).fetchall()
+    assert kinds == [("thread_deleted",)]
+    assert sorted(p.name for p in (recorded / "threads").iterdir()) == ["t-1", "t-2", "t-3"]
+    # the mirror is not behind on it (its cursor is recorded), a rebuild writes nothing,
+    # and verify is green
+    repair = lgx(dsn, recorded, "repair", "--json")
+    assert repair.exit_code == 0, repair.output
+    assert json.loads(repair.stdout)["threads_projected"] == 0
+    rebuilt = lgx(dsn, recorded, "repair", "--rebuild", copy, "--json")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert sorted(p.name for p in (recorded / "threads").iterdir()) == ["t-1", "t-2", "t-3"]
+    verified = lgx(dsn, recorded, "verify", "--all")
+    assert verified.exit_code == 0, verified.output

@@ -11,6 +11,7 @@ Example counts are kept small so the whole module runs in a few seconds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from langgraph_external import (
 )
 from langgraph_external.guards import PolicyError, TransitionPolicy
 from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.record.locations import legacy_thread_folder
 from langgraph_external.workspace.projection import WorkspaceProjection
 
 FAST = settings(
@@ -195,16 +197,35 @@ def test_a_thread_id_becomes_one_safe_name_that_decodes_back(tid: str) -> None:
     root = "/ws/threads"
     assert posixpath.dirname(posixpath.normpath(posixpath.join(root, name))) == root
     decoded = decode_thread_id(name)
-    if name.startswith("~~"):
+    if "~" in name:  # the rule escapes ``~``: here it marks a hashed name
         assert decoded is None  # hashed: the id is kept in thread.json
+        digest = hashlib.sha256(tid.encode("utf-8", "surrogatepass")).hexdigest()
+        assert len(name) <= 200 and name.endswith("~" + digest)
     else:
         assert decoded == tid
+    assert not name.startswith("~")  # the mark of the old rule's names
+
+
+@FAST
+@given(thread_ids)
+def test_a_folder_name_of_the_old_rule_still_decodes_back(tid: str) -> None:
+    name = legacy_thread_folder(tid)
+    assert name == name.lower() and "/" not in name
+    decoded = decode_thread_id(name)
+    if name.startswith("~~"):
+        assert decoded is None
+    else:
+        assert decoded == tid
+    # a name of the old rule is never the current name of another id: it starts with
+    # ``~`` (never written first by the current rule) or reads as this id by either rule
+    assert name.startswith("~") or decode_thread_id(name) == tid
 
 
 @FAST
 @given(thread_ids, thread_ids)
 def test_distinct_thread_ids_get_distinct_names(a: str, b: str) -> None:
     assert (encode_thread_id(a) == encode_thread_id(b)) == (a == b)
+    assert (encode_thread_id(a).casefold() == encode_thread_id(b).casefold()) == (a == b)
 
 
 @FAST

@@ -40,7 +40,8 @@ def timeline(
         typer.Option(
             "--output",
             "-o",
-            help="HTML file to write ('-': stdout). Default: THREAD.html.",
+            help="HTML file to write ('-': stdout). Default: THREAD.html, the id spelled "
+            "as workspace folders are (sp-A: sp-!a.html).",
             show_default=False,
         ),
     ] = None,

@@ -100,12 +100,14 @@ class ThreadMapper:
     thread_id: str
     options: MapperOptions = field(default_factory=MapperOptions)
     pos: int = 0
+    legacy: bool = False
+    """The thread keeps its workspace folder of the old rule (previews name files there)."""
     _tree: SpanTree = field(default_factory=SpanTree, init=False, repr=False, compare=False)
     _values: SpanValues = field(init=False, repr=False, compare=False)
     _conv: ModuleType | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._values = SpanValues(self.thread_id, self.options)
+        self._values = SpanValues(self.thread_id, self.options, legacy=self.legacy)
         if self.options.semconv:
             import langgraph_external.exporters._semconv as conventions  # lazy: optional extra
 

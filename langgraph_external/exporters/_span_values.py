@@ -64,6 +64,7 @@ class SpanValues:
     thread_id: str
     options: MapperOptions = field(default_factory=MapperOptions)
     offloaded: dict[str, str] = field(default_factory=dict)  # event id -> artifact digest
+    legacy: bool = False  # the thread keeps its folder of the old rule (see locations)
 
     def expand(self, e: Event) -> Event:
         """An event whose payload was offloaded to an artifact, with the payload back."""
@@ -86,7 +87,7 @@ class SpanValues:
 
     def artifact_path(self, digest: str) -> str:
         """Where an artifact of the thread is, relative to the workspace root."""
-        return artifact_relpath(self.thread_id, digest)
+        return artifact_relpath(self.thread_id, digest, legacy=self.legacy)
 
     def value(self, value: Any, e: Event, part: str) -> str | None:
         """JSON of ``value``; a preview plus the workspace address when it is too large."""
@@ -136,4 +137,4 @@ class SpanValues:
         """Where the whole of an event's value is: its artifact, else its line."""
         if e.event_id in self.offloaded:
             return self.artifact_path(self.offloaded[e.event_id])
-        return f"{events_relpath(self.thread_id)}#seq={e.seq}"
+        return f"{events_relpath(self.thread_id, legacy=self.legacy)}#seq={e.seq}"

@@ -234,9 +234,11 @@ class OtlpExporter:
         if pending is None and (mapper is None or mapper.pos != cursor):
             if self._cursors.get(thread_id, cursor) != cursor:
                 # older events deleted with the thread: its chain starts over here
-                mapper = ThreadMapper(thread_id, self.options, pos=cursor)
+                legacy = _keeps_old_names(self.ledger, thread_id)
+                mapper = ThreadMapper(thread_id, self.options, pos=cursor, legacy=legacy)
             else:
-                mapper = rebuild_mapper(self.reader, self.options, thread_id, cursor)
+                legacy = _keeps_old_names(self.ledger, thread_id)
+                mapper = rebuild_mapper(self.reader, self.options, thread_id, cursor, legacy=legacy)
         assert mapper is not None
         self._mappers[thread_id] = mapper
         self._mappers.move_to_end(thread_id)
@@ -501,14 +503,26 @@ def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
     return trace_context_for_run(root)
 
 
+def _keeps_old_names(ledger: Any, thread_id: str) -> bool:
+    """Whether the thread keeps its workspace folder of the old rule (the ledger's word)."""
+    lookup = getattr(ledger, "legacy_named", None)
+    return lookup is not None and thread_id in lookup([thread_id])
+
+
 def rebuild_mapper(
-    reader: ExportReader, options: MapperOptions, thread_id: str, cursor: int
+    reader: ExportReader,
+    options: MapperOptions,
+    thread_id: str,
+    cursor: int,
+    *,
+    legacy: bool = False,
 ) -> ThreadMapper:
-    """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent."""
+    """A mapper positioned at ``cursor``: the open trace's events are re-read, not sent
+    (``legacy``: the thread keeps its workspace folder of the old rule)."""
     if cursor == 0:
-        return ThreadMapper(thread_id, options)
+        return ThreadMapper(thread_id, options, legacy=legacy)
     start = chain_start(reader.markers(thread_id, cursor), cursor)
-    mapper = ThreadMapper(thread_id, options, pos=start - 1)
+    mapper = ThreadMapper(thread_id, options, pos=start - 1, legacy=legacy)
     while mapper.pos < cursor:
         events = [
             e for e in reader.events(thread_id, mapper.pos, 2000) if e.seq and e.seq <= cursor

@@ -25,9 +25,11 @@ class Ledger(Protocol):
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
         """Last ``(seq, hash)`` per thread that has events."""
 
-    def append(self, events: Sequence[Event]) -> None:
+    def append(self, events: Sequence[Event], *, legacy_names: Collection[str] = ()) -> None:
         """Store ``events`` (sequenced; grouped by thread, each group starting right
-        after the thread's stored head) atomically.
+        after the thread's stored head) atomically; ``legacy_names``: threads among them
+        that keep their workspace folder names of the old rule (see
+        :mod:`~langgraph_external.record.locations`).
 
         Raises:
             PositionMovedError: a group does not start at its thread's head; nothing stored.
@@ -46,6 +48,9 @@ class Ledger(Protocol):
         May return fewer than ``limit`` (a ledger may bound what one call holds): the
         caller reads again after the last event returned, until nothing comes.
         """
+
+    def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
+        """Which of ``thread_ids`` keep their workspace folder names of the old rule."""
 
     def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
         """``(thread_id, head seq, projected seq)`` where ``projection`` is behind."""

@@ -6,7 +6,7 @@ import itertools
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -35,6 +35,7 @@ class InMemoryLedger:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sealing = threading.Lock()  # one sealer at a time
+        self._legacy: set[str] = set()  # threads keeping the folder names of the old rule
 
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
         """Last ``(seq, hash)`` per thread."""
@@ -46,9 +47,11 @@ class InMemoryLedger:
                     out[t] = (evs[-1].seq or 0, evs[-1].hash or "")
             return out
 
-    def append(self, events: Sequence[Event]) -> None:
-        """Store ``events`` all or nothing; a group not at its thread's head is refused."""
+    def append(self, events: Sequence[Event], *, legacy_names: Collection[str] = ()) -> None:
+        """Store ``events`` all or nothing; a group not at its thread's head is refused
+        (``legacy_names``: threads that keep their folder names of the old rule)."""
         with self._lock:
+            self._legacy.update(legacy_names)
             heads: dict[str, tuple[int, str | None]] = {}
             for e in events:
                 held = self._by_thread.get(e.thread_id, [])
@@ -114,7 +117,7 @@ class InMemoryLedger:
             if not caps:
                 yield None
                 return
-            yield _MemorySealTx(self, caps, self.positions(tids))
+            yield _MemorySealTx(self, caps, self.positions(tids), legacy=self.legacy_named(tids))
 
     def read(self, thread_id: str, after: int = 0, limit: int = 2000) -> list[Event]:
         """Events with ``seq > after``."""
@@ -136,6 +139,12 @@ class InMemoryLedger:
         with self._lock:
             self._cursors[(projection, thread_id)] = (seq, error)
 
+    def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
+        """Which of ``thread_ids`` keep their folder names of the old rule (only those
+        :meth:`append` was told of: see ``PostgresLedger``)."""
+        with self._lock:
+            return self._legacy & set(thread_ids)
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -146,8 +155,14 @@ class _MemorySealTx:
     captures: list[Capture]
     heads: dict[str, tuple[int, str]]
     conn: Any = None
+    legacy: set[str] = field(default_factory=set)
 
-    def store(self, events: Sequence[Event], captures: Mapping[str, Sequence[int]]) -> None:
+    def store(
+        self,
+        events: Sequence[Event],
+        captures: Mapping[str, Sequence[int]],
+        copied: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.ledger.append(events)
         done = {i for ids in captures.values() for i in ids}
         with self.ledger._lock:

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -34,7 +34,7 @@ from langgraph_external.ledger.rows import (
     pack_detail,
     unpack_detail,
 )
-from langgraph_external.ledger.schema import DEFAULT_SCHEMA, validate_schema
+from langgraph_external.ledger.schema import DEFAULT_SCHEMA, legacy_named, validate_schema
 from langgraph_external.ledger.writes import Statement, execute_in, head_tag, write_statements
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
@@ -133,13 +133,16 @@ class PostgresLedger:
         cur: Any,
         events: Sequence[Event],
         captures: Mapping[str, Sequence[int]] | None = None,
+        copied: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """Queue the statements on a cursor of a transaction (a sealer's, or prune's)."""
-        execute_in(cur, self.sql, self.cipher, events, captures)
+        execute_in(cur, self.sql, self.cipher, events, captures, copied)
 
-    def append(self, events: Sequence[Event]) -> None:
+    def append(self, events: Sequence[Event], *, legacy_names: Collection[str] = ()) -> None:
         """Store sequenced ``events`` in one transaction of the ledger's own connection
-        (writers that sequence events themselves: restore, import).
+        (writers that sequence events themselves: restore, import). ``legacy_names``:
+        threads whose record names folders of the old rule (a record put back as it was):
+        they keep them (see :mod:`~langgraph_external.record.locations`).
 
         Raises:
             PositionMovedError: a thread's position moved since ``events`` were sequenced.
@@ -155,6 +158,8 @@ class PostgresLedger:
                 conn.cursor() as cur,
             ):
                 self.execute_in(cur, events)
+                for tid in legacy_names:
+                    cur.execute(self.sql.mark_legacy_named, (tid,))
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
@@ -264,12 +269,13 @@ class PostgresLedger:
                     yield None
                     return
                 rows = conn.execute(self.sql.captures, (tids, max_captures)).fetchall()
-                heads = conn.execute(self.sql.positions, (tids,)).fetchall()
+                heads = conn.execute(self.sql.seal_heads, (tids,)).fetchall()
                 yield SealTx(
                     self,
                     conn,
                     [capture_from_row(r) for r in rows],
-                    {r[0]: (int(r[1]), r[2]) for r in heads},
+                    {r[0]: (int(r[1]), r[2]) for r in heads if int(r[1]) > 0},
+                    {r[0] for r in heads if r[3]},
                 )
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -288,6 +294,15 @@ class PostgresLedger:
             with self._connection() as conn:
                 rows = conn.execute(self.sql.positions, (list(thread_ids),)).fetchall()
             return {r[0]: (int(r[1]), r[2]) for r in rows}
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
+        """Which of ``thread_ids`` keep the folder names of the old rule (recorded before
+        the v11 migration; see :mod:`~langgraph_external.record.locations`)."""
+        try:
+            with self._connection() as conn:
+                return legacy_named(conn, thread_ids, self.schema)
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
@@ -481,17 +496,26 @@ class LockedPass:
 
 @dataclass
 class SealTx:
-    """One sealing transaction: claimed captures (commit order), heads, the connection."""
+    """One sealing transaction: claimed captures (commit order), heads, the threads that
+    keep their folders of the old rule (``legacy``), the connection."""
 
     ledger: PostgresLedger
     conn: psycopg.Connection[Any]
     captures: list[Capture]
     heads: dict[str, tuple[int, str]]
+    legacy: set[str] = field(default_factory=set)
 
-    def store(self, events: Sequence[Event], captures: Mapping[str, Sequence[int]]) -> None:
-        """Store sealed ``events`` and delete the ``captures`` they came from (by thread)."""
+    def store(
+        self,
+        events: Sequence[Event],
+        captures: Mapping[str, Sequence[int]],
+        copied: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        """Store sealed ``events`` and delete the ``captures`` they came from (by thread);
+        ``copied``: the checkpoint log path of each namespace of a copy (see
+        :func:`~langgraph_external.ledger.writes.write_statements`)."""
         with self.conn.pipeline(), self.conn.cursor() as cur:
-            self.ledger.execute_in(cur, events, captures)
+            self.ledger.execute_in(cur, events, captures, copied)
 
 
 def _lock_class(name: str) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import psycopg
@@ -26,6 +26,7 @@ import psycopg
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.ledger.statements import (
     POSITION_MOVED,
+    SELECT_LEGACY_NAMED,
     SELECT_THREAD_EVENTS,
     UPSERT_CURSOR,  # lived here before the statements had their module (``ops/repair``)
     q,
@@ -39,6 +40,8 @@ __all__ = [
     "UPSERT_CURSOR",
     "connect",
     "fetch_events",
+    "file_workspace",
+    "legacy_named",
     "q",
     "row_to_envelope",
     "setup",
@@ -407,6 +410,15 @@ MIGRATIONS: list[str] = [
                end
     $$;
     """,
+    # v11: readable folder names (``sp-A`` is ``threads/sp-!a``, see
+    # ``record/locations.py``). The threads recorded before keep their folders (``~`` +
+    # base32): their sealed checkpoint events name them, so a thread is never split
+    # across two. Every thread the ledger holds now is marked; new ones are not.
+    """
+    alter table {schema}.threads add column if not exists legacy_names boolean not null
+        default true;
+    alter table {schema}.threads alter column legacy_names set default false;
+    """,
 ]
 
 
@@ -519,3 +531,32 @@ def row_to_envelope(row: Sequence[Any]) -> dict[str, Any]:
     raw = d.get("raw")
     d["raw"] = base64.b64encode(bytes(raw)).decode() if raw is not None else None
     return d
+
+
+def legacy_named(
+    conn: psycopg.Connection[Any], thread_ids: Collection[str], schema: str = DEFAULT_SCHEMA
+) -> set[str]:
+    """Which of ``thread_ids`` keep their workspace folders of the old rule (recorded
+    before readable folder names: see :mod:`~langgraph_external.record.locations`)."""
+    if not thread_ids:
+        return set()
+    try:
+        with conn.transaction():  # a savepoint inside the caller's transaction
+            rows = conn.execute(q(SELECT_LEGACY_NAMED, schema), (list(thread_ids),)).fetchall()
+    except psycopg.errors.UndefinedColumn:  # a ledger not migrated to v11 yet: all are old
+        return set(thread_ids)
+    return {r[0] for r in rows}
+
+
+def file_workspace(
+    conn: psycopg.Connection[Any],
+    ws: Any,
+    thread_ids: Collection[str],
+    schema: str = DEFAULT_SCHEMA,
+) -> None:
+    """Tell the workspace ``ws`` the ledger's word on the folders of ``thread_ids`` (a
+    reader of both — ``lgx verify``, ``lgx ui`` — then finds a thread's files where its
+    record says they are, even where they are missing)."""
+    legacy = legacy_named(conn, thread_ids, schema)
+    for tid in thread_ids:
+        ws.folders.file_under(tid, legacy=tid in legacy)

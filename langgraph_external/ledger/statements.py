@@ -176,6 +176,25 @@ select thread_id, last_seq, last_hash from {schema}.threads
 where thread_id = any(%s) and last_seq > 0
 """
 
+SELECT_SEAL_HEADS = """
+select thread_id, last_seq, last_hash, legacy_names from {schema}.threads
+where thread_id = any(%s)
+"""
+"""The heads of threads being sealed, and whether each keeps its folder of the old rule."""
+
+SELECT_LEGACY_NAMED = """
+select thread_id from {schema}.threads where thread_id = any(%s) and legacy_names
+"""
+"""Which threads keep the folder names of the old rule (recorded before v11)."""
+
+MARK_LEGACY_NAMED = "update {schema}.threads set legacy_names = true where thread_id = %s"
+"""An imported thread whose record names folders of the old rule keeps them."""
+
+SELECT_NAMESPACES = """
+select distinct checkpoint_ns from {schema}.checkpoints where thread_id = %s
+"""
+"""The namespaces of a thread's indexed checkpoints (what a copy of it holds)."""
+
 SELECT_EVENTS_AFTER = """
 select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
     checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
@@ -260,7 +279,8 @@ insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     size_bytes, workspace_path, event_seq)
 select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id,
     task_ids, nodes, channels, created_at, size_bytes,
-    replace(workspace_path, %(src_dir)s, %(dst_dir)s), null
+    coalesce(%(paths)s::jsonb ->> checkpoint_ns,
+             regexp_replace(workspace_path, '^threads/[^/]+/', %(dst_dir)s)), null
 from {schema}.checkpoints where thread_id = %(src)s
 on conflict do nothing
 """
@@ -320,6 +340,10 @@ class LedgerStatements:
         self.insert_event = compose(INSERT_EVENT, schema)
         self.checkpoint = compose(UPSERT_CHECKPOINT, schema)
         self.positions = compose(SELECT_POSITIONS, schema)
+        self.seal_heads = compose(SELECT_SEAL_HEADS, schema)
+        self.legacy_named = compose(SELECT_LEGACY_NAMED, schema)
+        self.namespaces = compose(SELECT_NAMESPACES, schema)
+        self.mark_legacy_named = compose(MARK_LEGACY_NAMED, schema)
         self.after = compose(SELECT_EVENTS_AFTER, schema)
         self.lagging = compose(SELECT_LAGGING, schema)
         self.quarantined = compose(SELECT_QUARANTINED, schema)

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from langgraph_external.record.artifacts import is_ref
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.keys import head_tag as head_tag
-from langgraph_external.workspace.files import encode_thread_id
+from langgraph_external.record.locations import thread_relpath
 
 __all__ = ["THREAD_OPS", "Statement", "execute_in", "head_tag", "write_statements"]
 
@@ -40,15 +41,20 @@ def write_statements(
     cipher: WorkspaceCipher | None,
     events: Sequence[Event],
     captures: Mapping[str, Sequence[int]] | None = None,
+    copied: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Statement]:
     """The statements that store ``events`` (sequenced, grouped by thread in order).
 
     The first statement of each thread advances its position from
     ``events[0].seq - 1`` (tagging the new head with ``cipher``) and deletes the thread's
     ``captures`` (ids) the events were sealed from; it fails with ``LX001`` if another
-    writer got there first.
+    writer got there first. ``copied``: per copy (``thread_copied``), the workspace path
+    of each copied namespace's log in the copy's folder (the sealer names them: a copy of
+    a thread with old folder names gets the current ones); a namespace not named there
+    keeps its file name under the copy's folder.
     """
     captures = captures or {}
+    copied = copied or {}
     out: list[Statement] = []
     i = 0
     while i < len(events):
@@ -77,7 +83,7 @@ def write_statements(
             out.append((sql.seal, head))
             for e in group:
                 out.append((sql.insert_event, event_row(e)))
-                out.extend(_side_effects(sql, e))
+                out.extend(_side_effects(sql, e, copied.get(e.thread_id)))
         out.extend(_artifacts(sql, group))
     return out
 
@@ -108,7 +114,9 @@ def _refs(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield from _refs(v)
 
 
-def _side_effects(sql: LedgerStatements, e: Event) -> Iterator[Statement]:
+def _side_effects(
+    sql: LedgerStatements, e: Event, paths: Mapping[str, str] | None = None
+) -> Iterator[Statement]:
     if e.kind == "checkpoint":
         yield (sql.checkpoint, checkpoint_row(e))
     elif e.kind == "thread_deleted":
@@ -124,8 +132,8 @@ def _side_effects(sql: LedgerStatements, e: Event) -> Iterator[Statement]:
             {
                 "src": src,
                 "dst": e.thread_id,
-                "src_dir": f"threads/{encode_thread_id(src)}/",
-                "dst_dir": f"threads/{encode_thread_id(e.thread_id)}/",
+                "dst_dir": f"{thread_relpath(e.thread_id)}/",
+                "paths": json.dumps(dict(paths or {})),
             },
         )
 
@@ -151,10 +159,11 @@ def execute_in(
     cipher: WorkspaceCipher | None,
     events: Sequence[Event],
     captures: Mapping[str, Sequence[int]] | None = None,
+    copied: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
     """Queue the statements storing ``events`` on ``cur`` (a cursor of the caller's
     transaction)."""
-    statements = write_statements(sql, cipher, events, captures)
+    statements = write_statements(sql, cipher, events, captures, copied)
     for query, params in _batched(statements, sql.insert_event):
         if len(params) == 1:
             cur.execute(query, params[0])

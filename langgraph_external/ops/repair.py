@@ -80,6 +80,7 @@ def repair(
     if rebuild:
         name = WorkspaceProjection(ws).name
         with ledger.connect(dsn, autocommit=True) as conn:
+            ledger.file_workspace(conn, ws, rebuild, schema)  # their folders, by the ledger
             for tid in rebuild:
                 ws.remove_thread(tid)
                 conn.execute(ledger.q(ledger.UPSERT_CURSOR, schema), (name, tid, 0, None))

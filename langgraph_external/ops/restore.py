@@ -29,6 +29,7 @@ from langgraph_external.ops.decode import (
     put_all,
     put_all_atomic,
 )
+from langgraph_external.record.checkpoints import names_old_folder
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, EventKind
 from langgraph_external.upstream import langgraph as _compat
@@ -165,7 +166,9 @@ def restore_recorded(
                 [
                     Event.from_envelope(env, line=ln if env.keys() == keys else None)
                     for env, ln in records
-                ]
+                ],
+                # a record of the old folder names keeps them (it names its files there)
+                legacy_names=[target] if names_old_folder(envelopes, target) else [],
             )
         elif envelopes and held != (envelopes[-1]["seq"], envelopes[-1]["hash"]):
             raise RestoreError(

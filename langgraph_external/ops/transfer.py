@@ -53,6 +53,7 @@ from langgraph_external.ledger import statements as stmt
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.ledger.rows import unpack_detail
 from langgraph_external.ops.decode import decode_all, put_all
+from langgraph_external.record.checkpoints import names_old_folder
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, EventKind, verify_chain
 from langgraph_external.record.keys import existing_key
@@ -171,6 +172,7 @@ def export_thread(
     if not envelopes:
         raise ArchiveError(f"thread {thread_id!r} has no events in the ledger (schema {schema})")
     details = conn.execute(ledger.q(stmt.SELECT_DETAILS, schema), (thread_id,)).fetchall()
+    ledger.file_workspace(conn, ws, [thread_id], schema)
     tdir = ws.thread_dir(thread_id)
     ws_files = sorted(ws.fs.find(tdir)) if ws.fs.exists(tdir) else []
     mirror = events_path(ws, thread_id)
@@ -378,8 +380,12 @@ def import_thread(
             )
     # unpack into a staging workspace on the target's file system, verify it there
     staging_root = _staging_dir(ws)
+    legacy = names_old_folder(archive.envelopes, tid)
+    ws.folders.file_under(tid, legacy=legacy)
+    imported = False
     try:
         staged = Workspace(staging_root)
+        staged.folders.file_under(tid, legacy=legacy)
         ws_files = archive.workspace_files()
         tdir = staged.thread_dir(tid)
         for n, (rel, data) in enumerate(ws_files.items(), 1):
@@ -430,14 +436,19 @@ def import_thread(
                     result = put_all(plan, saver, tid)
                     with conn.cursor() as cur:
                         sink.execute_in(cur, [*events, closing])
+                        if legacy:  # its record names the old folder: it keeps it here
+                            cur.execute(ledger.q(stmt.MARK_LEGACY_NAMED, schema), (tid,))
                     _move_in(staged, ws, tid)
                     moved = True
             except BaseException:
                 if moved:  # the commit itself failed: take the folder out again
                     ws.remove_thread(tid)
                 raise
+        imported = True
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
+        if not imported:
+            ws.folders.forget(tid)  # nothing imported: the word was the archive's
     return ImportReport(
         thread_id=tid,
         events=len(events) + 1,

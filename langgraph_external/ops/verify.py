@@ -35,6 +35,7 @@ from langgraph_external.record.artifacts import artifact_digests
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, verify_chain
 from langgraph_external.record.keys import head_tag, heads_tag, state_tag
+from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.checkpoint_log import verify_thread as verify_copies
 from langgraph_external.workspace.files import Workspace, sha256_hex
@@ -88,6 +89,7 @@ def verify_thread(
         ThreadNotFoundError: the thread is in neither the ledger nor the workspace.
     """
     res = VerifyResult(thread_id)
+    ledger.file_workspace(conn, ws, [thread_id], schema)  # its folder, by the ledger's word
     res.pending = pending_captures(conn, thread_id, schema)
     row = conn.execute(
         ledger.q(queries.SELECT_THREAD_POSITION, schema),
@@ -128,6 +130,8 @@ def verify_thread(
             )
     if bad_line is not None:
         res.problems.append(f"workspace {path}: {bad_line}")
+    elif not wk and _deleted_copy(thread_id, lg):
+        pass  # a deleted replay copy leaves no folder: its tombstone is the ledger's
     elif not wk:
         res.problems.append(f"workspace: no events at {path} (wrong --workspace?)")
     else:
@@ -145,6 +149,7 @@ def verify_thread(
     if lg:
         res.problems.extend(derived_problems(conn, thread_id, schema, lg))
         res.problems.extend(record_failures(lg))
+        res.problems.extend(folder_problems(ws, thread_id, lg))
     if wk and bad_line is None:
         res.problems.extend(workspace_problems(ws, thread_id, wk, lg, cipher, copies=copies))
     res.problems.extend(saver_problems(conn, thread_id, schema))
@@ -332,6 +337,26 @@ def derived_problems(
 
 
 _INDEX_COLUMNS = stmt.CHECKPOINT_INDEX_COLUMNS
+
+
+def _deleted_copy(thread_id: str, lg: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the record of ``thread_id`` is a replay copy's tombstone and nothing else."""
+    return is_replay_copy(thread_id) and len(lg) == 1 and lg[0]["kind"] == "thread_deleted"
+
+
+def folder_problems(ws: Workspace, thread_id: str, lg: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every checkpoint event names the log the workspace keeps its namespace in: one
+    folder per thread, whichever rule named it (see :meth:`Workspace.folder`)."""
+    for env in lg:
+        if env["kind"] != "checkpoint":
+            continue
+        named = (env.get("payload") or {}).get("path")
+        kept = ws.relative(ws.checkpoint_log_path(thread_id, env.get("checkpoint_ns") or ""))
+        if named is not None and named != kept:
+            return [
+                f"ledger: checkpoint seq {env['seq']} names {named}, but the thread's log is {kept}"
+            ]
+    return []
 
 
 def workspace_problems(

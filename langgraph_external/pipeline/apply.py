@@ -5,7 +5,8 @@ Used by :class:`~langgraph_external.pipeline.runner.ProjectionRunner` for every 
 target. Optional hooks a target may have besides the
 :class:`~langgraph_external.ledger.contract.Projection` contract: ``read(tid, after)`` (its
 own way to read the ledger), ``settled(tid, pos)`` (the cursor to record at ``pos``),
-``resume(tid)`` (finish what a writer that died left unsettled).
+``resume(tid)`` (finish what a writer that died left unsettled), ``locate(ledger, tids)``
+(ask the ledger where the threads' files go before touching them).
 
 Example:
     >>> from langgraph_external.record.events import Event
@@ -96,6 +97,9 @@ def apply_thread(
     first (a deferred ``state.json``). With ``resume`` (a settle, ``lgx repair``) the
     projection finishes that now; otherwise the cursor is not moved past it.
     """
+    locate = getattr(proj, "locate", None)
+    if locate is not None:  # where the thread's files go (the ledger's word)
+        locate(ledger, [tid])
     pos = proj.position(tid)
     finish = getattr(proj, "resume", None)
     unsettled = finish is not None and cursor is not None and cursor < pos

@@ -28,10 +28,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from langgraph_external.errors import LedgerUnavailableError
@@ -366,7 +367,7 @@ class ProjectionRunner:
                 logger.debug("projection scan failed: %s", exc)
                 return False, set()
             todo.update(dict.fromkeys(cursors))
-        tids = [t for t in todo if not self.outcomes.is_aside(proj.name, t)]
+        tids = _located(proj, self.ledger, todo, self.outcomes.is_aside)
         locks = getattr(self.ledger, "projection_locks", None)
         if locks is None or not tids:
             return self._each(
@@ -463,3 +464,17 @@ class ProjectionRunner:
         pos, mark = apply_thread(self.ledger, proj, tid, take, cursor=cursor, resume=resume)
         self.outcomes.mark_done(proj.name, tid, pos)
         return pos, mark
+
+
+def _located(
+    proj: Projection, ledger: Any, todo: Iterable[str], aside: Callable[[str, str], bool]
+) -> list[str]:
+    """The pass's threads not set aside, once ``proj`` asked the ledger where their files
+    go, all at once (one query; :func:`~langgraph_external.pipeline.apply.apply_thread`
+    asks per thread when this could not)."""
+    tids = [t for t in todo if not aside(proj.name, t)]
+    locate = getattr(proj, "locate", None)
+    if locate is not None and tids:
+        with contextlib.suppress(LedgerUnavailableError, ConnectionError):
+            locate(ledger, tids)
+    return tids

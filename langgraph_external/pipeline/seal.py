@@ -44,9 +44,11 @@ from langgraph_external.record.checkpoints import (
     RecordBuilder,
     WritesMaterial,
     is_push_task_path,
+    refiled,
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
+from langgraph_external.record.locations import checkpoints_relpath
 from langgraph_external.record.processors import Processor, Sequencer
 from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.upstream import saver_ops
@@ -168,8 +170,11 @@ class Sealer:
             events, ids = self._build(tx, captures)
             if not events:
                 return SealResult()
+            legacy: set[str] = getattr(tx, "legacy", set())
+            events = [refiled(e) if e.thread_id in legacy else e for e in events]
+            copied = _copied_paths(tx, events, legacy)
             sealed = Sequencer(lambda _ids: dict(tx.heads)).seal(events)
-            tx.store(sealed, ids)
+            tx.store(sealed, ids, copied)
         return SealResult(sum(len(v) for v in ids.values()), sealed, list(ids))
 
     def _seal_each_alone(self) -> SealResult:
@@ -305,6 +310,24 @@ class Sealer:
         for proc in self.processors:
             event = proc(event)
         return [event]
+
+
+def _copied_paths(tx: Any, events: Sequence[Event], legacy: set[str]) -> dict[str, dict[str, str]]:
+    """Per copy (``thread_copied``) sealed now, where each copied namespace's log is in
+    the copy's folder — by the copy's rule, whatever its source's (the ledger's index
+    of the copied checkpoints names those files)."""
+    conn = getattr(tx, "conn", None)
+    out: dict[str, dict[str, str]] = {}
+    for e in events:
+        if e.kind != "thread_copied" or conn is None:
+            continue
+        src = str(e.payload.get("source_thread_id"))
+        rows = conn.execute(tx.ledger.sql.namespaces, (src,)).fetchall()
+        dst_legacy = e.thread_id in legacy
+        out[e.thread_id] = {
+            str(r[0]): checkpoints_relpath(e.thread_id, str(r[0]), legacy=dst_legacy) for r in rows
+        }
+    return out
 
 
 def _age(c: Capture) -> float:

@@ -48,7 +48,9 @@ __all__ = [
     "RecordBuilder",
     "WritesMaterial",
     "is_push_task_path",
+    "names_old_folder",
     "node_of_task_path",
+    "refiled",
 ]
 
 _PULL = _compat.TASK_PATH_PULL
@@ -460,3 +462,42 @@ def is_push_task_path(task_path: str) -> bool:
         (True, False)
     """
     return task_path.startswith(_PUSH)
+
+
+def refiled(event: Event) -> Event:
+    """``event`` of a thread that keeps its folder of the old rule (recorded before
+    readable folder names): a checkpoint event names its log there, so the thread is never
+    split across two folders (the sealer calls this for the threads the ledger marks).
+
+    Example:
+        >>> e = Event.new("checkpoint", "sp-A", payload={"path": "threads/sp-!a/x"})
+        >>> refiled(e).payload["path"]
+        'threads/~onyc2qi/checkpoints/_root.jsonl'
+    """
+    if event.kind != EventKind.CHECKPOINT.value or "path" not in event.payload:
+        return event
+    path = checkpoints_relpath(event.thread_id, event.checkpoint_ns, legacy=True)
+    return event.replace(payload={**event.payload, "path": path})
+
+
+def names_old_folder(envelopes: Sequence[Mapping[str, Any]], thread_id: str) -> bool:
+    """Whether a thread's record (envelopes) names its folder of the old rule: a checkpoint
+    event's log is there. Such a thread keeps that folder wherever its record goes (a
+    restore into an empty ledger, an import).
+
+    Example:
+        >>> path = "threads/~onyc2qi/checkpoints/_root.jsonl"
+        >>> cp = {"kind": "checkpoint", "payload": {"path": path}}
+        >>> names_old_folder([cp], "sp-A"), names_old_folder([cp], "thread-42")
+        (True, False)
+    """
+    old = checkpoints_relpath(thread_id, "", legacy=True).rsplit("/", 1)[0] + "/"
+    new = checkpoints_relpath(thread_id, "").rsplit("/", 1)[0] + "/"
+    for env in envelopes:
+        if env.get("kind") != EventKind.CHECKPOINT.value:
+            continue
+        path = str((env.get("payload") or {}).get("path") or "")
+        ns = str(env.get("checkpoint_ns") or "")
+        if path.startswith(old) and (old != new or path != checkpoints_relpath(thread_id, ns)):
+            return True
+    return False

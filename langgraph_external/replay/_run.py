@@ -429,8 +429,9 @@ def replay(
     recorded like any run (its thread is ``into``), and the report says where it first
     differed from the record. Unless kept, that thread is deleted once compared (like
     ``delete_thread``: its checkpoints, events and workspace files go, its tombstone
-    stays); a replay copy (``lgx-replay:<thread>:<hex>``, the default id) is never listed
-    by ``lgx threads`` without ``--replays`` nor sent to Langfuse.
+    stays in the ledger); a replay copy (``lgx-replay:<thread>:<hex>``, the default id)
+    leaves no workspace folder, and is never listed by ``lgx threads`` without
+    ``--replays`` nor sent to Langfuse.
 
     Args:
         graph: the app's compiled graph, compiled with ``ext.checkpointer``.

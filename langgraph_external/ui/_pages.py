@@ -18,6 +18,7 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import ThreadNotFoundError, verify_thread
 from langgraph_external.read.offloaded import named_artifacts
 from langgraph_external.read.thread_view import build_thread_view, checkpoint_states
+from langgraph_external.record.locations import thread_relpath
 from langgraph_external.ui import _queries
 from langgraph_external.ui._compare import compare_data
 from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
@@ -101,7 +102,9 @@ def load_thread(
     if not envs:
         raise NotFound(f"thread {thread_id!r} has no events in the ledger")
     states = None
+    legacy = thread_id in ledger.legacy_named(conn, [thread_id], cfg.schema)
     if cfg.workspace is not None:
+        cfg.workspace.folders.file_under(thread_id, legacy=legacy)  # the ledger's word
         namespaces = {e.get("checkpoint_ns") or "" for e in envs if e["kind"] == "checkpoint"}
         states = checkpoint_states(cfg.workspace, thread_id, namespaces)
     readable = _queries.read_back(cfg.workspace, thread_id, envs)
@@ -118,6 +121,7 @@ def load_thread(
     )
     return {
         "envelopes": envs if whole else None,
+        "folder": thread_relpath(thread_id, legacy=legacy),
         "view": view,
         "artifacts": named_artifacts(envs),
         "verification": verification(conn, cfg, thread_id) if verify else None,
@@ -164,6 +168,7 @@ def render_thread(
         events_url=f"{root}/thread/events.json?{tid}",
         verify_url=f"{root}/thread/verify.json?{tid}",
         row_url=f"{root}/thread/row?{tid}",
+        folder=data.get("folder"),
         **thread_context(
             view,
             data.get("envelopes"),

@@ -27,7 +27,7 @@ from langgraph_external.read.envelopes import embedded_envelope
 from langgraph_external.read.offloaded import references, shortened, shown_text
 from langgraph_external.read.view_labels import KIND_NAMES, call_args, format_cost, messages_of
 from langgraph_external.record.artifacts import is_ref
-from langgraph_external.workspace.files import encode_thread_id
+from langgraph_external.record.locations import thread_relpath
 
 __all__ = [
     "asset",
@@ -136,9 +136,13 @@ def artifact_href(ctx: Any, thread_id: Any, ref: Mapping[str, Any]) -> str | Non
     return f"{ctx.get('root') or ''}/artifact?{urlencode(params)}"
 
 
-def artifact_where(thread_id: Any, ref: Mapping[str, Any]) -> str:
-    """Where the whole of ``ref`` is, in the workspace."""
-    where = f"threads/{encode_thread_id(str(thread_id))}/artifacts/{ref.get('$artifact')}"
+@pass_context
+def artifact_where(ctx: Any, thread_id: Any, ref: Mapping[str, Any]) -> str:
+    """Where the whole of ``ref`` is, in the workspace (``folder``: the thread's folder
+    relative to the root, when the page knows it — a thread recorded before readable
+    folder names keeps its old one)."""
+    folder = ctx.get("folder") or thread_relpath(str(thread_id))
+    where = f"{folder}/artifacts/{ref.get('$artifact')}"
     if "$in" in ref:
         where += " (the payload's " + ".".join(map(str, ref["$in"] or ())) + ")"
     return where

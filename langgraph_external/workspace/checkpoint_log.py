@@ -27,13 +27,8 @@ from langgraph_external.errors import ConfigurationError, RestoreError
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.record.events import hashed_line
 from langgraph_external.record.keys import load_key
-from langgraph_external.workspace.files import (
-    ROOT_NS_DIR,
-    Workspace,
-    decode_thread_id,
-    encode_ns,
-    sha256_hex,
-)
+from langgraph_external.record.locations import decode_ns
+from langgraph_external.workspace.files import Workspace, encode_ns, sha256_hex
 from langgraph_external.workspace.lines import BadLine, events_path, read_lines
 
 __all__ = [
@@ -449,7 +444,7 @@ def _namespaces(ws: Workspace, thread_id: str) -> list[str]:
         if not name.endswith(".jsonl"):
             continue
         stem = name[: -len(".jsonl")]
-        ns = "" if stem == ROOT_NS_DIR else decode_thread_id(stem)
+        ns = decode_ns(stem)
         if ns is None:  # a hashed name: the namespace is written in its checkpoint lines
             ns = _named_namespace(ws, path, stem)
         out.append(ns)
@@ -460,7 +455,7 @@ def _named_namespace(ws: Workspace, path: str, stem: str) -> str:
     """The namespace of a log whose file name is a hash (a namespace too long to spell)."""
     for _, _, doc in read_lines(ws, path, skip_bad=True):
         ns = doc.get("checkpoint_ns")
-        if isinstance(ns, str) and ns and encode_ns(ns) == stem:
+        if isinstance(ns, str) and ns and stem in (encode_ns(ns), encode_ns(ns, legacy=True)):
             return ns
     raise RestoreError(f"{path}: no checkpoint line names the namespace this log is for")
 

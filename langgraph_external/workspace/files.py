@@ -2,7 +2,7 @@
 
 Layout (one directory per thread, names encoded reversibly and safely)::
 
-    <workspace>/threads/<encoded-thread-id>/
+    <workspace>/threads/<folder>/            (see langgraph_external.record.locations)
       thread.json        thread id, created, schema version
       state.json         latest root state, readable; replaced atomically
       events.jsonl       append-only, one event envelope per line
@@ -16,8 +16,8 @@ Layout (one directory per thread, names encoded reversibly and safely)::
 The location is a local path or any fsspec URL (``memory://``, ``s3://bucket/prefix``, ...).
 
 Example:
-    >>> encode_thread_id("thread-42")
-    'thread-42'
+    >>> encode_thread_id("thread-42"), encode_thread_id("sp-A")
+    ('thread-42', 'sp-!a')
     >>> decode_thread_id(encode_thread_id("../etc/passwd"))
     '../etc/passwd'
 """
@@ -46,7 +46,9 @@ from langgraph_external.record.locations import ROOT_NS_DIR as ROOT_NS_DIR
 from langgraph_external.record.locations import decode_thread_id as decode_thread_id
 from langgraph_external.record.locations import encode_ns as encode_ns
 from langgraph_external.record.locations import encode_thread_id as encode_thread_id
+from langgraph_external.record.locations import legacy_thread_folder as legacy_thread_folder
 from langgraph_external.record.locations import sha256_hex as sha256_hex
+from langgraph_external.workspace.folders import ThreadFolders
 from langgraph_external.workspace.lines import events_path, parse_lines
 
 
@@ -88,19 +90,45 @@ class Workspace:
         self.fsync = fsync and self.is_local
         self._can_append = self.is_local or "memory" in _protocols(fs)
         self._locks = threading.local()  # thread -> directory fd this thread holds locked
+        self.folders = ThreadFolders(lambda name: self.exists(self.path("threads", name)))
+        """Which folder each thread has (see :meth:`folder`)."""
 
     # -- paths -------------------------------------------------------------------------
     def path(self, *parts: str) -> str:
         """Join ``parts`` under the root (parts must already be safe names)."""
         return "/".join([self.root, *parts])
 
+    def folder(self, thread_id: str) -> str:
+        """The name of ``thread_id``'s folder under ``threads/``: its id spelled by
+        :func:`~langgraph_external.record.locations.encode_thread_id`, or the folder of
+        the old rule a thread recorded before keeps (:mod:`.folders`).
+
+        Example:
+            >>> ws = Workspace("memory://lgx-doc-folder")
+            >>> ws.folder("sp-A")
+            'sp-!a'
+            >>> ws.folders.file_under("sp-A", legacy=True)
+            >>> ws.folder("sp-A")
+            '~onyc2qi'
+        """
+        return self.folders.folder(thread_id)
+
     def thread_dir(self, thread_id: str) -> str:
-        """Directory of ``thread_id``."""
-        return self.path("threads", encode_thread_id(thread_id))
+        """Directory of ``thread_id`` (see :meth:`folder`)."""
+        return self.path("threads", self.folder(thread_id))
 
     def checkpoint_log_path(self, thread_id: str, checkpoint_ns: str) -> str:
-        """Path of the append-only checkpoint log of one namespace of a thread."""
-        return f"{self.thread_dir(thread_id)}/checkpoints/{encode_ns(checkpoint_ns)}.jsonl"
+        """Path of the append-only checkpoint log of one namespace of a thread (named by
+        the rule of the thread, see :meth:`folder`; when the files do not tell which,
+        the log of the old name if it exists)."""
+        base = f"{self.thread_dir(thread_id)}/checkpoints"
+        legacy = self.folders.is_legacy(thread_id)
+        if legacy is None:
+            old = f"{base}/{encode_ns(checkpoint_ns, legacy=True)}.jsonl"
+            if self.exists(old):
+                return old
+            legacy = False
+        return f"{base}/{encode_ns(checkpoint_ns, legacy=legacy)}.jsonl"
 
     def blob_path(self, thread_id: str, digest: str) -> str:
         """Path of exact serde bytes named by their sha256."""
@@ -321,6 +349,7 @@ class Workspace:
         d = self.thread_dir(thread_id)
         if self.fs.exists(d):
             self.fs.rm(d, recursive=True)
+        self.folders.removed(thread_id)
 
     def remove(self, path: str) -> None:
         """Delete one file if it exists."""
@@ -403,8 +432,13 @@ class Workspace:
             if tid is None:
                 try:
                     tid = self.read_json(f"{entry}/thread.json")["thread_id"]
-                except (OSError, KeyError, ValueError):
+                except (OSError, KeyError, ValueError, TypeError):
                     continue
+            if not isinstance(tid, str) or not tid:
+                continue
+            if name not in (encode_thread_id(tid), legacy_thread_folder(tid)):
+                continue  # not a folder either rule names (made by hand)
+            self.folders.found(tid, name)
             out.append(tid)
         return sorted(out)
 

@@ -3,7 +3,9 @@
 It tails the ledger (the pipeline feeds it each thread's events after its position) and
 is idempotent: every line it appends carries the ``seq`` of its event, a torn last line
 (a crash mid-append) is cut before the next append, and a line whose ``seq`` a file
-already holds is not written again. A deleted workspace is rebuilt from the ledger.
+already holds is not written again. A deleted workspace is rebuilt from the ledger. A
+deleted thread's folder goes; its tombstone is mirrored into a new one, except for a
+replay copy (``lgx-replay:...``), which leaves no folder at all.
 
 Per batch and thread it appends the envelopes to ``events.jsonl`` in one write, appends
 one line per checkpoint and per pending write to the namespace's checkpoint log
@@ -22,7 +24,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -30,9 +32,11 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import SCHEMA_VERSION, Event, canonical_line
+from langgraph_external.record.locations import decode_ns
 from langgraph_external.record.processors import Redactor
+from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
-from langgraph_external.workspace.files import Workspace, dumps_clean, encode_thread_id
+from langgraph_external.workspace.files import Workspace, dumps_clean, encode_ns
 from langgraph_external.workspace.lines import EVENTS_FILE, events_path
 from langgraph_external.workspace.readable import ReadableViews, state_tag
 
@@ -110,6 +114,11 @@ class WorkspaceProjection:
         self._inherited: set[str] = set()  # threads whose position was read from their files
 
     # -- Projection ----------------------------------------------------------------------
+    def locate(self, ledger: Any, thread_ids: Collection[str]) -> None:
+        """Take the ledger's word on where the threads' files go (a thread recorded before
+        readable folder names keeps its old folder, even where it has none yet)."""
+        self.ws.folders.locate(ledger, thread_ids)
+
     def position(self, thread_id: str) -> int:
         """Last ``seq`` in the thread's ``events.jsonl`` (a torn last line is cut first).
 
@@ -304,6 +313,13 @@ class WorkspaceProjection:
         fresh = [e for e in events if (e.seq or 0) > last]
         if not fresh:
             return
+        if len(fresh) == 1 and fresh[0].kind == "thread_deleted" and is_replay_copy(tid):
+            # a deleted replay copy leaves no folder: its tombstone stays in the ledger
+            # only (a rebuild reads it again and writes nothing; should the id be used
+            # again, the tombstone is mirrored with what follows it)
+            self._inherited.discard(tid)
+            self._remember_seq(tid, fresh[0].seq or last)
+            return
         if tid in self._inherited:
             self._inherit(tid, last)  # writing on: the files are ours to settle now
         tdir = ws.thread_dir(tid)
@@ -381,7 +397,7 @@ class WorkspaceProjection:
             path,
             {
                 "thread_id": tid,
-                "encoded": encode_thread_id(tid),
+                "encoded": self.ws.folder(tid),
                 "created": first.ts.isoformat(),
                 "schema_version": SCHEMA_VERSION,
                 "policy_hash": policy,
@@ -429,27 +445,11 @@ class WorkspaceProjection:
 
     def _copy_checkpoints(self, src: str, dst: str, seq: int) -> None:
         """Copy the source thread's logs and blobs; copied lines take the copy event's seq."""
-        src_dir = f"{self.ws.thread_dir(src)}/checkpoints"
-        dst_dir = f"{self.ws.thread_dir(dst)}/checkpoints"
-        if not self.ws.fs.exists(src_dir):
-            return
-        for path in self.ws.fs.find(src_dir):
-            rel = path.split("/checkpoints/", 1)[1]
-            data = self.ws.read_bytes(path)
-            if rel.endswith(".jsonl"):
-                lines = []
-                for raw in data.splitlines():
-                    if not raw.strip():
-                        continue
-                    line = json.loads(raw)
-                    if line.get("record") == "checkpoint":
-                        line["thread_id"] = dst
-                        line["copied_from"] = src
-                    line["source_seq"], line["seq"] = line.get("seq"), seq
-                    lines.append((seq, _dumps_line(line)))
-                self._append(f"{dst_dir}/{rel}", lines)
+        for path, lines, data in _copied_files(self.ws, src, dst, seq):
+            if lines is not None:
+                self._append(path, lines)
             else:
-                self.ws.write_if_absent(f"{dst_dir}/{rel}", data)
+                self.ws.write_if_absent(path, data)
 
     def _forget(self, tid: str) -> None:
         self.lines.forget(tid)
@@ -501,6 +501,53 @@ def _without_checkpoints(log: bytes, gone: set[str]) -> list[bytes]:
                     ref["in"] = doc["checkpoint_id"]
         kept.append(_dumps_line(doc).encode("utf-8", "surrogatepass"))
     return kept
+
+
+def _copied_files(
+    ws: Workspace, src: str, dst: str, seq: int
+) -> Iterator[tuple[str, list[tuple[int, str]] | None, bytes]]:
+    """What a copy of ``src`` holds under ``dst``'s folder: each checkpoint log's lines
+    (taking the copy event's ``seq``), or a blob's bytes. A log is named by the copy's
+    rule (a source with folder names of the old rule gives a copy with current ones)."""
+    src_dir = f"{ws.thread_dir(src)}/checkpoints"
+    dst_dir = f"{ws.thread_dir(dst)}/checkpoints"
+    if not ws.fs.exists(src_dir):
+        return
+    dst_legacy = bool(ws.folders.is_legacy(dst))
+    for path in ws.fs.find(src_dir):
+        rel = path.split("/checkpoints/", 1)[1]
+        data = ws.read_bytes(path)
+        if not rel.endswith(".jsonl"):
+            yield f"{dst_dir}/{rel}", None, data
+            continue
+        ns = _namespace_of(rel[: -len(".jsonl")], data)
+        if ns is not None:
+            rel = f"{encode_ns(ns, legacy=dst_legacy)}.jsonl"
+        lines = []
+        for raw in data.splitlines():
+            if not raw.strip():
+                continue
+            line = json.loads(raw)
+            if line.get("record") == "checkpoint":
+                line["thread_id"] = dst
+                line["copied_from"] = src
+            line["source_seq"], line["seq"] = line.get("seq"), seq
+            lines.append((seq, _dumps_line(line)))
+        yield f"{dst_dir}/{rel}", lines, data
+
+
+def _namespace_of(stem: str, log: bytes) -> str | None:
+    """The namespace of a checkpoint log: from its file name, else (a hashed name) from
+    its first line naming one; ``None`` if neither tells."""
+    ns = decode_ns(stem)
+    if ns is not None:
+        return ns
+    for raw in log.splitlines():
+        if raw.strip():
+            found = json.loads(raw).get("checkpoint_ns")
+            if isinstance(found, str):
+                return found
+    return None
 
 
 def _dir_of(path: str) -> str:
