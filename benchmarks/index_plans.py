@@ -172,6 +172,7 @@ select i.dst, e.seq, gen_random_uuid(), e.v,
          else e.payload end,
     e.raw, e.artifact, e.redactions, e.prev, e.hash, e.detail
 from ids i join {s}.events e on e.thread_id = i.src
+order by e.ts - make_interval(mins => i.g * %(minutes)s)
 """
 
 
