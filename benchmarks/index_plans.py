@@ -2,15 +2,17 @@
 """Index what is read (issue 32): the plans of what the CLI, ``lgx ui`` and the docs read,
 and what each 10-node invoke writes into the ledger's indexes.
 
-* **ledger**: a guarded-less ReAct agent (a scripted model, two tools, one failing now
-  and then; a third of the threads in a Langfuse session) and the 10-node chain recorded
-  by ``External`` with the audit callbacks, then their rows (``events``, ``checkpoints``,
-  ``threads``) copied under new thread and run ids in SQL, spread over 30 days, and
-  ``vacuum analyze``-d;
+* **ledger**: a ReAct agent (a scripted model, two tools, one failing now and then; a
+  third of the threads in a Langfuse session) and the 10-node chain recorded by
+  ``External`` with the audit callbacks, then their rows (``events``, ``checkpoints``,
+  ``threads``) copied under new thread and run ids in SQL, spread over 30 days and stored
+  in time order, ``vacuum analyze``-d; the Mem0 adapter's tables with a memory per agent
+  run (its views join ``events``);
 * **plans**: ``EXPLAIN (ANALYZE, BUFFERS)`` of every query family the CLI, ``lgx ui``,
-  ``lgx diff``/compare, ``lgx verify``, the exporters and the docs run (every ```sql
-  statement of README.md, docs/sql.md, docs/audit.md, docs/guards.md, docs/memory.md, and
-  ``lgx sql --examples``): scan nodes, index names, time, buffers — under the v9 index
+  ``lgx diff``/compare, ``lgx verify``, the exporters and the docs run (every SQL
+  block of README.md, docs/sql.md, docs/audit.md, docs/guards.md, docs/memory.md, and
+  ``lgx sql --examples``; and docs/sql.md's time range without ``(kind, ts)``, in a
+  transaction rolled back): scan nodes, index names, time, buffers — under the v9 index
   set and under the current one (``--sets``);
 * **per invoke**: for each index set, ``--invokes`` invokes of the 10-node chain
   (``durability="sync"``, ``ext.config(tid)``: full audit), each on a new thread, after a
@@ -23,7 +25,7 @@ The index sets are switched on the populated ledger: ``v9`` drops every secondar
 of ``events``, ``checkpoints`` and ``captures`` and creates those of migrations v0..v9;
 ``current`` creates what ``setup()`` of this checkout leaves.
 
-    .venv/bin/python benchmarks/index_plans.py [--copies 300] [--invokes 40] [--rounds 3]
+    .venv/bin/python benchmarks/index_plans.py [--copies 400] [--invokes 100] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -541,8 +543,8 @@ def sizes(dsn: str) -> dict[str, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dsn", default=os.environ.get("LGX_BENCH_DSN"))
-    ap.add_argument("--copies", type=int, default=300, help="copies of each recorded thread")
-    ap.add_argument("--invokes", type=int, default=40, help="invokes per WAL measurement")
+    ap.add_argument("--copies", type=int, default=400, help="copies of each recorded thread")
+    ap.add_argument("--invokes", type=int, default=100, help="invokes per WAL measurement")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sets", default="v9,current", help="index sets, in the first round's order")
     ap.add_argument("--no-plans", action="store_true")
