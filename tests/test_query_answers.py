@@ -22,8 +22,11 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from typer.testing import CliRunner
 
 from langgraph_external import External
+from langgraph_external.cli import app as cli
+from langgraph_external.ledger import schema as ledger
 from tests.graphs import react_agent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,5 +115,89 @@ def test_every_query_in_the_docs_answers_as_recorded(dsn: str, tmp_path: Path) -
         pytest.skip(f"wrote {GOLDEN}")
     expected = json.loads(GOLDEN.read_text())
     assert set(got) == set(expected), "the docs' queries changed: update the answers file"
+    for query, answer in expected.items():
+        assert got[query] == answer, query
+
+
+# -- the v12 migration (index what is read): an upgrade keeps the record and the answers --
+V9 = 10  # migrations v0..v9 (so also the version v10 gets)
+LATEST = len(ledger.MIGRATIONS) - 1
+READ_INDEXES = {
+    "captures": {"captures_thread_idx"},
+    "checkpoints": set(),
+    "events": {
+        "events_errors_idx",
+        "events_kind_ts_idx",
+        "events_run_idx",
+        "events_session_idx",
+        "events_thread_run_idx",
+        "events_ts_brin",
+    },
+}
+"""The secondary indexes of the latest schema: what the CLI, ``lgx ui`` and the docs read
+(docs/benchmarks.md, "Index what is read")."""
+
+
+def secondary_indexes(conn: psycopg.Connection[Any]) -> dict[str, set[str]]:
+    rows = conn.execute(
+        "select tablename, indexname from pg_indexes where schemaname = 'langgraph_external'"
+        " and tablename in ('events', 'checkpoints', 'captures') and indexname not like '%pkey'"
+    ).fetchall()
+    out: dict[str, set[str]] = {"captures": set(), "checkpoints": set(), "events": set()}
+    for table, index in rows:
+        out[table].add(index)
+    return out
+
+
+def back_to_v9(conn: psycopg.Connection[Any]) -> None:
+    """The ledger as v9 left it, as far as indexes go: v12 only changes indexes, and v10
+    (a function replaced) and v11 (a column added if absent) run again harmlessly, so the
+    indexes and the ``migrations`` rows are what differ."""
+    for indexes in secondary_indexes(conn).values():
+        for index in indexes:
+            conn.execute(f"drop index langgraph_external.{index}".encode())
+    text = "\n".join(ledger.MIGRATIONS[:V9])
+    for stmt in re.findall(r"create index if not exists .*?;", text, re.S):
+        conn.execute(ledger.q(stmt.rstrip(";"), "langgraph_external"))
+    conn.execute("delete from langgraph_external.migrations where v >= %s", (V9,))
+
+
+def test_the_latest_schema_indexes_what_is_read(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert ledger.setup(conn) == len(ledger.MIGRATIONS) - 1
+        assert secondary_indexes(conn) == READ_INDEXES
+        (session,) = conn.execute(
+            "select indexdef from pg_indexes where indexname = 'events_session_idx'"
+        ).fetchone()  # type: ignore[misc]
+        assert "IS NOT NULL" in session  # only the checkpoints that name a session
+
+
+def test_an_upgrade_from_v9_keeps_the_record_verified_and_the_answers(
+    dsn: str, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=tmp_path / "spool") as ext:
+        for thread in ("thread-42", "thread-43"):
+            graph = react_agent(ext.checkpointer)
+            graph.invoke({"messages": [HumanMessage(f"Weather for {thread}?")]}, ext.config(thread))
+        assert ext.flush()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        back_to_v9(conn)
+        before = secondary_indexes(conn)
+        assert "events_name_ts_idx" in before["events"] and before["checkpoints"]
+        assert ledger.setup(conn) == LATEST == 12  # v10..v12, over the populated ledger
+        assert secondary_indexes(conn) == READ_INDEXES
+        applied = conn.execute("select max(v) from langgraph_external.migrations").fetchone()
+        assert applied == (LATEST,)
+
+    verified = CliRunner(env={"LGX_DSN": None}).invoke(
+        cli, ["--dsn", dsn, "--workspace", str(ws), "verify", "--all"]
+    )
+    assert verified.exit_code == 0, verified.output
+    assert "2 threads" in verified.stdout
+
+    got = answers(dsn)
+    expected = json.loads(GOLDEN.read_text())
+    assert set(got) == set(expected)
     for query, answer in expected.items():
         assert got[query] == answer, query

@@ -419,6 +419,24 @@ MIGRATIONS: list[str] = [
         default true;
     alter table {schema}.threads alter column legacy_names set default false;
     """,
+    # v12: index what is read (issue 32). Each index costs every row it holds an entry
+    # (and its WAL); these are the ones no query of the CLI, ``lgx ui``, ``lgx diff``,
+    # the exporters or the docs reads: ``events (name, ts)`` (every event has a name;
+    # names are filtered within a thread, where the primary key leads) and the checkpoint
+    # index's ``(thread_id, created_at)`` and ``run_id`` (a thread's rows come from the
+    # primary key; nothing reads checkpoints by run). The session index now holds only
+    # the checkpoints that name a session (it held every checkpoint). The plans, before
+    # and after: docs/benchmarks.md ("Index what is read").
+    """
+    drop index if exists {schema}.events_name_ts_idx;
+    drop index if exists {schema}.checkpoints_thread_created_idx;
+    drop index if exists {schema}.checkpoints_run_idx;
+    drop index if exists {schema}.events_session_idx;
+    create index if not exists events_session_idx
+        on {schema}.events ((payload -> 'metadata' ->> 'langfuse_session_id'))
+        where kind = 'checkpoint'
+          and payload -> 'metadata' ->> 'langfuse_session_id' is not null;
+    """,
 ]
 
 
