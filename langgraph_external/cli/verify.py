@@ -33,12 +33,12 @@ from langgraph_external.cli.console import (
 from langgraph_external.errors import ConfigurationError, ExternalError
 from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.ops.failures import resolve_record_failure
 from langgraph_external.ops.verify import (
     ThreadNotFoundError,
     VerifyResult,
     heads_problems,
     heads_under_key,
-    resolve_record_failure,
     saver_thread_ids,
     snapshot_heads,
     verify_thread,
