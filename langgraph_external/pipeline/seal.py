@@ -12,7 +12,8 @@ compare-and-set stays as a second guard. A crash mid-batch rolls the batch back:
 captures are sealed again by the next pass (idempotent, restartable).
 
 Example:
-    >>> from langgraph_external.record.capture import Capture
+    >>> from langgraph_external.record.by_value import material_of
+from langgraph_external.record.capture import Capture
     >>> from langgraph_external.record.events import Event
     >>> from langgraph_external.ledger.memory import InMemoryLedger
     >>> ledger = InMemoryLedger()
@@ -38,6 +39,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
+from langgraph_external.record.by_value import material_of
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
     CheckpointMaterial,
@@ -264,11 +266,20 @@ class Sealer:
         self, tx: Any, captures: Sequence[Capture]
     ) -> tuple[list[Event], dict[str, list[int]]]:
         conn = getattr(tx, "conn", None)
-        referencing = [c for c in captures if c.kind != "events"]
-        materials: Mapping[int, Any] = {}
-        if referencing and conn is not None:
+        referencing = [c for c in captures if c.kind != "events" and c.material is None]
+        materials: dict[int, Any] = {}
+        if conn is not None:
             self.builder.lookup_parent = lambda t, n, c: self.reader.parent(conn, t, n, c)
-            materials = self.reader.materials(conn, referencing, self.builder)
+            if referencing:
+                materials.update(self.reader.materials(conn, referencing, self.builder))
+        for c in captures:
+            if c.material is not None:  # captured by value (a saver the record cannot join)
+                assert c.id is not None
+                m = materials[c.id] = material_of(c, self.cipher)
+                if isinstance(m, CheckpointMaterial) and m.sends is not None:
+                    # a Send task's writes may commit before the checkpoint naming its
+                    # node (durability="async"): they are named by it, from this batch
+                    self.builder.note_sends(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.sends)
         events: list[Event] = []
         ids: dict[str, list[int]] = {}
         waiting: set[str] = set()
@@ -276,7 +287,7 @@ class Sealer:
             if c.thread_id in waiting:
                 continue
             try:
-                own = self._main_event(c, materials)
+                own = self._main_event(c, materials, tx)
             except _Defer:
                 waiting.add(c.thread_id)
                 continue
@@ -291,9 +302,19 @@ class Sealer:
         events.sort(key=lambda e: order[e.thread_id])
         return events, ids
 
-    def _main_event(self, c: Capture, materials: Mapping[int, Any]) -> list[Event]:
+    def _main_event(self, c: Capture, materials: Mapping[int, Any], tx: Any) -> list[Event]:
         if c.kind == "events":
             return []
+        if c.material is None:
+            return self._event_of(c, materials, tx)
+        # captured by value: the saver is not in this database, nothing is read from it
+        lookup, self.builder.lookup_parent = self.builder.lookup_parent, None
+        try:
+            return self._event_of(c, materials, tx)
+        finally:
+            self.builder.lookup_parent = lookup
+
+    def _event_of(self, c: Capture, materials: Mapping[int, Any], tx: Any) -> list[Event]:
         assert c.id is not None
         m = materials.get(c.id)
         if isinstance(m, WritesMaterial) and m.node is None and is_push_task_path(m.task_path):
@@ -304,12 +325,32 @@ class Sealer:
         if m is None:
             event = _missing(c)
         elif isinstance(m, CheckpointMaterial):
+            if m.partial and self.builder.needs_full(m.thread_id, m.checkpoint_ns, m.parent_id):
+                self._parent_refs(tx, m)
             event = self.builder.checkpoint_event(m)
         else:
             event = self.builder.writes_event(m)
         for proc in self.processors:
             event = proc(event)
         return [event]
+
+    def _parent_refs(self, tx: Any, m: CheckpointMaterial) -> None:
+        """A by-value capture carries only its changed channels: the parent's references
+        (sealed before it, in commit order) name the rest. This builder no longer holds
+        them (another sealer sealed the parent, or this one restarted): read back."""
+        assert m.parent_id is not None
+        read = getattr(tx, "checkpoint_refs", None)
+        refs = read(m.thread_id, m.checkpoint_ns, m.parent_id) if read is not None else None
+        if refs is None:
+            # cannot happen while the parent's record exists; said, never made up
+            logger.error(
+                "langgraph-external: checkpoint %s of thread %r names a parent whose "
+                "record is gone; its unchanged channels are recorded as unknown",
+                m.checkpoint_id,
+                m.thread_id,
+            )
+            refs = {}
+        self.builder.adopt_refs(m.thread_id, m.checkpoint_ns, m.parent_id, refs)
 
 
 def _copied_paths(tx: Any, events: Sequence[Event], legacy: set[str]) -> dict[str, dict[str, str]]:
