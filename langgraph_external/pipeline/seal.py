@@ -12,8 +12,7 @@ compare-and-set stays as a second guard. A crash mid-batch rolls the batch back:
 captures are sealed again by the next pass (idempotent, restartable).
 
 Example:
-    >>> from langgraph_external.record.by_value import material_of
-from langgraph_external.record.capture import Capture
+    >>> from langgraph_external.record.capture import Capture
     >>> from langgraph_external.record.events import Event
     >>> from langgraph_external.ledger.memory import InMemoryLedger
     >>> ledger = InMemoryLedger()
