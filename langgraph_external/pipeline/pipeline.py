@@ -60,12 +60,7 @@ from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.flusher import Flusher
 from langgraph_external.pipeline.health import STALL_AFTER, capture_health, recording_health
 from langgraph_external.pipeline.listeners import FlushHooks, Listener, ReadBackListeners
-from langgraph_external.pipeline.recovery import (
-    keep_leftover,
-    recorded,
-    replay_wal,
-    resolve_doubts,
-)
+from langgraph_external.pipeline.recovery import keep_leftover, replay_wal, resolve_doubts
 from langgraph_external.pipeline.seal import is_poison
 from langgraph_external.pipeline.service import SealingService
 from langgraph_external.pipeline.wal import WriteAheadLog, default_spool_dir
@@ -319,74 +314,6 @@ class Pipeline:
         if self._closed:
             raise RecordingError("the pipeline is closed; events can no longer be recorded")
         return Commit(self, thread_id)
-
-    def capture_by_value(
-        self,
-        capture: Capture,
-        *,
-        ns: str = "",
-        step: int | None = None,
-        checkpoint_id: str | None = None,
-        parent_id: str | None = None,
-        riders: bool = True,
-    ) -> None:
-        """Store ``capture`` in a ledger transaction of its own before returning: what a
-        saver the record cannot join stored (:mod:`~langgraph_external.record.by_value`).
-
-        With ``riders`` it carries the thread's buffered events that precede it, as a
-        capture in the saver's transaction does. While the ledger is unavailable it
-        retries every ``retry_interval`` (``health()`` shows the call waiting); a
-        strict pipeline raises :class:`~langgraph_external.errors.RecordingError`
-        instead. A commit whose reply was lost is looked up before it is tried again, so
-        nothing is captured twice.
-
-        Raises:
-            RecordingError: the ledger refuses the values (they cannot be stored, ever),
-                or it is unavailable and the pipeline is strict or closed.
-        """
-        tid = capture.thread_id
-        while True:
-            commit = self.open_commit(tid) if riders else None
-            try:
-                if commit is not None:
-                    commit.take(
-                        capture, ns=ns, step=step, checkpoint_id=checkpoint_id, parent_id=parent_id
-                    )
-                self.call_started(id(capture))
-                try:
-                    self.ledger.capture([capture])
-                finally:
-                    self.call_ended(id(capture))
-            except Exception as exc:
-                poison = is_poison(exc)
-                if commit is not None:  # riders go back (checked first if it may have committed)
-                    commit.failed(doubtful=not poison)
-                if poison:
-                    raise RecordingError(f"the ledger refused a capture of {tid!r}: {exc}") from exc
-                self.failures.add("ledger", exc)
-                if self._held(tid, capture.event_id):
-                    if commit is None:
-                        self.captured_alone(tid, capture.event_id)
-                    return
-                if self.strict or self._closed:
-                    raise RecordingError(
-                        f"the record of a stored {capture.kind} of {tid!r} could not be "
-                        f"captured: {exc}"
-                    ) from exc
-                time.sleep(self.retry_interval)
-                continue
-            if commit is not None:
-                commit.done()
-            else:
-                self.captured_alone(tid, capture.event_id)
-            return
-
-    def _held(self, thread_id: str, event_id: str) -> bool:
-        """Whether the ledger holds ``event_id`` (a commit whose reply was lost)."""
-        try:
-            return event_id in recorded(self.ledger, thread_id, [event_id])
-        except Exception:
-            return False
 
     def captured_alone(self, thread_id: str, event_id: str) -> None:
         """A capture that carried no buffered events committed (a task's writes): the

@@ -47,6 +47,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_external.pipeline.by_value import store_capture
 from langgraph_external.pipeline.pipeline import Commit, Pipeline
 from langgraph_external.record.by_value import checkpoint_capture, writes_capture
 from langgraph_external.record.capture import Capture
@@ -354,7 +355,8 @@ class CheckpointRecorder:
             sends=sends,
         )
         capture = checkpoint_capture(material, self._cipher, partial=partial)
-        self.pipeline.capture_by_value(
+        store_capture(
+            self.pipeline,
             capture,
             ns=ns,
             step=step if isinstance(step, int) else None,
@@ -388,7 +390,7 @@ class CheckpointRecorder:
             ],
             node=node,
         )
-        self.pipeline.capture_by_value(writes_capture(material, self._cipher), riders=False)
+        store_capture(self.pipeline, writes_capture(material, self._cipher), riders=False)
 
     def storing(self, tid: str, config: RunnableConfig, what: str, ident: str) -> _Storing:
         """Around the saver's store of something captured by value already: a store that
