@@ -205,7 +205,7 @@ def assemble(
                 cipher=cipher,
                 encrypt=encrypt,
                 redactor=red,
-                serde=serde,
+                serde=_compat.portable_serde(serde),
                 exports=list(exports),
                 spool_dir=os.path.abspath(spool_dir or default_spool_dir()),
             )

@@ -178,3 +178,22 @@ def test_many_threads_capturing_by_value_under_load_lose_and_repeat_nothing(
             }
             got = [e["checkpoint_id"] for e in ext.events(f"t{i}") if e["kind"] == "checkpoint"]
             assert sorted(got) == sorted(stored)  # each once, none missing
+
+
+def test_an_in_memory_saver_app_seals_in_its_helper_process(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    # the default serializer's msgpack hook cannot be pickled; the helper makes its own
+    # (it used to keep sealing in the app's threads, on the app's GIL)
+    saver = InMemorySaver()
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+        assert ext.pipeline is not None
+        assert getattr(ext.pipeline.sealing, "pid", None) is not None
+        graph = _chat(ext.checkpointer)
+        graph.invoke({"messages": [HumanMessage("hello")]}, ext.config("t"))
+        assert ext.flush()
+        stored = list(saver.list({"configurable": {"thread_id": "t"}}))
+        got = [e for e in ext.events("t") if e["kind"] == "checkpoint"]
+        assert len(got) == len(stored)
+        state = (tmp_path / "ws" / "threads" / "t" / "state.json").read_text()
+        assert "hello" in state  # the helper's serializer read the values back

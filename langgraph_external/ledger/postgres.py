@@ -190,6 +190,10 @@ class PostgresLedger:
         if not captures:
             return
         try:
+            if len(captures) == 1:  # one statement on an autocommit connection: atomic, and
+                with self._connection() as conn:  # one round trip, no BEGIN/COMMIT
+                    conn.execute(self.sql.capture, captures[0].row())
+                return
             with (
                 self._connection() as conn,
                 conn.pipeline(),
