@@ -190,17 +190,12 @@ class PostgresLedger:
         if not captures:
             return
         try:
-            if len(captures) == 1:  # one statement on an autocommit connection: atomic, and
-                with self._connection() as conn:  # one round trip, no BEGIN/COMMIT
+            with self._connection() as conn:
+                if len(captures) == 1:  # one autocommit statement: atomic, one round trip
                     conn.execute(self.sql.capture, captures[0].row())
-                return
-            with (
-                self._connection() as conn,
-                conn.pipeline(),
-                conn.transaction(),
-                conn.cursor() as cur,
-            ):
-                cur.executemany(self.sql.capture, [c.row() for c in captures])
+                    return
+                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(self.sql.capture, [c.row() for c in captures])
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
