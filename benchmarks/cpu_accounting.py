@@ -16,6 +16,10 @@ record's extra CPU as a multiple of the bare invoke's total (app + server).
 
     .venv/bin/python benchmarks/cpu_accounting.py --n 80 --rounds 3
     .venv/bin/python benchmarks/cpu_accounting.py --setups bare,full --n 120
+    .venv/bin/python benchmarks/cpu_accounting.py --setups mem,mem_ckpt --n 100
+
+``mem`` / ``mem_ckpt``: ``InMemorySaver`` bare, and wrapped by ``External(..., inner=...)``
+(captured by value in the ledger); their ratios are to ``mem``.
 """
 
 from __future__ import annotations
@@ -59,6 +63,18 @@ def child(setup: str, dsn: str, n: int, tmp: str) -> None:
             conn.execute(RECORD_TABLE.format(s="floor_p"))
         with_one_statement(saver, "floor_p")
         closers.append(pool.close)
+    elif setup == "mem":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        saver = InMemorySaver()
+    elif setup == "mem_ckpt":  # a saver the record cannot join: captured by value
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from langgraph_external import External
+
+        ext = External(dsn=dsn, workspace=Path(tmp) / "ws", inner=InMemorySaver()).setup()
+        saver = ext.checkpointer
+        closers.append(ext.close)
     else:
         from langgraph_external import External
 
@@ -244,9 +260,10 @@ def _print_round(title: str, got: dict[str, dict[str, float]]) -> None:
         f"{'setup':8} {'app':>7} {'sealing':>8} {'server':>7} {'total':>7}  {'extra':>7} "
         f"{'x bare':>7} {'app x':>6}  {'median':>7} {'wall':>6}"
     )
-    bare = got.get("bare")
-    bare_total = bare["app"] + bare["server"] if bare else None
     for s, v in got.items():
+        # InMemorySaver setups against the bare InMemorySaver, the rest against bare Postgres
+        bare = got.get("mem") if s.startswith("mem") else got.get("bare")
+        bare_total = bare["app"] + bare["server"] if bare else None
         total = v["app"] + v["sealing"] + v["server"]
         extra = total - bare_total if bare_total is not None else float("nan")
         ratio = extra / bare_total if bare_total else float("nan")

@@ -47,6 +47,7 @@ from langgraph_external.record.redaction import as_redactor
 from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.upstream import saver_ops
 from langgraph_external.upstream.saver_lock import NoLock
+from langgraph_external.upstream.serde import portable_serde
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.projection import WorkspaceProjection
 
@@ -205,7 +206,7 @@ def assemble(
                 cipher=cipher,
                 encrypt=encrypt,
                 redactor=red,
-                serde=serde,
+                serde=portable_serde(serde),
                 exports=list(exports),
                 spool_dir=os.path.abspath(spool_dir or default_spool_dir()),
             )

@@ -54,7 +54,8 @@ def own_server(tmp_path: Path) -> Iterator[Any]:
         yield server
     finally:
         for p in _server_processes(server):
-            p.send_signal(signal.SIGCONT)
+            with contextlib.suppress(psutil.NoSuchProcess):  # it may exit meanwhile
+                p.send_signal(signal.SIGCONT)
         server.cleanup()
         # a test may have restarted it with pg_ctl (a new pid cleanup() does not know)
         with contextlib.suppress(Exception):

@@ -185,7 +185,7 @@ def test_an_upgrade_from_v9_keeps_the_record_verified_and_the_answers(
         back_to_v9(conn)
         before = secondary_indexes(conn)
         assert "events_name_ts_idx" in before["events"] and before["checkpoints"]
-        assert ledger.setup(conn) == LATEST == 12  # v10..v12, over the populated ledger
+        assert ledger.setup(conn) == LATEST == 13  # v10..v13, over the populated ledger
         assert secondary_indexes(conn) == READ_INDEXES
         applied = conn.execute("select max(v) from langgraph_external.migrations").fetchone()
         assert applied == (LATEST,)

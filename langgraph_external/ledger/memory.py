@@ -157,6 +157,14 @@ class _MemorySealTx:
     conn: Any = None
     legacy: set[str] = field(default_factory=set)
 
+    def checkpoint_refs(self, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any] | None:
+        """The channel references of a sealed checkpoint (see ``SealTx.checkpoint_refs``)."""
+        with self.ledger._lock:
+            for e in reversed(self.ledger._by_thread.get(thread_id, [])):
+                if (e.kind, e.checkpoint_ns, e.checkpoint_id) == ("checkpoint", ns, checkpoint_id):
+                    return dict(e.payload.get("channels") or {})
+        return None
+
     def store(
         self,
         events: Sequence[Event],

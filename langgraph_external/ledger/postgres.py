@@ -38,6 +38,7 @@ from langgraph_external.ledger.schema import DEFAULT_SCHEMA, legacy_named, valid
 from langgraph_external.ledger.writes import Statement, execute_in, head_tag, write_statements
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.escapes import unmark
 from langgraph_external.record.events import Event
 from langgraph_external.upstream.saver_ops import SAVER_BLOBS_SQL
 
@@ -189,13 +190,12 @@ class PostgresLedger:
         if not captures:
             return
         try:
-            with (
-                self._connection() as conn,
-                conn.pipeline(),
-                conn.transaction(),
-                conn.cursor() as cur,
-            ):
-                cur.executemany(self.sql.capture, [c.row() for c in captures])
+            with self._connection() as conn:
+                if len(captures) == 1:  # one autocommit statement: atomic, one round trip
+                    conn.execute(self.sql.capture, captures[0].row())
+                    return
+                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(self.sql.capture, [c.row() for c in captures])
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
@@ -516,6 +516,17 @@ class SealTx:
         :func:`~langgraph_external.ledger.writes.write_statements`)."""
         with self.conn.pipeline(), self.conn.cursor() as cur:
             self.ledger.execute_in(cur, events, captures, copied)
+
+    def checkpoint_refs(self, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any] | None:
+        """The channel references of a sealed checkpoint (its event's ``channels``), or
+        ``None`` when the ledger holds no record of it."""
+        row = self.conn.execute(
+            self.ledger.sql.checkpoint_refs, (thread_id, ns, checkpoint_id)
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        refs = unmark(row[0])
+        return dict(refs) if isinstance(refs, dict) else None
 
 
 def _lock_class(name: str) -> int:

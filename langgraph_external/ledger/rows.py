@@ -151,4 +151,5 @@ def capture_from_row(r: Sequence[Any]) -> Capture:
         captured_at=r[13],
         recovered=bool(r[14]),
         inline=unpack_inline(r[15]),
+        material=bytes(r[16]) if r[16] is not None else None,
     )

@@ -437,6 +437,16 @@ MIGRATIONS: list[str] = [
         where kind = 'checkpoint'
           and payload -> 'metadata' ->> 'langfuse_session_id' is not null;
     """,
+    # v13: one recording path for every saver (issue 32). A saver the record cannot join
+    # (SQLite, in-memory, yours) is captured *by value* in a ledger transaction of its
+    # own: ``material`` holds what the sealer builds the event from (the checkpoint's
+    # document, metadata and the exact bytes the saver serialized, encrypted with the
+    # deployment key), in place of a reference to the saver's rows. It is deleted with
+    # the capture when sealed; kept out of line (``external``: already compact).
+    """
+    alter table {schema}.captures add column if not exists material bytea;
+    alter table {schema}.captures alter column material set storage external;
+    """,
 ]
 
 

@@ -126,8 +126,8 @@ on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
 
 INSERT_CAPTURE = """
 insert into {schema}.captures (event_id, thread_id, kind, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline)
-values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)
+    parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, inline, material)
+values (%s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)
 """
 """One capture (:class:`~langgraph_external.record.capture.Capture`): the one statement the
 record adds to a saver's transaction."""
@@ -150,11 +150,19 @@ committed synchronously, and made again): sealing, projection cursors."""
 SELECT_CAPTURES = """
 select id, event_id::text, thread_id, kind, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, task_id, task_path, node, changed, idx, riders, captured_at,
-    recovered, inline
+    recovered, inline, material
 from {schema}.captures
 where thread_id = any(%s) and xid < pg_snapshot_xmin(pg_current_snapshot())
 order by id limit %s
 """
+
+CHECKPOINT_REFS = """
+select e.payload -> 'channels' from {schema}.checkpoints c
+join {schema}.events e on e.thread_id = c.thread_id and e.seq = c.event_seq
+where c.thread_id = %s and c.checkpoint_ns = %s and c.checkpoint_id = %s
+"""
+"""The channel references of a sealed checkpoint: a by-value capture of its child carries
+only the changed channels (:mod:`langgraph_external.record.by_value`)."""
 
 PENDING_CAPTURES = """
 select count(*), min(captured_at), count(distinct thread_id),
@@ -335,6 +343,7 @@ class LedgerStatements:
         self.capture = compose(INSERT_CAPTURE, schema)
         self.claim = compose(CLAIM_THREADS, schema)
         self.captures = compose(SELECT_CAPTURES, schema)
+        self.checkpoint_refs = compose(CHECKPOINT_REFS, schema)
         self.pending = compose(PENDING_CAPTURES, schema)
         self.pending_of = compose(PENDING_OF_THREADS, schema)
         self.insert_event = compose(INSERT_EVENT, schema)

@@ -38,6 +38,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
+from langgraph_external.pipeline.saver_reader import SaverReader
+from langgraph_external.record.by_value import material_of
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
     CheckpointMaterial,
@@ -51,7 +53,6 @@ from langgraph_external.record.events import Event
 from langgraph_external.record.locations import checkpoints_relpath
 from langgraph_external.record.processors import Processor, Sequencer
 from langgraph_external.upstream import langgraph as _compat
-from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.files import sha256_hex
 
 logger = logging.getLogger("langgraph_external")
@@ -264,11 +265,20 @@ class Sealer:
         self, tx: Any, captures: Sequence[Capture]
     ) -> tuple[list[Event], dict[str, list[int]]]:
         conn = getattr(tx, "conn", None)
-        referencing = [c for c in captures if c.kind != "events"]
-        materials: Mapping[int, Any] = {}
-        if referencing and conn is not None:
+        referencing = [c for c in captures if c.kind != "events" and c.material is None]
+        materials: dict[int, Any] = {}
+        if conn is not None:
             self.builder.lookup_parent = lambda t, n, c: self.reader.parent(conn, t, n, c)
-            materials = self.reader.materials(conn, referencing, self.builder)
+            if referencing:
+                materials.update(self.reader.materials(conn, referencing, self.builder))
+        for c in captures:
+            if c.material is not None:  # captured by value (a saver the record cannot join)
+                assert c.id is not None
+                m = materials[c.id] = material_of(c, self.cipher)
+                if isinstance(m, CheckpointMaterial) and m.sends is not None:
+                    # a Send task's writes may commit before the checkpoint naming its
+                    # node (durability="async"): they are named by it, from this batch
+                    self.builder.note_sends(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.sends)
         events: list[Event] = []
         ids: dict[str, list[int]] = {}
         waiting: set[str] = set()
@@ -276,7 +286,7 @@ class Sealer:
             if c.thread_id in waiting:
                 continue
             try:
-                own = self._main_event(c, materials)
+                own = self._main_event(c, materials, tx)
             except _Defer:
                 waiting.add(c.thread_id)
                 continue
@@ -291,9 +301,19 @@ class Sealer:
         events.sort(key=lambda e: order[e.thread_id])
         return events, ids
 
-    def _main_event(self, c: Capture, materials: Mapping[int, Any]) -> list[Event]:
+    def _main_event(self, c: Capture, materials: Mapping[int, Any], tx: Any) -> list[Event]:
         if c.kind == "events":
             return []
+        if c.material is None:
+            return self._event_of(c, materials, tx)
+        # captured by value: the saver is not in this database, nothing is read from it
+        lookup, self.builder.lookup_parent = self.builder.lookup_parent, None
+        try:
+            return self._event_of(c, materials, tx)
+        finally:
+            self.builder.lookup_parent = lookup
+
+    def _event_of(self, c: Capture, materials: Mapping[int, Any], tx: Any) -> list[Event]:
         assert c.id is not None
         m = materials.get(c.id)
         if isinstance(m, WritesMaterial) and m.node is None and is_push_task_path(m.task_path):
@@ -304,12 +324,32 @@ class Sealer:
         if m is None:
             event = _missing(c)
         elif isinstance(m, CheckpointMaterial):
+            if m.partial and self.builder.needs_full(m.thread_id, m.checkpoint_ns, m.parent_id):
+                self._parent_refs(tx, m)
             event = self.builder.checkpoint_event(m)
         else:
             event = self.builder.writes_event(m)
         for proc in self.processors:
             event = proc(event)
         return [event]
+
+    def _parent_refs(self, tx: Any, m: CheckpointMaterial) -> None:
+        """A by-value capture carries only its changed channels: the parent's references
+        (sealed before it, in commit order) name the rest. This builder no longer holds
+        them (another sealer sealed the parent, or this one restarted): read back."""
+        assert m.parent_id is not None
+        read = getattr(tx, "checkpoint_refs", None)
+        refs = read(m.thread_id, m.checkpoint_ns, m.parent_id) if read is not None else None
+        if refs is None:
+            # cannot happen while the parent's record exists; said, never made up
+            logger.error(
+                "langgraph-external: checkpoint %s of thread %r names a parent whose "
+                "record is gone; its unchanged channels are recorded as unknown",
+                m.checkpoint_id,
+                m.thread_id,
+            )
+            refs = {}
+        self.builder.adopt_refs(m.thread_id, m.checkpoint_ns, m.parent_id, refs)
 
 
 def _copied_paths(tx: Any, events: Sequence[Event], legacy: set[str]) -> dict[str, dict[str, str]]:
@@ -356,217 +396,3 @@ def _missing(c: Capture) -> Event:
             "parent_checkpoint_id": c.parent_id,
         },
     )
-
-
-class SaverReader:
-    """Reads what captures reference from the official Postgres saver's tables.
-
-    ``serde`` encodes values the saver keeps inline (the bytes a serializer gives them,
-    as the checkpointer records them) and decodes ``Send`` packets (which node a push
-    task ran).
-    """
-
-    def __init__(self, serde: SerializerProtocol) -> None:
-        self.serde = serde
-
-    def materials(
-        self, conn: Any, captures: Sequence[Capture], builder: RecordBuilder
-    ) -> dict[int, CheckpointMaterial | WritesMaterial | None]:
-        """Material for each capture (by capture id); ``None`` when the rows are gone."""
-        out: dict[int, CheckpointMaterial | WritesMaterial | None] = {}
-        cps = [c for c in captures if c.kind == "checkpoint"]
-        ws = [c for c in captures if c.kind == "writes"]
-        if cps:
-            out.update(self._checkpoints(conn, cps, builder))
-        if ws:
-            out.update(self._writes(conn, ws))
-        return out
-
-    def _checkpoints(
-        self, conn: Any, cps: Sequence[Capture], builder: RecordBuilder
-    ) -> dict[int, CheckpointMaterial | None]:
-        # a parent is read only when neither the builder's caches nor this batch (built
-        # in order, before its children) tell what it proved
-        here = {(c.thread_id, c.checkpoint_ns, c.checkpoint_id) for c in cps}
-        rows = conn.execute(
-            saver_ops.SAVER_CHECKPOINT_ROWS_SQL,
-            (
-                _requests(
-                    [
-                        c.thread_id,
-                        c.checkpoint_ns,
-                        c.checkpoint_id,
-                        None
-                        if c.parent_id is None
-                        or (c.thread_id, c.checkpoint_ns, c.parent_id) in here
-                        or builder.knows(c.thread_id, c.checkpoint_ns, c.parent_id)
-                        else c.parent_id,
-                    ]
-                    for c in cps
-                ),
-            ),
-        ).fetchall()
-        docs = {int(_col(r, 0)): r for r in rows}
-        out: dict[int, CheckpointMaterial | None] = {}
-        wanted: list[tuple[int, str, str, str, str]] = []  # (request, thread, ns, ch, version)
-        plans: list[tuple[Capture, dict[str, Any], dict[str, Any], Any, bool]] = []
-        for i, c in enumerate(cps, 1):
-            r = docs.get(i)
-            cp = _json(_col(r, 1)) if r is not None else None
-            assert c.id is not None
-            if not cp:
-                out[c.id] = None
-                continue
-            meta = _json(_col(r, 2)) or {}
-            parent = _json(_col(r, 3)) if c.parent_id else None
-            versions = cp.get("channel_versions") or {}
-            full = c.changed is None or builder.needs_full(
-                c.thread_id, c.checkpoint_ns, c.parent_id
-            )
-            need = set(versions) if full else {ch for ch in c.changed or () if ch in versions}
-            if _TASKS in versions:
-                need.add(_TASKS)  # its Send packets name the nodes of the next step's pushes
-            for ch in sorted(need):
-                wanted.append((len(plans), c.thread_id, c.checkpoint_ns, ch, str(versions[ch])))
-            cached = builder.sends_of(c.thread_id, c.checkpoint_ns, c.parent_id)
-            if parent and cached is None and _TASKS in (parent.get("channel_versions") or {}):
-                ver = str(parent["channel_versions"][_TASKS])
-                wanted.append((-1 - len(plans), c.thread_id, c.checkpoint_ns, _TASKS, ver))
-            plans.append((c, cp, meta, parent, full))
-        blobs = self._blobs(conn, wanted)
-        by_plan: dict[int, list[str]] = {}
-        for req, _tid, _ns, ch, _ver in wanted:
-            by_plan.setdefault(req, []).append(ch)
-        for n, (c, cp, meta, parent, _full) in enumerate(plans):
-            assert c.id is not None
-            inline = cp.get("channel_values") or {}
-            values: dict[str, tuple[str, bytes] | None] = {}
-            rows_of: set[str] = set()
-            for ch in by_plan.get(n, ()):
-                req = n
-                hit = blobs.get((req, ch))
-                if hit is not None:
-                    values[ch] = hit
-                    rows_of.add(ch)
-                elif c.inline and ch in c.inline and ch in (c.changed or ()):
-                    values[ch] = c.inline[ch]  # the app's bytes: the JSON row is not exact
-                elif ch in inline and inline[ch] is not _compat.SAVER_INLINE_TRUE:
-                    values[ch] = self.serde.dumps_typed(inline[ch])
-                else:
-                    values[ch] = None
-            parent_sends: list[str | None] | None = None
-            if parent and builder.sends_of(c.thread_id, c.checkpoint_ns, c.parent_id) is None:
-                parent_sends = self._sends(blobs.get((-1 - n, _TASKS)))
-            out[c.id] = CheckpointMaterial(
-                thread_id=c.thread_id,
-                checkpoint_ns=c.checkpoint_ns,
-                checkpoint_id=str(c.checkpoint_id),
-                parent_id=c.parent_id,
-                checkpoint=cp,
-                metadata=meta,
-                changed=None if c.changed is None else list(c.changed),
-                values=values,
-                saver_rows=rows_of,
-                parent_seen=parent.get("versions_seen") or {} if parent else None,
-                parent_sends=parent_sends,
-                sends=self._sends(values.get(_TASKS)),
-                event_id=c.event_id,
-                ts=c.captured_at,
-                recovered=c.recovered,
-            )
-        return out
-
-    def _blobs(
-        self, conn: Any, wanted: Sequence[tuple[int, str, str, str, str]]
-    ) -> dict[tuple[int, str], tuple[str, bytes]]:
-        if not wanted:
-            return {}
-        rows = conn.execute(
-            saver_ops.SAVER_BLOB_ROWS_SQL, (_requests([w[1], w[2], w[3], w[4]] for w in wanted),)
-        ).fetchall()
-        out: dict[tuple[int, str], tuple[str, bytes]] = {}
-        for r in rows:
-            w = wanted[int(_col(r, 0)) - 1]
-            typ, blob = _col(r, 1), _col(r, 2)
-            if blob is None or typ == "empty":
-                continue
-            out[(w[0], w[3])] = (str(typ), bytes(blob))
-        return out
-
-    def _sends(self, value: tuple[str, bytes] | None) -> list[str | None]:
-        if value is None:
-            return []
-        try:
-            packets = self.serde.loads_typed(value)
-        except Exception as exc:  # a packet this process cannot decode: names unknown
-            logger.warning("langgraph-external: cannot decode Send packets: %s", exc)
-            return []
-        return _compat.send_targets({_TASKS: packets})
-
-    def _writes(self, conn: Any, ws: Sequence[Capture]) -> dict[int, WritesMaterial | None]:
-        rows = conn.execute(
-            saver_ops.SAVER_WRITE_ROWS_SQL,
-            (_requests([c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.task_id] for c in ws),),
-        ).fetchall()
-        by_req: dict[int, dict[int, tuple[Any, Any, Any, Any]]] = {}
-        for i, idx, ch, typ, blob, path in rows:
-            by_req.setdefault(i, {})[idx] = (ch, typ, blob, path)
-        out: dict[int, WritesMaterial | None] = {}
-        for i, c in enumerate(ws, 1):
-            assert c.id is not None
-            held = by_req.get(i, {})
-            order = c.idx if c.idx is not None else sorted(held)
-            picked = [(idx, held[idx]) for idx in order if idx in held]
-            if not picked:
-                out[c.id] = None
-                continue
-            out[c.id] = WritesMaterial(
-                thread_id=c.thread_id,
-                checkpoint_ns=c.checkpoint_ns,
-                checkpoint_id=c.checkpoint_id,
-                task_id=str(c.task_id),
-                task_path=c.task_path if c.task_path is not None else str(picked[0][1][3] or ""),
-                writes=[
-                    (idx, ch, typ, bytes(blob) if blob is not None else b"")
-                    for idx, (ch, typ, blob, _path) in picked
-                ],
-                node=c.node,
-                event_id=c.event_id,
-                ts=c.captured_at,
-                recovered=c.recovered,
-            )
-        return out
-
-    def parent(
-        self, conn: Any, tid: str, ns: str, cid: str
-    ) -> tuple[Mapping[str, Any], Sequence[str | None]] | None:
-        """``(versions_seen, Send targets)`` of a stored checkpoint (a builder look-up)."""
-        rows = conn.execute(
-            saver_ops.SAVER_CHECKPOINT_ROWS_SQL, (_requests([[tid, ns, cid, None]]),)
-        ).fetchall()
-        cp = _json(_col(rows[0], 1)) if rows else None
-        if not cp:
-            return None
-        versions = cp.get("channel_versions") or {}
-        sends: list[str | None] = []
-        if _TASKS in versions:
-            got = self._blobs(conn, [(0, tid, ns, _TASKS, str(versions[_TASKS]))])
-            sends = self._sends(got.get((0, _TASKS)))
-        return cp.get("versions_seen") or {}, sends
-
-
-def _col(row: Any, i: int) -> Any:
-    """Column ``i`` of a row (the ledger's connections return tuples)."""
-    return row[i]
-
-
-def _requests(rows: Any) -> str:
-    """Requests for the saver-row queries as one JSON parameter (arrays of text cost
-    psycopg far more to send): ``[[a, b, c, d], ...]``, answered by position."""
-    return json.dumps(list(rows), ensure_ascii=False, separators=(",", ":"))
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, (str, bytes)):
-        return json.loads(value)
-    return value

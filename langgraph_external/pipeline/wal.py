@@ -1,6 +1,8 @@
-"""The write-ahead log: fsync'd local files of events that must survive a crash before
-they reach the ledger (checkpoints of savers other than the official Postgres one), and
-the events the ledger refused, kept for a person.
+"""The spool: fsync'd local files of events that must survive a crash before they reach
+the ledger (events that outlived a close while the ledger was down, ``Pipeline.emit(...,
+durable=True)``, and the checkpoints of other savers that versions before the v13
+migration logged here), and the events the ledger refused, kept for a person. Checkpoints
+of every saver are captured in the ledger now (:mod:`langgraph_external.record.by_value`).
 
 Example:
     >>> import tempfile

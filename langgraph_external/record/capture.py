@@ -63,6 +63,7 @@ class Capture:
     id: int | None = None
     captured_at: datetime | None = None
     recovered: bool = False  # made by ``lgx repair`` for saver rows nothing captured
+    material: bytes | None = None  # captured by value (:mod:`~.by_value`), not referenced
 
     def row(self) -> tuple[Any, ...]:
         """The insert's parameters (:data:`langgraph_external.ledger.schema.INSERT_CAPTURE`)."""
@@ -81,6 +82,7 @@ class Capture:
             _json_text(self.idx),
             pack_riders(self.riders) if self.riders else None,
             ormsgpack.packb(self.inline) if self.inline else None,
+            self.material,
         )
 
 

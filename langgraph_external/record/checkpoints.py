@@ -95,6 +95,7 @@ class CheckpointMaterial:
     event_id: str = field(default_factory=new_id)
     ts: datetime | None = None
     recovered: bool = False
+    partial: bool = False  # ``values`` holds only the changed channels (a by-value capture)
 
 
 @dataclass
@@ -256,6 +257,33 @@ class RecordBuilder:
         """Whether what a checkpoint proved (``versions_seen``, ``Send`` targets) is at hand."""
         key = (thread_id, ns, checkpoint_id)
         return key in self._seen and key in self._sends
+
+    def proved(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> tuple[dict[str, Any] | None, list[str | None] | None]:
+        """``(versions_seen, Send targets)`` a checkpoint proved, each ``None`` if unknown."""
+        if checkpoint_id is None:
+            return {}, []
+        key = (thread_id, ns, checkpoint_id)
+        seen = self._seen.get(key)
+        sends = self._sends.get(key)
+        return (
+            None if seen is None else {k: dict(v) for k, v in seen.items()},
+            None if sends is None else list(sends),
+        )
+
+    def note_sends(
+        self, thread_id: str, ns: str, checkpoint_id: str, sends: Sequence[str | None]
+    ) -> None:
+        """Keep a checkpoint's ``Send`` targets before its event is built."""
+        self._sends.put((thread_id, ns, checkpoint_id), list(sends))
+
+    def adopt_refs(
+        self, thread_id: str, ns: str, checkpoint_id: str, refs: Mapping[str, Any]
+    ) -> None:
+        """Take a sealed checkpoint's channel references (read back from the ledger) as if
+        this builder had built them: its children reference unchanged channels by them."""
+        self._refs.put((thread_id, ns, checkpoint_id), {k: dict(v) for k, v in refs.items()})
 
     def needs_full(self, thread_id: str, ns: str, parent_id: str | None) -> bool:
         """Whether a checkpoint of this parent must reference every channel afresh (the

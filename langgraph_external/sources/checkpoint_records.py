@@ -2,19 +2,21 @@
 
 :class:`CheckpointRecorder` is everything the checkpointer records, and the caches that
 needs: which checkpoints this process stored lately, the ``Send`` targets of recent
-checkpoints (which node a push task's writes belong to), and the writes of ``Send`` tasks
-that arrived before the checkpoint naming their node. The checkpointer itself only
-delegates to the wrapped saver and calls in here.
+checkpoints (which node a push task's writes belong to), and what recent checkpoints
+proved (``versions_seen``). The checkpointer itself only delegates to the wrapped saver
+and calls in here. Either way a store becomes one
+:class:`~langgraph_external.record.capture.Capture`, and the sealer builds the event:
 
-* On the official Postgres saver (the *outbox*), a store becomes a
-  :class:`~langgraph_external.record.capture.Capture` — a reference to the saver's rows
-  and the thread's waiting events — queued in the saver's own transaction
-  (:meth:`CheckpointRecorder.checkpoint_capture`, :meth:`~CheckpointRecorder.writes_capture`);
-  nothing is hashed, encrypted or rendered on the app's thread.
-* On any other saver, the event is built here by the
-  :class:`~langgraph_external.record.checkpoints.RecordBuilder` from the objects the saver
-  was given and the exact bytes it serialized (:mod:`.serde_tap`), and goes to the
-  pipeline's write-ahead log.
+* On the official Postgres saver (the *outbox*) the capture is a reference to the
+  saver's rows and the thread's waiting events, queued in the saver's own transaction
+  (:meth:`CheckpointRecorder.checkpoint_in_transaction`,
+  :meth:`~CheckpointRecorder.writes_in_transaction`).
+* On any other saver it carries what the saver stored *by value* — the exact bytes it
+  serialized (:mod:`.serde_tap`), packed and encrypted
+  (:mod:`~langgraph_external.record.by_value`) — in a ledger transaction of its own,
+  committed before ``put`` returns (:meth:`CheckpointRecorder.checkpoint_by_value`).
+
+Nothing is hashed, rendered or redacted on the app's thread for either.
 
 Example:
     >>> from langgraph_external.ledger.memory import InMemoryLedger
@@ -45,7 +47,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_external.pipeline.by_value import store_capture
 from langgraph_external.pipeline.pipeline import Commit, Pipeline
+from langgraph_external.record.by_value import checkpoint_capture, writes_capture
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
     PER_THREAD,
@@ -56,6 +60,7 @@ from langgraph_external.record.checkpoints import (
     WritesMaterial,
     node_of_task_path,
 )
+from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.sources.ports import CaptureInTransaction
 from langgraph_external.sources.serde_tap import SerializedValues, capturing
@@ -103,8 +108,8 @@ class CheckpointRecorder:
         plain_serde: the saver's own serializer (not the tap): encodes the values the
             official saver keeps inline in its JSON row, and values another saver
             stored without serializing them.
-        digest: content address of exact bytes (default: the builder's).
-        seal: encrypts exact bytes (``None``: kept in clear).
+        cipher: encrypts by-value captures until they are sealed (``None``: packed in
+            clear, as the sealed record then keeps exact copies).
         lookup_parent: reads a parent checkpoint the caches no longer hold.
     """
 
@@ -113,22 +118,21 @@ class CheckpointRecorder:
         pipeline: Pipeline,
         *,
         plain_serde: SerializerProtocol,
-        digest: Callable[[bytes], str] | None = None,
-        seal: Callable[[bytes, bytes], bytes] | None = None,
+        cipher: WorkspaceCipher | None = None,
         lookup_parent: ParentLookup | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.plain = plain_serde
-        # other savers: their events are built here, from the saver's own bytes
-        self.builder = RecordBuilder(seal=seal, lookup_parent=lookup_parent)
-        if digest is not None:
-            self.builder.digest = digest
+        # what recent checkpoints proved (``versions_seen``, Send targets): by-value
+        # captures carry their parent's, so the sealer needs no read of this saver
+        self.builder = RecordBuilder(lookup_parent=lookup_parent)
         self._sends: Lru = Lru(PER_THREAD)  # (thread, ns, checkpoint_id) -> Send targets
         self._threads: Lru = Lru()  # threads this process stored checkpoints of, lately
-        # other savers: Send-task writes seen before their step's checkpoint (async)
-        self._unresolved: dict[tuple[str, str, str | None], list[Event]] = {}
+        # other savers: checkpoints this process captured by value (their children carry
+        # only the changed channels)
+        self._by_value: Lru = Lru(PER_THREAD)
+        self._cipher = cipher
         self._book = threading.Lock()  # puts and writes may arrive from several threads
-        pipeline.add_flush_hook(self.drain_unresolved)
 
     # -- what reads and deletions prove --------------------------------------------------
     def saw(self, tid: str, tup: CheckpointTuple, *, remember: bool) -> None:
@@ -156,8 +160,7 @@ class CheckpointRecorder:
             self._threads.pop(tid, None)
             self._sends.forget_thread(tid)
             self.builder.forget(tid)
-            for key in [k for k in self._unresolved if k[0] == tid]:
-                del self._unresolved[key]
+            self._by_value.forget_thread(tid)
 
     def forget_checkpoints(self, tid: str, by_ns: Mapping[str, Collection[str]]) -> None:
         """Drop what is remembered of removed checkpoints (pruned, runs deleted)."""
@@ -236,9 +239,8 @@ class CheckpointRecorder:
             commit.done()
             return
         commit.failed()
-        with capturing("checkpoint") as cap:
-            event = self.checkpoint_event(tid, config, checkpoint, metadata, new_versions, cap)
-        self.pipeline.emit(event, durable=True)
+        with capturing("checkpoint") as cap:  # a saver subclass that stores elsewhere
+            self.checkpoint_by_value(tid, config, checkpoint, metadata, new_versions, cap)
 
     def writes_in_transaction(
         self,
@@ -301,11 +303,10 @@ class CheckpointRecorder:
             self.pipeline.captured_alone(tid, event_id)
             return
         with capturing("write") as cap:  # the saver opened no transaction of its own
-            event = self.writes_event(tid, config, writes, task_id, task_path, cap)
-        self.pipeline.emit(event, durable=True)
+            self.writes_by_value(tid, config, writes, task_id, task_path, cap)
 
-    # -- other savers: events built here -------------------------------------------------
-    def checkpoint_event(
+    # -- other savers: captured by value -----------------------------------------------
+    def checkpoint_by_value(
         self,
         tid: str,
         config: RunnableConfig,
@@ -313,35 +314,57 @@ class CheckpointRecorder:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
         cap: SerializedValues,
-    ) -> Event:
-        """The checkpoint's event built here, from the objects the saver was given and the
-        bytes it serialized (a saver whose transaction the record cannot join). The
-        ``Send``-task writes that waited for this checkpoint are emitted first."""
+    ) -> None:
+        """Capture a stored checkpoint by value (a saver whose transaction the record
+        cannot join), with the thread's waiting events, in a ledger transaction of its
+        own before this returns. The exact bytes are the ones the saver serialized;
+        nothing is hashed, rendered or redacted here: the sealer builds the event."""
         ns, parent = _where(config)
+        cid = checkpoint["id"]
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
+        sends = _compat.send_targets(values)
+        step = metadata.get("step")
         with self._book:
             self._threads.put(tid, None)
-            sends = _compat.send_targets(values)
-            self._sends.put((tid, ns, checkpoint["id"]), sends)
-        self._resolve_waiting(tid, ns, checkpoint["id"])
-        with self._book:
-            full = self.builder.needs_full(tid, ns, parent)
-            wanted = versions if full else new_versions
-            material = CheckpointMaterial(
-                thread_id=tid,
-                checkpoint_ns=ns,
-                checkpoint_id=checkpoint["id"],
-                parent_id=parent,
-                checkpoint=checkpoint,
-                metadata=get_serializable_checkpoint_metadata(config, metadata),
-                changed=list(new_versions),
-                values={ch: self._dump(values[ch], cap) if ch in values else None for ch in wanted},
-                sends=sends,
-            )
-            return self.builder.checkpoint_event(material)
+            self._sends.put((tid, ns, cid), sends)
+            # the parent's references are in the ledger when this process captured it
+            # (sealed first: commit order); else every channel is carried
+            partial = parent is None or (tid, ns, parent) in self._by_value
+            parent_seen, parent_sends = self.builder.proved(tid, ns, parent)
+            self.builder.remember(tid, ns, cid, checkpoint["versions_seen"], sends)
+            self._by_value.put((tid, ns, cid), None)
+        lookup = self.builder.lookup_parent
+        if parent is not None and lookup is not None and None in (parent_seen, parent_sends):
+            found = lookup(tid, ns, parent)  # a parent neither stored nor read here lately
+            if found is not None:
+                parent_seen = dict(found[0]) if parent_seen is None else parent_seen
+                parent_sends = list(found[1]) if parent_sends is None else parent_sends
+        wanted = new_versions if partial else versions
+        material = CheckpointMaterial(
+            thread_id=tid,
+            checkpoint_ns=ns,
+            checkpoint_id=cid,
+            parent_id=parent,
+            checkpoint=checkpoint,
+            metadata=get_serializable_checkpoint_metadata(config, metadata),
+            changed=list(new_versions),
+            values={ch: self._dump(values[ch], cap) if ch in values else None for ch in wanted},
+            parent_seen=parent_seen,
+            parent_sends=parent_sends,
+            sends=sends,
+        )
+        capture = checkpoint_capture(material, self._cipher, partial=partial)
+        store_capture(
+            self.pipeline,
+            capture,
+            ns=ns,
+            step=step if isinstance(step, int) else None,
+            checkpoint_id=cid,
+            parent_id=parent,
+        )
 
-    def writes_event(
+    def writes_by_value(
         self,
         tid: str,
         config: RunnableConfig,
@@ -349,9 +372,12 @@ class CheckpointRecorder:
         task_id: str,
         task_path: str,
         cap: SerializedValues,
-    ) -> Event:
-        """One task's writes event built here (see :meth:`checkpoint_event`)."""
+    ) -> None:
+        """Capture one task's stored writes by value (see :meth:`checkpoint_by_value`).
+        A ``Send`` task whose checkpoint is not stored yet is named by the sealer."""
         ns, cid = _where(config)
+        with self._book:
+            node = node_of_task_path(task_path, lambda: self._sends.get((tid, ns, cid)))
         material = WritesMaterial(
             thread_id=tid,
             checkpoint_ns=ns,
@@ -362,56 +388,58 @@ class CheckpointRecorder:
                 (WRITES_IDX_MAP.get(ch, i), ch, *self._dump(value, cap))
                 for i, (ch, value) in enumerate(writes)
             ],
+            node=node,
         )
-        with self._book:
-            material.node = node_of_task_path(
-                task_path, lambda: self._sends.get((tid, ns, material.checkpoint_id))
-            )
-            return self.builder.writes_event(material)
+        store_capture(self.pipeline, writes_capture(material, self._cipher), riders=False)
 
-    def emit_writes(self, event: Event) -> None:
-        """Emit a writes event built here; a ``Send`` task's writes that arrived before
-        the checkpoint naming its node (``durability="async"``) wait for that checkpoint."""
-        key = (event.thread_id, event.checkpoint_ns, event.checkpoint_id)
-        with self._book:
-            if (
-                event.node is None
-                and event.payload["task_path"].startswith(_PUSH)
-                and key not in self._sends
-            ):
-                self._unresolved.setdefault(key, []).append(event)
-                return
-        self.pipeline.emit(event)
-
-    def drain_unresolved(self) -> None:
-        """Emit Send-task writes still waiting for their checkpoint (run ended or failed)."""
-        with self._book:
-            waiting = [self._named(e) for evs in self._unresolved.values() for e in evs]
-            self._unresolved.clear()
-        for e in waiting:
-            self.pipeline.emit(e)
-
-    def _resolve_waiting(self, tid: str, ns: str, cid: str) -> None:
-        """Emit the Send-task writes that waited for checkpoint ``cid`` (now named)."""
-        with self._book:
-            waiting = self._unresolved.pop((tid, ns, cid), [])
-            named = [self._named(e) for e in waiting]
-        for e in named:
-            self.pipeline.emit(e)
-
-    def _named(self, event: Event) -> Event:
-        node = node_of_task_path(
-            event.payload["task_path"],
-            lambda: self._sends.get((event.thread_id, event.checkpoint_ns, event.checkpoint_id)),
-        )
-        return event.replace(node=node, name=node) if node else event
+    def storing(self, tid: str, config: RunnableConfig, what: str, ident: str) -> _Storing:
+        """Around the saver's store of something captured by value already: a store that
+        fails is recorded (an ``error`` event naming it), and the error goes on."""
+        return _Storing(self.pipeline, tid, config, what, ident)
 
     def _dump(self, value: Any, cap: SerializedValues) -> tuple[str, bytes]:
-        hit = cap.get(value)
-        if hit is not None:
-            return hit
-        # the saver stored it without its serializer (inline primitives): encode it here
-        return self.plain.dumps_typed(value)
+        # serialized here, before the saver stores: the saver's tap is handed these bytes
+        return cap.dump(self.plain, value)
+
+
+class _Storing:
+    """See :meth:`CheckpointRecorder.storing`."""
+
+    __slots__ = ("config", "ident", "pipeline", "tid", "what")
+
+    def __init__(
+        self, pipeline: Pipeline, tid: str, config: RunnableConfig, what: str, ident: str
+    ) -> None:
+        self.pipeline = pipeline
+        self.tid = tid
+        self.config = config
+        self.what = what
+        self.ident = ident
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or not isinstance(exc, Exception):
+            return
+        ns, cid = _where(self.config)
+        is_cp = self.what == "checkpoint"
+        self.pipeline.emit(
+            Event.new(
+                "error",
+                self.tid,
+                status="not_stored",
+                name=f"{self.what}_not_stored",
+                checkpoint_ns=ns,
+                checkpoint_id=self.ident if is_cp else cid,
+                task_id=None if is_cp else self.ident,
+                payload={
+                    "error": f"{type(exc).__name__}: {exc}"[:2000],
+                    "capture": self.what,
+                    "note": f"this {self.what} was recorded, then the saver failed to store it",
+                },
+            )
+        )
 
 
 class InTransaction:

@@ -155,10 +155,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self.records = CheckpointRecorder(
             pipeline,
             plain_serde=untapped_serde(inner.serde),
-            digest=digest or (cipher.address if cipher is not None else None),
-            seal=cipher.seal if cipher is not None and pipeline.encrypt else None,
+            cipher=cipher,
             lookup_parent=read_parent(inner),
         )
+        self.digest = digest  # kept for callers; the sealer addresses with the key
         self._task_path_arg = "task_path" in inspect.signature(inner.put_writes).parameters
         self._async_native = {
             m: overrides(inner, m)
@@ -234,7 +234,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             inner,
             pipeline=self.pipeline,
             reject_nul=self.reject_nul,
-            digest=self.records.builder.digest,
+            digest=self.digest,
             outbox=self.outbox,
         )
 
@@ -336,16 +336,19 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
 
         On the official Postgres saver one more statement joins the saver's own
         transaction — a reference to the rows it writes and the thread's waiting events —
-        and the event is sealed from those rows after commit; on other savers the event is
-        built here and is in the write-ahead log before this returns.
+        and the event is sealed from those rows after commit; on other savers what the
+        saver is given is captured by value, with the waiting events, in a ledger
+        transaction committed *before* the saver stores it (a store that fails then is
+        recorded as failed), and sealed the same way.
         """
         tid = checked_ids(config, reject_nul=self.reject_nul)
         args = (config, checkpoint, metadata, new_versions)
         if not self._decide_outbox():
+            # recorded first: a process killed after the saver's commit loses nothing
             with capturing("checkpoint") as cap:
-                next_config = self.inner.put(*args)
-            self.pipeline.emit(self.records.checkpoint_event(tid, *args, cap), durable=True)
-            return next_config
+                self.records.checkpoint_by_value(tid, *args, cap)
+                with self.records.storing(tid, config, "checkpoint", checkpoint["id"]):
+                    return self.inner.put(*args)
         # the open commit is the call health() sees
         with self.records.checkpoint_in_transaction(self._ledger, tid, *args):
             return self.inner.put(*args)
@@ -363,10 +366,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         args = (config, checkpoint, metadata, new_versions)
         if not await self._adecide_outbox():
             with capturing("checkpoint") as cap:
-                next_config = await self._inner_aput(*args)
-            event = self.records.checkpoint_event(tid, *args, cap)
-            await asyncio.to_thread(self.pipeline.emit, event, durable=True)
-            return next_config
+                await asyncio.to_thread(self.records.checkpoint_by_value, tid, *args, cap)
+                with self.records.storing(tid, config, "checkpoint", checkpoint["id"]):
+                    return await self._inner_aput(*args)
         with self.records.checkpoint_in_transaction(self._ledger, tid, *args):
             return await self._inner_aput(*args)
 
@@ -388,8 +390,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         what = (config, writes, task_id, task_path)
         if not self._decide_outbox():
             with capturing("write") as cap:
-                self.inner.put_writes(*args)
-            self.records.emit_writes(self.records.writes_event(tid, *what, cap))
+                self.records.writes_by_value(tid, *what, cap)
+                with self.records.storing(tid, config, "writes", str(task_id)):
+                    self.inner.put_writes(*args)
             return
         with self.records.writes_in_transaction(self._ledger, tid, *what):
             self.inner.put_writes(*args)
@@ -408,8 +411,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         what = (config, writes, task_id, task_path)
         if not await self._adecide_outbox():
             with capturing("write") as cap:
-                await self._inner_aput_writes(*args)
-            self.records.emit_writes(self.records.writes_event(tid, *what, cap))
+                await asyncio.to_thread(self.records.writes_by_value, tid, *what, cap)
+                with self.records.storing(tid, config, "writes", str(task_id)):
+                    await self._inner_aput_writes(*args)
             return
         with self.records.writes_in_transaction(self._ledger, tid, *what):
             await self._inner_aput_writes(*args)

@@ -50,9 +50,23 @@ class SerializedValues:
         self.record = record
 
     def get(self, value: Any) -> tuple[str, bytes] | None:
-        """The ``(type, bytes)`` the saver produced for this very object, if it did."""
+        """The ``(type, bytes)`` produced for this very object in the block, if any."""
         hit = self.seen.get(id(value))
         return hit[1] if hit is not None and hit[0] is value else None
+
+    def dump(self, serde: SerializerProtocol, value: Any) -> tuple[str, bytes]:
+        """``value``'s bytes: the ones produced in the block, else ``serde``'s (kept, so
+        the saver, serializing the same object afterwards, gets these)."""
+        hit = self.get(value)
+        if hit is not None:
+            return hit
+        try:
+            out = serde.dumps_typed(value)
+        except Exception as exc:
+            self.failed = exc
+            raise
+        self.seen[id(value)] = (value, out)
+        return out
 
 
 _OPEN: contextvars.ContextVar[SerializedValues | None] = contextvars.ContextVar(
@@ -67,8 +81,14 @@ class SerdeTap:
         self.inner = inner
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        """The wrapped serializer's bytes, also kept by the open :class:`capturing`."""
+        """The wrapped serializer's bytes, also kept by the open :class:`capturing`; an
+        object the recorder serialized already in that block gets those very bytes (the
+        saver stores exactly what was captured, and nothing is serialized twice)."""
         cap = _OPEN.get()
+        if cap is not None:
+            hit = cap.get(obj)
+            if hit is not None:
+                return hit
         try:
             out = self.inner.dumps_typed(obj)
         except BaseException as exc:

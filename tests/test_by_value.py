@@ -1,0 +1,199 @@
+"""Savers the record cannot join (in-memory, SQLite, yours) are captured *by value*: the
+capture commits in a ledger transaction before the saver stores, holds what the saver was
+given encrypted with the deployment key, and the sealer builds the events from it (one
+recording path for every saver)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from langgraph_external import External, Workspace
+from langgraph_external.ops.restore import restore_thread
+from tests.crash_harness import lgx
+from tests.graphs import cpu_burner
+
+SECRET = "launch code 0000-SECRET-7777"
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _chat(checkpointer: Any) -> Any:
+    g = StateGraph(Chat)
+    g.add_node("a", lambda s: {"messages": [AIMessage(f"a saw {len(s['messages'])}")]})
+    g.add_node("b", lambda s: {"messages": [AIMessage("b " + "y" * 20_000)]})  # a blob file
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def _history(graph: Any, thread: str) -> list[Any]:
+    conf = {"configurable": {"thread_id": thread}}
+    return [
+        (s.config["configurable"]["checkpoint_id"], s.values, s.next, s.metadata)
+        for s in graph.get_state_history(conf)
+    ]
+
+
+def _captures(dsn: str) -> list[tuple[str, bytes | None]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("select kind, material from langgraph_external.captures").fetchall()
+    return [(r[0], None if r[1] is None else bytes(r[1])) for r in rows]
+
+
+def test_a_capture_by_value_commits_before_put_returns_and_holds_nothing_in_clear(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    # nothing seals here (an `lgx worker` would): what put left behind is the capture
+    saver = InMemorySaver()
+    with External(
+        dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver, sealing="worker"
+    ) as ext:
+        graph = _chat(ext.checkpointer)
+        graph.invoke({"messages": [HumanMessage(SECRET)]}, ext.config("t"))
+        stored = list(saver.list({"configurable": {"thread_id": "t"}}))
+        caps = _captures(dsn)
+        checkpoints = [m for k, m in caps if k == "checkpoint"]
+        writes = [m for k, m in caps if k == "writes"]
+        assert len(checkpoints) == len(stored) and writes
+        assert all(m is not None and m[0] == 1 for k, m in caps if k != "events")  # sealed
+        assert not any(m is not None and b"SECRET" in m for _, m in caps)
+    # an `lgx worker`'s sealer (here `lgx repair`'s) builds the events: the state restores
+    repaired = lgx(dsn, tmp_path / "ws", "repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert [k for k, _ in _captures(dsn)] == []
+    target = InMemorySaver()
+    n = restore_thread(Workspace(tmp_path / "ws"), "t", target, cipher=ext.cipher)
+    assert n == len(stored)
+    assert _history(_chat(target), "t") == _history(_chat(saver), "t")
+
+
+def test_a_child_sealed_by_a_sealer_that_never_saw_its_parent_restores_exactly(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A by-value capture carries only the changed channels once its parent was captured
+    here; a sealer that did not seal that parent (another process, a restart) reads the
+    parent's references back from the ledger."""
+    saver = InMemorySaver()
+    ws = tmp_path / "ws"
+    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, inner=saver, sealing="worker") as ext:
+        graph = _chat(ext.checkpointer)
+        for turn in range(3):
+            graph.invoke({"messages": [HumanMessage(f"turn {turn}")]}, ext.config("t"))
+            # a fresh sealer process each turn: it knows none of the earlier checkpoints
+            repaired = lgx(dsn, ws, "repair")
+            assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    with psycopg.connect(dsn) as conn:
+        full = [
+            r[0]
+            for r in conn.execute(
+                "select payload ->> 'full' from langgraph_external.events "
+                "where thread_id = 't' and kind = 'checkpoint' order by seq"
+            )
+        ]
+    assert full.count("false") >= len(full) - 1  # unchanged channels named, not copied
+    target = InMemorySaver()
+    restore_thread(Workspace(ws), "t", target, cipher=ext.cipher)
+    assert _history(_chat(target), "t") == _history(_chat(saver), "t")
+    verified = lgx(dsn, ws, "verify", "t")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+class FailingSaver(InMemorySaver):
+    """Stores nothing once ``fail`` is set (a disk that filled, a locked file)."""
+
+    fail = False
+
+    def put(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fail:
+            raise OSError("disk full")
+        return super().put(*args, **kwargs)
+
+
+def test_a_store_that_fails_after_its_capture_is_recorded_as_failed(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    saver = FailingSaver()
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+        graph = _chat(ext.checkpointer)
+        graph.invoke({"messages": [HumanMessage("one")]}, ext.config("t"))
+        saver.fail = True
+        with pytest.raises(OSError, match="disk full"):
+            graph.invoke({"messages": [HumanMessage("two")]}, ext.config("t"))
+        assert ext.flush()
+        events = ext.events("t")
+    failed = [e for e in events if e["name"] == "checkpoint_not_stored"]
+    assert len(failed) == 1
+    assert failed[0]["payload"]["error"] == "OSError: disk full"
+    recorded = [e for e in events if e["kind"] == "checkpoint"]
+    assert failed[0]["checkpoint_id"] == recorded[-1]["checkpoint_id"]  # names which
+    assert len(recorded) == len(list(saver.list({"configurable": {"thread_id": "t"}}))) + 1
+
+
+def test_many_threads_capturing_by_value_under_load_lose_and_repeat_nothing(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    saver = InMemorySaver()
+    errors: list[BaseException] = []
+    with (
+        cpu_burner(),
+        External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext,
+    ):
+        graph = _chat(ext.checkpointer)
+
+        def run(i: int) -> None:
+            try:
+                for turn in range(5):
+                    mode = "async" if (i + turn) % 2 else "sync"
+                    graph.invoke(
+                        {"messages": [HumanMessage(f"{i}/{turn}")]},
+                        ext.config(f"t{i}"),
+                        durability=mode,
+                    )
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert ext.flush()
+        assert errors == []
+        for i in range(8):
+            stored = {
+                t.config["configurable"]["checkpoint_id"]
+                for t in saver.list({"configurable": {"thread_id": f"t{i}"}})
+            }
+            got = [e["checkpoint_id"] for e in ext.events(f"t{i}") if e["kind"] == "checkpoint"]
+            assert sorted(got) == sorted(stored)  # each once, none missing
+
+
+def test_an_in_memory_saver_app_seals_in_its_helper_process(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    # the default serializer's msgpack hook cannot be pickled; the helper makes its own
+    # (it used to keep sealing in the app's threads, on the app's GIL)
+    saver = InMemorySaver()
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+        assert ext.pipeline is not None
+        assert getattr(ext.pipeline.sealing, "pid", None) is not None
+        graph = _chat(ext.checkpointer)
+        graph.invoke({"messages": [HumanMessage("hello")]}, ext.config("t"))
+        assert ext.flush()
+        stored = list(saver.list({"configurable": {"thread_id": "t"}}))
+        got = [e for e in ext.events("t") if e["kind"] == "checkpoint"]
+        assert len(got) == len(stored)
+        state = (tmp_path / "ws" / "threads" / "t" / "state.json").read_text()
+        assert "hello" in state  # the helper's serializer read the values back
