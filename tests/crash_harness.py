@@ -73,8 +73,11 @@ class Findings:
 
 
 # -- the child -------------------------------------------------------------------------------
-def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing: str) -> None:
-    """Record graphs forever (until killed)."""
+def child(
+    dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing: str, sqlite: str = ""
+) -> None:
+    """Record graphs forever (until killed); ``sqlite``: on a ``SqliteSaver`` in that file
+    (a saver the record cannot join: captured by value) instead of the official saver."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     sys.path.insert(0, str(ROOT))
     from langchain_core.messages import HumanMessage
@@ -85,7 +88,18 @@ def child(dsn: str, workspace: str, spool: str, strict: bool, seed: int, sealing
     rng = random.Random(seed)
     pid = os.getpid()
     ws = None if sealing == "worker" else workspace
-    with External(dsn=dsn, workspace=ws, spool_dir=spool, strict=strict, sealing=sealing) as ext:
+    inner = None
+    if sqlite:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(sqlite, check_same_thread=False, isolation_level=None)
+        conn.execute("pragma journal_mode=wal")
+        inner = SqliteSaver(conn)
+    with External(
+        dsn=dsn, workspace=ws, spool_dir=spool, strict=strict, sealing=sealing, inner=inner
+    ) as ext:
         react = react_agent(ext.checkpointer)
         fan = fanout_with_subgraph(ext.checkpointer)
         helper = getattr(ext.pipeline.sealing, "pid", None) if ext.pipeline else None
@@ -481,9 +495,8 @@ def report_json(findings: Findings) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1] == "child":
-        child(
-            sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]), sys.argv[7]
-        )
+        a = sys.argv
+        child(a[2], a[3], a[4], a[5] == "1", int(a[6]), a[7], a[8] if len(a) > 8 else "")
     elif sys.argv[1] == "turns":
         a = sys.argv
         turns(a[2], a[3], a[4], a[5] == "1", a[6], int(a[7]), a[8])

@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
@@ -139,3 +140,27 @@ def cpu_burner() -> Iterator[None]:
         t.join()
         proc.kill()
         proc.wait()
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def blob_chat(checkpointer: Any) -> Any:
+    """``a → b`` on a message list; ``b``'s 20 kB reply becomes a blob file in the mirror."""
+    g = StateGraph(Chat)
+    g.add_node("a", lambda s: {"messages": [AIMessage(f"a saw {len(s['messages'])}")]})
+    g.add_node("b", lambda s: {"messages": [AIMessage("b " + "y" * 20_000)]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def state_history(graph: Any, thread: str) -> list[Any]:
+    """Every checkpoint of ``thread``: id, values, next and metadata (newest first)."""
+    conf = {"configurable": {"thread_id": thread}}
+    return [
+        (s.config["configurable"]["checkpoint_id"], s.values, s.next, s.metadata)
+        for s in graph.get_state_history(conf)
+    ]

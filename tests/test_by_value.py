@@ -7,43 +7,19 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 
 from langgraph_external import External, Workspace
 from langgraph_external.ops.restore import restore_thread
 from tests.crash_harness import lgx
-from tests.graphs import cpu_burner
+from tests.graphs import blob_chat, cpu_burner, state_history
 
 SECRET = "launch code 0000-SECRET-7777"
-
-
-class Chat(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-def _chat(checkpointer: Any) -> Any:
-    g = StateGraph(Chat)
-    g.add_node("a", lambda s: {"messages": [AIMessage(f"a saw {len(s['messages'])}")]})
-    g.add_node("b", lambda s: {"messages": [AIMessage("b " + "y" * 20_000)]})  # a blob file
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", END)
-    return g.compile(checkpointer=checkpointer)
-
-
-def _history(graph: Any, thread: str) -> list[Any]:
-    conf = {"configurable": {"thread_id": thread}}
-    return [
-        (s.config["configurable"]["checkpoint_id"], s.values, s.next, s.metadata)
-        for s in graph.get_state_history(conf)
-    ]
 
 
 def _captures(dsn: str) -> list[tuple[str, bytes | None]]:
@@ -60,7 +36,7 @@ def test_a_capture_by_value_commits_before_put_returns_and_holds_nothing_in_clea
     with External(
         dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver, sealing="worker"
     ) as ext:
-        graph = _chat(ext.checkpointer)
+        graph = blob_chat(ext.checkpointer)
         graph.invoke({"messages": [HumanMessage(SECRET)]}, ext.config("t"))
         stored = list(saver.list({"configurable": {"thread_id": "t"}}))
         caps = _captures(dsn)
@@ -76,7 +52,7 @@ def test_a_capture_by_value_commits_before_put_returns_and_holds_nothing_in_clea
     target = InMemorySaver()
     n = restore_thread(Workspace(tmp_path / "ws"), "t", target, cipher=ext.cipher)
     assert n == len(stored)
-    assert _history(_chat(target), "t") == _history(_chat(saver), "t")
+    assert state_history(blob_chat(target), "t") == state_history(blob_chat(saver), "t")
 
 
 def test_a_child_sealed_by_a_sealer_that_never_saw_its_parent_restores_exactly(
@@ -88,7 +64,7 @@ def test_a_child_sealed_by_a_sealer_that_never_saw_its_parent_restores_exactly(
     saver = InMemorySaver()
     ws = tmp_path / "ws"
     with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, inner=saver, sealing="worker") as ext:
-        graph = _chat(ext.checkpointer)
+        graph = blob_chat(ext.checkpointer)
         for turn in range(3):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}")]}, ext.config("t"))
             # a fresh sealer process each turn: it knows none of the earlier checkpoints
@@ -105,7 +81,7 @@ def test_a_child_sealed_by_a_sealer_that_never_saw_its_parent_restores_exactly(
     assert full.count("false") >= len(full) - 1  # unchanged channels named, not copied
     target = InMemorySaver()
     restore_thread(Workspace(ws), "t", target, cipher=ext.cipher)
-    assert _history(_chat(target), "t") == _history(_chat(saver), "t")
+    assert state_history(blob_chat(target), "t") == state_history(blob_chat(saver), "t")
     verified = lgx(dsn, ws, "verify", "t")
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
@@ -126,7 +102,7 @@ def test_a_store_that_fails_after_its_capture_is_recorded_as_failed(
 ) -> None:
     saver = FailingSaver()
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
-        graph = _chat(ext.checkpointer)
+        graph = blob_chat(ext.checkpointer)
         graph.invoke({"messages": [HumanMessage("one")]}, ext.config("t"))
         saver.fail = True
         with pytest.raises(OSError, match="disk full"):
@@ -150,7 +126,7 @@ def test_many_threads_capturing_by_value_under_load_lose_and_repeat_nothing(
         cpu_burner(),
         External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext,
     ):
-        graph = _chat(ext.checkpointer)
+        graph = blob_chat(ext.checkpointer)
 
         def run(i: int) -> None:
             try:
@@ -189,7 +165,7 @@ def test_an_in_memory_saver_app_seals_in_its_helper_process(
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
         assert ext.pipeline is not None
         assert getattr(ext.pipeline.sealing, "pid", None) is not None
-        graph = _chat(ext.checkpointer)
+        graph = blob_chat(ext.checkpointer)
         graph.invoke({"messages": [HumanMessage("hello")]}, ext.config("t"))
         assert ext.flush()
         stored = list(saver.list({"configurable": {"thread_id": "t"}}))

@@ -18,33 +18,16 @@ from pathlib import Path
 
 import psycopg
 
-from tests.crash_harness import ROOT, lgx
+from tests.crash_harness import ROOT, _kill, lgx
 from tests.graphs import cpu_burner
 
 TRIALS = 6
 
 
-def _kill(pid: int) -> None:
-    try:
-        import os
-
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def _one_trial(dsn: str, ws: Path, spool: Path, db: Path, seed: int, rng: random.Random) -> None:
+    args = [dsn, str(ws), str(spool), "0", str(seed), "process", str(db)]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.crash_other_savers",
-            dsn,
-            str(ws),
-            str(spool),
-            str(db),
-            str(seed),
-        ],
+        [sys.executable, "-m", "tests.crash_harness", "child", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -9,23 +9,23 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any, TypedDict
 
 import psycopg
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from langgraph_external import External, Workspace
 from langgraph_external.errors import ExternalError, RestoreError
 from langgraph_external.ops.restore import load_checkpoint, restore_thread
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
+from tests.graphs import blob_chat, state_history
 
 BIG = "x" * 40_000  # serialized above the 16 KiB inline limit: a blob file
 
@@ -394,44 +394,22 @@ def test_a_thread_with_subgraphs_sends_and_an_interrupt_restores_in_bulk_and_res
 
 
 # -- exact bytes into the savers that store them (ops/exact.py) ----------------------------
-class Chat(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-def _chat(checkpointer: Any) -> Any:
-    g = StateGraph(Chat)
-    g.add_node("a", lambda s: {"messages": [AIMessage(f"a saw {len(s['messages'])}")]})
-    g.add_node("b", lambda s: {"messages": [AIMessage("b " + "y" * 20_000)]})  # a blob file
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", END)
-    return g.compile(checkpointer=checkpointer)
-
-
-def _history(graph: Any, thread: str) -> list[Any]:
-    conf = {"configurable": {"thread_id": thread}}
-    return [
-        (s.config["configurable"]["checkpoint_id"], s.values, s.next, s.metadata)
-        for s in graph.get_state_history(conf)
-    ]
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_a_saver_that_stores_serialized_bytes_gets_every_checkpoint_back_identically(
     dsn: str, tmp_path: Path, spool_dir: Path, kind: str
 ) -> None:
     with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
-        original = _chat(ext.checkpointer)
+        original = blob_chat(ext.checkpointer)
         for turn in range(4):
             original.invoke({"messages": [HumanMessage(f"turn {turn}")]}, ext.config("c"))
         assert ext.flush()
-        before = _history(original, "c")
+        before = state_history(original, "c")
         conn = sqlite3.connect(tmp_path / "t.sqlite", check_same_thread=False)
         saver: Any = InMemorySaver() if kind == "memory" else SqliteSaver(conn)
         n = restore_thread(Workspace(tmp_path / "ws"), "c", saver, cipher=ext.cipher)
         assert n == len(before)
-        restored = _chat(saver)
-        assert _history(restored, "c") == before  # every checkpoint, values and metadata
+        restored = blob_chat(saver)
+        assert state_history(restored, "c") == before  # every checkpoint, values and metadata
         # and it resumes as the original does
         original.invoke({"messages": [HumanMessage("again")]}, ext.config("c"))
         restored.invoke({"messages": [HumanMessage("again")]}, {"configurable": {"thread_id": "c"}})
