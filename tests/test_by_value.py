@@ -173,3 +173,43 @@ def test_an_in_memory_saver_app_seals_in_its_helper_process(
         assert len(got) == len(stored)
         state = (tmp_path / "ws" / "threads" / "t" / "state.json").read_text()
         assert "hello" in state  # the helper's serializer read the values back
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_store_waits_for_a_ledger_that_is_down_or_raises_when_strict(
+    strict: bool, spool_dir: Path
+) -> None:
+    from langgraph_external.errors import RecordingError
+    from langgraph_external.pipeline.pipeline import Pipeline
+    from langgraph_external.sources.checkpointer import ExternalCheckpointer
+    from tests.test_pipeline import FlakyLedger
+
+    ledger = FlakyLedger()
+    saver = InMemorySaver()
+    with Pipeline(ledger, spool_dir=spool_dir, strict=strict, retry_interval=0.05) as p:
+        graph = blob_chat(ExternalCheckpointer(saver, pipeline=p))
+        config = {"configurable": {"thread_id": "t"}}
+        graph.invoke({"messages": [HumanMessage("one")]}, config)
+        ledger.down = True
+        if strict:
+            with pytest.raises(RecordingError, match="could not be captured"):
+                graph.invoke({"messages": [HumanMessage("two")]}, config)
+            stored = len(list(saver.list(config)))
+            ledger.down = False
+            assert p.flush(10)
+            recorded = [e for e in ledger.events if e.kind == "checkpoint"]
+            assert len(recorded) == stored  # the store it refused never happened
+            return
+        done = threading.Event()
+        runner = threading.Thread(
+            target=lambda: (graph.invoke({"messages": [HumanMessage("two")]}, config), done.set())
+        )
+        runner.start()
+        assert not done.wait(0.5)  # the store waits for its capture
+        assert "ledger" in p.health()["failing"]
+        ledger.down = False
+        runner.join(30)
+        assert done.is_set()
+        assert p.flush(10)
+        stored = {t.config["configurable"]["checkpoint_id"] for t in saver.list(config)}
+        assert {e.checkpoint_id for e in ledger.events if e.kind == "checkpoint"} == stored
