@@ -213,3 +213,51 @@ def test_a_store_waits_for_a_ledger_that_is_down_or_raises_when_strict(
         assert p.flush(10)
         stored = {t.config["configurable"]["checkpoint_id"] for t in saver.list(config)}
         assert {e.checkpoint_id for e in ledger.events if e.kind == "checkpoint"} == stored
+
+
+def test_a_lone_surrogate_a_nul_and_100_kb_go_through_a_capture_by_value(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """msgpack cannot encode a lone surrogate: such text is captured marked, and every
+    value reads back exactly as the saver stored it (the invoke failed on it)."""
+    saver = InMemorySaver()
+    odd = "file \udce9 name \x00 and " + "z" * 100_000
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+        graph = blob_chat(ext.checkpointer)
+        config = ext.config("t")
+        config["configurable"]["note"] = "from \udce9.txt"
+        config["metadata"] = {"tag": "m \udfff"}
+        graph.invoke({"messages": [HumanMessage(odd)]}, config)
+        assert ext.flush()
+        events = ext.events("t")
+        cps = [e for e in events if e["kind"] == "checkpoint"]
+        assert len(cps) == len(list(saver.list({"configurable": {"thread_id": "t"}})))
+        assert all(e["kind"] != "error" for e in events)
+        assert ext.pipeline is not None and ext.pipeline.health()["record_failures"] == 0
+    target = InMemorySaver()
+    restore_thread(Workspace(tmp_path / "ws"), "t", target, cipher=ext.cipher)
+    restored = state_history(blob_chat(target), "t")
+    original = state_history(blob_chat(saver), "t")
+    assert restored == original  # ids, values, next and metadata, as the saver holds them
+    content = restored[0][1]["messages"][0].content  # as this saver's serializer stored it
+    assert "\x00" in content and content.endswith("z" * 100_000)
+    # the record itself holds the metadata as the app gave it (this saver wrote "?")
+    with psycopg.connect(dsn) as conn:
+        notes = {
+            r[0]
+            for r in conn.execute(
+                "select payload -> 'metadata' ->> 'note' from langgraph_external.events "
+                "where thread_id = 't' and kind = 'checkpoint'"
+            )
+        }
+    assert notes == {'{"as": "text", "$escaped": "from \\\\udce9.txt"}'}
+
+
+def test_digest_is_deprecated_and_says_so(dsn: str, tmp_path: Path, spool_dir: Path) -> None:
+    from langgraph_external.ledger.memory import InMemoryLedger
+    from langgraph_external.pipeline.pipeline import Pipeline
+    from langgraph_external.sources.checkpointer import ExternalCheckpointer
+
+    with Pipeline(InMemoryLedger(), spool_dir=spool_dir) as p:
+        with pytest.warns(DeprecationWarning, match="digest"):
+            ExternalCheckpointer(InMemorySaver(), pipeline=p, digest=lambda b: "x")

@@ -33,6 +33,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_external.errors import RestoreError
 from langgraph_external.ops.exact import SPLICEABLE_TYPES, RawValue, exact_serde
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.escapes import unmark
 from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.checkpoint_log import CheckpointLog, describe_error, verify_thread
@@ -127,7 +128,8 @@ def build_tuple(
     return CheckpointTuple(
         config=config,
         checkpoint=checkpoint,
-        metadata=cast(CheckpointMetadata, doc.get("metadata") or {}),
+        # text the record had to escape (a NUL, a lone surrogate) comes back as it was
+        metadata=cast(CheckpointMetadata, unmark(doc.get("metadata") or {})),
         parent_config=parent_config,
         pending_writes=writes,
     )

@@ -34,6 +34,7 @@ import ormsgpack
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import CheckpointMaterial, WritesMaterial
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.escapes import mark_keys, mark_text, needs_escape, unmark
 from langgraph_external.record.render import to_readable
 
 __all__ = ["checkpoint_capture", "material_of", "writes_capture"]
@@ -65,8 +66,30 @@ def _aad(event_id: str) -> bytes:
     return b"lgx-capture\x1f" + event_id.encode()
 
 
+def _marked(value: Any) -> Any:
+    """``value`` with every text msgpack cannot encode (a lone surrogate) marked, and
+    restorable by :func:`~langgraph_external.record.escapes.unmark`; the rest as is."""
+    if isinstance(value, str):
+        return mark_text(value) if needs_escape(value) else value
+    if isinstance(value, Mapping):
+        out = {k: _marked(v) for k, v in value.items()}
+        if any(isinstance(k, str) and needs_escape(k) for k in out):
+            return mark_keys(out)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_marked(v) for v in value]
+    return value
+
+
+def _packb(body: Mapping[str, Any]) -> bytes:
+    return ormsgpack.packb(body, default=_default, option=ormsgpack.OPT_PASSTHROUGH_BIG_INT)
+
+
 def _pack(body: Mapping[str, Any], event_id: str, cipher: WorkspaceCipher | None) -> bytes:
-    data = ormsgpack.packb(body, default=_default, option=ormsgpack.OPT_PASSTHROUGH_BIG_INT)
+    try:
+        data = _packb(body)
+    except TypeError:  # text with a lone surrogate (a file name, a user's metadata)
+        data = _packb({**_marked(body), "marked": True})
     if cipher is None:
         return bytes((_CLEAR,)) + data
     return bytes((_SEALED,)) + cipher.encrypt(data, _aad(event_id))
@@ -134,7 +157,7 @@ def _unpack(c: Capture, cipher: WorkspaceCipher | None) -> dict[str, Any]:
     body = ormsgpack.unpackb(data, ext_hook=_ext)
     if not isinstance(body, dict):
         raise MaterialError(f"capture {c.id}: material of an unknown format")
-    return body
+    return unmark(body) if body.pop("marked", False) else body
 
 
 def _pairs(values: Mapping[str, Any]) -> dict[str, tuple[str, bytes] | None]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -81,9 +82,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         strict: raise into the app when recording fails.
         spool_dir: where failed batches wait for replay.
         reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
-        digest: content-address function for exact bytes (default: the keyed address of
-            the pipeline's deployment key, see :mod:`langgraph_external.record.keys`; sha256
-            only for a pipeline without a key).
+        digest: deprecated and unused (the sealer addresses exact bytes with the
+            deployment key, see :mod:`langgraph_external.record.keys`); passing it warns.
         key: the deployment key of the pipeline built here (default: ``$LGX_KEY`` or
             the key file, created on first use).
         encrypt: encrypt the exact copies with the key (AES-256-GCM) when building the
@@ -158,7 +158,14 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             cipher=cipher,
             lookup_parent=read_parent(inner),
         )
-        self.digest = digest  # kept for callers; the sealer addresses with the key
+        if digest is not None:
+            warnings.warn(
+                "ExternalCheckpointer(digest=...) is deprecated and unused: the sealer "
+                "addresses exact bytes with the deployment key",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        self.digest = digest
         self._task_path_arg = "task_path" in inspect.signature(inner.put_writes).parameters
         self._async_native = {
             m: overrides(inner, m)
