@@ -258,6 +258,8 @@ def test_digest_is_deprecated_and_says_so(dsn: str, tmp_path: Path, spool_dir: P
     from langgraph_external.pipeline.pipeline import Pipeline
     from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
-    with Pipeline(InMemoryLedger(), spool_dir=spool_dir) as p:
-        with pytest.warns(DeprecationWarning, match="digest"):
-            ExternalCheckpointer(InMemorySaver(), pipeline=p, digest=lambda b: "x")
+    with (
+        Pipeline(InMemoryLedger(), spool_dir=spool_dir) as p,
+        pytest.warns(DeprecationWarning, match="digest"),
+    ):
+        ExternalCheckpointer(InMemorySaver(), pipeline=p, digest=lambda b: "x")
