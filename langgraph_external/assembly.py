@@ -206,6 +206,7 @@ def assemble(
                 cipher=cipher,
                 encrypt=encrypt,
                 redactor=red,
+                offload_threshold=offload_threshold,
                 serde=portable_serde(serde),
                 exports=list(exports),
                 spool_dir=os.path.abspath(spool_dir or default_spool_dir()),
@@ -236,6 +237,10 @@ def assemble(
             encrypt=encrypt,
             serde=serde,
             sealing=backend,
+            # the app's events are redacted where they are sealed — by this app's own
+            # helper or threads, with its processors — never by an `lgx worker`, whose
+            # redactor may be another
+            defer=mode in ("thread", "process"),
             **pipeline_options,
         )
     except BaseException:

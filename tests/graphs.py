@@ -164,3 +164,13 @@ def state_history(graph: Any, thread: str) -> list[Any]:
         (s.config["configurable"]["checkpoint_id"], s.values, s.next, s.metadata)
         for s in graph.get_state_history(conf)
     ]
+
+
+class FailingRedactor:
+    """A redactor of the app's with a bug: it raises on any value holding "boom". A class
+    of a plain module, so it is pickled by reference and runs in the sealing helper."""
+
+    def __call__(self, value: Any) -> tuple[Any, int]:
+        if "boom" in repr(value):
+            raise RuntimeError("redactor bug")
+        return value, 0

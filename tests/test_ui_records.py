@@ -93,18 +93,22 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tmp = tmp_path_factory.mktemp("ui-records")
     with _fresh_database(pg_server) as dsn:
         ws = tmp / "ws"
-        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
-            assert ext.pipeline is not None
-            procs = ext.pipeline.processors
-            at = next(i for i, p in enumerate(procs) if isinstance(p, Offload))
-            procs[at] = OldOffload()
+        # sealed in this process: the older offload step replaces the current one where
+        # events are processed, on the app's thread and in its sealer
+        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool", sealing="thread") as ext:
+            assert ext.pipeline is not None and ext.pipeline.service is not None
+            lists = (ext.pipeline.processors, ext.pipeline.service.sealer.processors)
+            at = next(i for i, p in enumerate(lists[0]) if isinstance(p, Offload))
+            for procs in lists:
+                procs[at] = OldOffload()
             for thread, city in (("old-A", "Oslo"), ("old-B", "Bergen")):
                 fetch_app(ext.checkpointer, city).invoke(
                     {"messages": [HumanMessage(question())]},
                     ext.config(thread, user_id="bob", tags=["legacy"]),
                 )
-            procs[at] = Offload()
             assert ext.flush()
+            for procs in lists:
+                procs[at] = Offload()
         with External(
             dsn=dsn, workspace=ws, spool_dir=tmp / "spool", redactor=failing_redactor()
         ) as ext:

@@ -273,7 +273,7 @@ class PostgresLedger:
                 yield SealTx(
                     self,
                     conn,
-                    [capture_from_row(r) for r in rows],
+                    [capture_from_row(r, self.cipher) for r in rows],
                     {r[0]: (int(r[1]), r[2]) for r in heads if int(r[1]) > 0},
                     {r[0] for r in heads if r[3]},
                 )

@@ -21,7 +21,8 @@ from psycopg.types.json import Jsonb
 
 from langgraph_external.ledger.schema import row_to_envelope
 from langgraph_external.ledger.statements import CHECKPOINT_INDEX_COLUMNS
-from langgraph_external.record.capture import Capture, unpack_inline, unpack_riders
+from langgraph_external.record.capture import Capture, riders_of, unpack_inline
+from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 
 __all__ = [
@@ -132,8 +133,29 @@ def event_from_row(row: Sequence[Any]) -> Event:
     return Event.from_envelope(env).replace(detail=detail, attachments=files)
 
 
-def capture_from_row(r: Sequence[Any]) -> Capture:
-    """A capture from a row of ``SELECT_CAPTURES``."""
+def _unreadable(r: Sequence[Any], exc: BaseException) -> Event:
+    return Event.new(
+        "error",
+        r[2],
+        status="error",
+        name="riders_unreadable",
+        checkpoint_ns=r[4] or "",
+        checkpoint_id=r[5],
+        payload={
+            "error": f"{type(exc).__name__}: {exc}"[:2000],
+            "capture": r[3],
+            "detail": "the events this capture carried are encrypted with a key this "
+            "sealer does not have, or were altered",
+        },
+    )
+
+
+def capture_from_row(r: Sequence[Any], cipher: WorkspaceCipher | None = None) -> Capture:
+    """A capture from a row of ``SELECT_CAPTURES`` (``cipher`` opens pending riders)."""
+    try:
+        riders, pending = riders_of(r[12], r[2], r[1], cipher)
+    except Exception as exc:  # another deployment key, altered bytes: said, never dropped
+        riders, pending = [_unreadable(r, exc)], False
     return Capture(
         id=int(r[0]),
         event_id=r[1],
@@ -147,7 +169,8 @@ def capture_from_row(r: Sequence[Any]) -> Capture:
         node=r[9],
         changed=list(r[10]) if r[10] is not None else None,
         idx=list(r[11]) if r[11] is not None else None,
-        riders=unpack_riders(r[12], r[2]),
+        riders=riders,
+        pending=pending,
         captured_at=r[13],
         recovered=bool(r[14]),
         inline=unpack_inline(r[15]),

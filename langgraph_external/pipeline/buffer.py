@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from langgraph_external.record.capture import Capture
+from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 
 __all__ = ["Entry", "EventBuffer"]
@@ -65,6 +66,8 @@ class EventBuffer:
         self.count = 0
         self.delivered = 0  # events captured so far
         self.ledger_down_since: float | None = None
+        self.riders_key: WorkspaceCipher | None = None
+        """Set when riders are snapshots the sealer processes (``Pipeline(defer=True)``)."""
         self.open_commits: dict[int, float] = {}  # commit -> when it opened
         self.storing = 0  # entries taken by the flusher, not yet captured or put back
         # captures whose commit was not seen to succeed or fail (a connection lost around
@@ -256,6 +259,13 @@ class EventBuffer:
             n += 1
         return self._take_first(tid, n)
 
+    def riding(self, capture: Capture) -> Capture:
+        """``capture`` with its riders marked pending (sealed with :attr:`riders_key`)
+        when the pipeline leaves their processing to the sealer."""
+        if self.riders_key is not None and capture.riders:
+            capture.pending, capture.key = True, self.riders_key
+        return capture
+
     def collect(self, pick: Callable[[], list[Entry]]) -> tuple[list[Entry], list[Capture]]:
         """Pick entries with ``pick`` and make one capture per thread of them."""
         picked = pick()
@@ -266,7 +276,11 @@ class EventBuffer:
             by_thread.setdefault(en.event.thread_id, []).append(en)
         ordered = [en for ens in by_thread.values() for en in ens]
         captures = [
-            Capture("events", tid, riders=[en.event for en in ens], event_id=ens[0].event.event_id)
+            self.riding(
+                Capture(
+                    "events", tid, riders=[en.event for en in ens], event_id=ens[0].event.event_id
+                )
+            )
             for tid, ens in by_thread.items()
         ]
         self.storing += len(ordered)

@@ -132,7 +132,7 @@ class Commit:
             return False
         self._riders = taken
         capture.riders = [en.event for en in taken]
-        self.capture = capture
+        self.capture = self.pipeline.buffer.riding(capture)
         return True
 
     def done(self) -> None:

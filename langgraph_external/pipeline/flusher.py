@@ -61,6 +61,7 @@ class Flusher:
         resolve_doubts: Callable[[str], None],
         process: Callable[[Event], Event],
         linger: float,
+        finish: Callable[[Sequence[Event]], list[Event]] = list,
         retry_interval: float,
     ) -> None:
         self.buffer = buffer
@@ -72,6 +73,7 @@ class Flusher:
         self.captured = captured
         self.resolve_doubts = resolve_doubts
         self.process = process
+        self.finish = finish  # deferred events processed before they go to a file
         self.linger = linger
         self.retry_interval = retry_interval
         self.store_started: float | None = None
@@ -215,7 +217,9 @@ class Flusher:
 
     def _set_aside(self, tid: str, entries: Sequence[Entry], exc: BaseException) -> None:
         """Set aside events the ledger refuses, with an error event for their thread."""
-        path = self.wal.quarantine([en.event for en in entries], f"{type(exc).__name__}: {exc}")
+        path = self.wal.quarantine(
+            self.finish([en.event for en in entries]), f"{type(exc).__name__}: {exc}"
+        )
         self.failures.add("ledger", exc, len(entries))
         self.quarantined[f"ledger:{tid}"] = f"{type(exc).__name__}: {exc}"
         logger.error(
@@ -239,7 +243,7 @@ class Flusher:
                 },
             )
         )
-        capture = Capture("events", tid, riders=[note], event_id=note.event_id)
+        capture = self.buffer.riding(Capture("events", tid, riders=[note], event_id=note.event_id))
         try:
             self.ledger.capture([capture])
             self.captured([capture], [])

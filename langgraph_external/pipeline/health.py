@@ -66,6 +66,10 @@ def recording_health(
     out["projection_lag_commits"] = sealed.get("projection_lag_batches", 0)
     if not shares_failures:
         out["failures"] = out["failures"] + list(sealed.get("failures") or [])
+        # events the sealer could not record (deferred processing failed there)
+        out["record_failures"] = out.get("record_failures", 0) + int(
+            sealed.get("record_failures") or 0
+        )
     out["quarantined"] = {**out["quarantined"], **(sealed.get("quarantined") or {})}
     if (
         sealed.get("sealer_down_seconds")  # it cannot reach the same database

@@ -4,8 +4,10 @@ with the checkpoint, a sealer seals them after commit, projections follow.
 * **Sources** (checkpointer, callback handler, store, guard, memory adapter) know only
   :class:`~langgraph_external.record.events.Event`,
   :class:`~langgraph_external.record.capture.Capture` and this class.
-* **Processors** run in :meth:`Pipeline.emit`, on the caller's thread, so a value is
-  recorded as it was when it was reported: ``materialize → Redact → normalize → Offload``.
+* **Processors** (``materialize → Redact → normalize → Offload``) run in
+  :meth:`Pipeline.emit`, on the caller's thread, so a value is recorded as it was when it
+  was reported — or, deferred, only a snapshot there and the rest in the sealer
+  (:mod:`~langgraph_external.pipeline.processing`).
 * **Capture.** A checkpoint's capture — a reference to the saver's rows and the thread's
   buffered events that precede it — commits in the checkpoint's own transaction
   (:meth:`Pipeline.open_commit`, used by the checkpointer). Events reported between
@@ -60,22 +62,15 @@ from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.flusher import Flusher
 from langgraph_external.pipeline.health import STALL_AFTER, capture_health, recording_health
 from langgraph_external.pipeline.listeners import FlushHooks, Listener, ReadBackListeners
+from langgraph_external.pipeline.processing import EventProcessing
 from langgraph_external.pipeline.recovery import keep_leftover, replay_wal, resolve_doubts
 from langgraph_external.pipeline.seal import is_poison
 from langgraph_external.pipeline.service import SealingService
-from langgraph_external.pipeline.wal import WriteAheadLog, default_spool_dir
+from langgraph_external.pipeline.wal import WriteAheadLog, default_spool_dir, spool_for
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
-from langgraph_external.record.processors import (
-    Offload,
-    Processor,
-    Redact,
-    Redactor,
-    materialize,
-    normalize,
-    run_all,
-)
+from langgraph_external.record.processors import Processor, Redactor
 
 logger = logging.getLogger("langgraph_external")
 
@@ -143,6 +138,8 @@ class Pipeline:
             in this process, built here), a :class:`SealingBackend` built elsewhere
             (the helper process, ``lgx worker``), or ``None`` (nothing seals here: an
             ``lgx worker`` does, and :meth:`flush` waits for it).
+        defer: leave redaction and the rest to the sealer, which must run these
+            processors (:mod:`~langgraph_external.pipeline.processing`).
     """
 
     def __init__(
@@ -165,33 +162,36 @@ class Pipeline:
         encrypt: bool = True,
         serde: SerializerProtocol | None = None,
         sealing: str | SealingBackend | None = "thread",
+        defer: bool = False,
     ) -> None:
         self.ledger = ledger
         self.cipher = cipher
         self.encrypt = encrypt and cipher is not None
         self.strict = strict
-        self.processors: list[Processor] = [
-            materialize,
-            Redact(redactor),
-            *extra_processors,
-            normalize,
-            Offload(offload_threshold),
-        ]
+        self.failures = Failures()
+        self.processing = EventProcessing(
+            self.failures,
+            redactor=redactor,
+            offload_threshold=offload_threshold,
+            extra_processors=extra_processors,
+            strict=strict,
+            cipher=cipher,
+            defer=defer,
+        )
+        self.processors = self.processing.processors
         self.linger = linger
         self.hold = hold
         self.max_buffered = max_buffered
         self.retry_interval = retry_interval
-        self.failures = Failures()
         self.quarantined: dict[str, str] = {}  # "ledger:thread" -> error
-        identity = getattr(ledger, "identity", None)
-        key = identity() if callable(identity) else ledger.name
         spool = Path(wal_dir or spool_dir or default_spool_dir())
-        self._wal = WriteAheadLog(spool / "wal" / key)
-        self.quarantine_dir = spool / "quarantine" / key
+        self._wal, self.quarantine_dir = spool_for(spool, ledger)
+        if isinstance(sealing, str) and sealing != "thread":
+            raise ValueError(f"sealing must be 'thread', a backend or None, not {sealing!r}")
         self.service: SealingService | None = None
-        self.sealing: SealingBackend | None
+        self.sealing: SealingBackend | None = None if isinstance(sealing, str) else sealing
         if sealing == "thread":
-            self.service = SealingService(
+            self.sealing = self.service = SealingService(
                 ledger,
                 projections=projections,
                 cipher=cipher,
@@ -203,14 +203,8 @@ class Pipeline:
                 quarantine_dir=self.quarantine_dir,
                 failures=self.failures,
             ).start()
-            self.sealing = self.service
-        elif isinstance(sealing, str):
-            raise ValueError(f"sealing must be 'thread', a backend or None, not {sealing!r}")
-        else:
-            self.sealing = sealing
-        self.buffer = EventBuffer(hold)
-        """The per-thread buffer and the order captures take it in."""
-        self._cv = self.buffer.cv
+        self.buffer = EventBuffer(hold)  # per thread, and the order captures take it in
+        self.buffer.riders_key = cipher if self.processing.deferred else None  # snapshots
         self._listeners = ReadBackListeners(self.buffer, ledger)
         self._calls: dict[int, float] = {}  # database calls of sources in flight
         self._closed = False
@@ -226,6 +220,7 @@ class Pipeline:
             captured=self.captured,
             resolve_doubts=self.resolve_doubts,
             process=self.process,
+            finish=self.processing.finish,
             linger=linger,
             retry_interval=retry_interval,
         )
@@ -253,8 +248,8 @@ class Pipeline:
 
     # -- producer side -------------------------------------------------------------------
     def process(self, event: Event) -> Event:
-        """Run the processors on ``event`` (on the caller's thread; :func:`run_all`)."""
-        return run_all(event, self.processors, strict=self.strict, failed=self.failures.unrecorded)
+        """``event`` processed, or snapshotted for the sealer (``defer``)."""
+        return self.processing.process(event)
 
     def emit(self, event: Event, *, durable: bool = False) -> None:
         """Submit one event. ``durable``: in the write-ahead log before returning."""
@@ -267,7 +262,8 @@ class Pipeline:
         processed = [self.process(e) for e in events]
         if not processed:
             return
-        wal = self._wal.append(processed) if durable else None
+        # the log is a file: what goes there is redacted (a deferred event: here)
+        wal = self._wal.append(self.processing.finish(processed)) if durable else None
         b = self.buffer
         with b.cv:
             while (
@@ -305,7 +301,7 @@ class Pipeline:
             ...     asyncio.run(p.wait_for_room("t"))
         """
         while not self.has_room() or (thread_id is not None and self.buffer.is_flushing(thread_id)):
-            with self._cv:
+            with self.buffer.cv:
                 self._revive()
             await asyncio.sleep(0.005)
 
@@ -433,7 +429,7 @@ class Pipeline:
         left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
         if left <= 0:
             return False
-        self._cv.wait(left)
+        self.buffer.cv.wait(left)
         return True
 
     def add_flush_hook(self, fn: Callable[[], None]) -> None:
@@ -477,7 +473,7 @@ class Pipeline:
         seal = getattr(self.sealing, "seals_here", True)
         ok = self._flush(timeout, exports=False, seal=seal)
         self._closed = True
-        keep_leftover(self._wal, self.flusher.stop(), ok)
+        keep_leftover(self._wal, self.flusher.stop(), ok, self.processing.finish)
         self._wal.close()
         if self.sealing is not None:
             try:

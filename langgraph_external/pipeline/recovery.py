@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
@@ -24,12 +24,18 @@ __all__ = ["keep_leftover", "read_all", "recorded", "replay_wal", "resolve_doubt
 logger = logging.getLogger("langgraph_external")
 
 
-def keep_leftover(wal: WriteAheadLog, leftover: Sequence[Entry], flushed: bool) -> None:
+def keep_leftover(
+    wal: WriteAheadLog,
+    leftover: Sequence[Entry],
+    flushed: bool,
+    finish: Callable[[Sequence[Event]], list[Event]] = list,
+) -> None:
     """At close: events that could not be captured go to the write-ahead log (replayed by
-    the next start or ``lgx repair``); with nothing left and everything ``flushed``, this
+    the next start or ``lgx repair``), ``finish``-ed first (a deferred event is redacted
+    before it is written to a file); with nothing left and everything ``flushed``, this
     process's log file goes."""
     if leftover:
-        fresh = [en.event for en in leftover if en.wal is None]
+        fresh = finish([en.event for en in leftover if en.wal is None])
         if fresh:
             wal.append(fresh)
         logger.error(

@@ -51,7 +51,7 @@ from langgraph_external.record.checkpoints import (
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.locations import checkpoints_relpath
-from langgraph_external.record.processors import Processor, Sequencer
+from langgraph_external.record.processors import Processor, Sequencer, run_all
 from langgraph_external.upstream import langgraph as _compat
 from langgraph_external.workspace.files import sha256_hex
 
@@ -103,6 +103,8 @@ class Sealer:
             like any payload); the pipeline's list without the sequencer.
         on_sealed: called with every stored batch (projections, listeners).
         quarantine_dir: where a capture the ledger refuses is kept for a person.
+        unrecorded: told of an event the processors could not turn into a record (a
+            ``record_failed`` event takes its place; ``health()`` counts them).
     """
 
     def __init__(
@@ -117,10 +119,12 @@ class Sealer:
         quarantine_dir: str | os.PathLike[str] | None = None,
         max_threads: int = 64,
         max_captures: int = 1000,
+        unrecorded: Callable[[Event, Exception], None] | None = None,
     ) -> None:
         self.ledger = ledger
         self.cipher = cipher
         self.processors = list(processors)
+        self.unrecorded = unrecorded
         self.on_sealed = on_sealed
         self.quarantine_dir = Path(quarantine_dir) if quarantine_dir else None
         self.max_threads = max_threads
@@ -249,7 +253,7 @@ class Sealer:
             "task_id": capture.task_id,
         }
         lines = [json.dumps(head, default=str)]
-        for e in capture.riders:
+        for e in self._riders(capture):  # redacted before they go to a file
             env = e.envelope()
             env["attachments"] = {k: base64.b64encode(v).decode() for k, v in e.attachments.items()}
             env["detail"] = e.detail
@@ -290,7 +294,7 @@ class Sealer:
             except _Defer:
                 waiting.add(c.thread_id)
                 continue
-            built = list(c.riders) + own
+            built = self._riders(c) + own
             if not built:
                 continue
             assert c.id is not None
@@ -300,6 +304,13 @@ class Sealer:
         order = {tid: i for i, tid in enumerate(ids)}
         events.sort(key=lambda e: order[e.thread_id])
         return events, ids
+
+    def _riders(self, c: Capture) -> list[Event]:
+        """A capture's events; pending ones (snapshots the app left to the sealer) are
+        redacted, normalized and offloaded here, before anything readable is written."""
+        if not c.pending:
+            return list(c.riders)
+        return [run_all(e, self.processors, failed=self.unrecorded) for e in c.riders]
 
     def _main_event(self, c: Capture, materials: Mapping[int, Any], tx: Any) -> list[Event]:
         if c.kind == "events":

@@ -96,6 +96,7 @@ class SealingService:
             processors=processors,
             on_sealed=self._on_sealed,
             quarantine_dir=quarantine_dir,
+            unrecorded=self.failures.unrecorded,
         )
         self.projector = ProjectionRunner(
             ledger,
@@ -330,6 +331,7 @@ class SealingService:
                 **{f"ledger:{t}": why for t, why in self.sealer.refused.items()},
             },
             "failures": self.failures.as_dicts(),
+            "record_failures": self.failures.unrecorded_events,
         }
         pending = getattr(self.ledger, "pending", None)
         if ask_ledger and pending is not None:

@@ -26,13 +26,13 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from langgraph_external.record.events import Event
 
 logger = logging.getLogger("langgraph_external")
 
-__all__ = ["WriteAheadLog", "default_spool_dir"]
+__all__ = ["WriteAheadLog", "default_spool_dir", "spool_for"]
 
 
 class WriteAheadLog:
@@ -168,6 +168,14 @@ def _wal_event(line: bytes) -> Event | None:
     atts = {k: base64.b64decode(v) for k, v in env.pop("attachments", {}).items()}
     detail = env.pop("detail", None)
     return Event.from_envelope(env).replace(attachments=atts, detail=detail)
+
+
+def spool_for(spool: Path, ledger: Any) -> tuple[WriteAheadLog, Path]:
+    """``ledger``'s write-ahead log and quarantine folder under ``spool`` (one per ledger,
+    so two databases never share a log)."""
+    identity = getattr(ledger, "identity", None)
+    key = identity() if callable(identity) else ledger.name
+    return WriteAheadLog(spool / "wal" / key), spool / "quarantine" / key
 
 
 def default_spool_dir() -> Path:

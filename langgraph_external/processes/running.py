@@ -51,7 +51,9 @@ class WorkerConfig:
         storage_options, fsync: the workspace's fsspec options and fsync.
         cipher: the deployment key (``None``: ``$LGX_KEY`` or the key file).
         encrypt: encrypt exact copies.
-        redactor: redaction of the readable views (checkpoint metadata and values).
+        redactor: redaction of the events the app left to the sealer and of the readable
+            views (checkpoint metadata and values).
+        offload_threshold: payloads or raw bytes larger than this go to artifacts.
         serde: the saver's serializer (``None``: LangGraph's default).
         exports: exporter configurations (``OtlpExport``, ``LangfuseExport``) to run beside
             the mirror.
@@ -67,6 +69,7 @@ class WorkerConfig:
     cipher: WorkspaceCipher | None = None
     encrypt: bool = True
     redactor: Any = None
+    offload_threshold: int = 64 * 1024
     serde: Any = None
     exports: list[Any] = field(default_factory=list)
     spool_dir: str | None = None
@@ -99,7 +102,12 @@ class Running:
             cipher=cipher,
             encrypt=config.encrypt,
             serde=config.serde,
-            processors=[materialize, Redact(config.redactor), normalize, Offload()],
+            processors=[
+                materialize,
+                Redact(config.redactor),
+                normalize,
+                Offload(config.offload_threshold),
+            ],
             poll_interval=config.poll_interval,
             retry_interval=config.retry_interval,
             quarantine_dir=os.path.join(spool, "quarantine", self.ledger.identity()),

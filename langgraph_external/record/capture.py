@@ -4,7 +4,9 @@ A :class:`Capture` is one row of the ledger's ``captures`` table (the v7 migrati
 the official Postgres saver the checkpointer adds it to the saver's own transaction —
 one statement, nothing computed: a reference to the saver's rows (thread, namespace,
 checkpoint and parent, or a task's writes) and the thread's callback events that precede
-it (:attr:`Capture.riders`, already redacted and snapshotted on the caller's thread).
+it (:attr:`Capture.riders`, snapshotted on the caller's thread; redacted there too, or
+— :attr:`Capture.pending` — encrypted with the deployment key and redacted by the
+sealer).
 Events that ride no saver transaction are captured by the pipeline's flusher (kind
 ``"events"``). The sealer (:mod:`langgraph_external.pipeline.seal`) turns captures into
 sequenced, hash-chained events in commit order and deletes them as it stores those.
@@ -19,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,9 +30,18 @@ from typing import Any
 import orjson
 import ormsgpack
 
-from langgraph_external.record.events import SCHEMA_VERSION, Event, new_id
+from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.events import SCHEMA_VERSION, TEXT_FIELDS, Event, new_id
 
-__all__ = ["KINDS", "Capture", "pack_riders", "unpack_inline", "unpack_riders"]
+__all__ = [
+    "KINDS",
+    "Capture",
+    "pack_riders",
+    "riders_of",
+    "snapshot",
+    "unpack_inline",
+    "unpack_riders",
+]
 
 KINDS = ("checkpoint", "writes", "events")
 """What a capture stands for: a stored checkpoint, a task's stored writes, or only the
@@ -64,6 +76,10 @@ class Capture:
     captured_at: datetime | None = None
     recovered: bool = False  # made by ``lgx repair`` for saver rows nothing captured
     material: bytes | None = None  # captured by value (:mod:`~.by_value`), not referenced
+    pending: bool = False
+    """The riders are snapshots the sealer still redacts, normalizes and offloads: the
+    row holds them encrypted (with :attr:`key`), never in clear."""
+    key: WorkspaceCipher | None = field(default=None, repr=False)
 
     def row(self) -> tuple[Any, ...]:
         """The insert's parameters (:data:`langgraph_external.ledger.schema.INSERT_CAPTURE`)."""
@@ -80,10 +96,27 @@ class Capture:
             # JSON text, not arrays: psycopg adapts a text parameter at a third of the cost
             _json_text(self.changed),
             _json_text(self.idx),
-            pack_riders(self.riders) if self.riders else None,
+            self._riders_column(),
             ormsgpack.packb(self.inline) if self.inline else None,
             self.material,
         )
+
+    def _riders_column(self) -> bytes | None:
+        if not self.riders:
+            return None
+        data = pack_riders(self.riders)
+        if not self.pending:
+            return data
+        if self.key is None:
+            raise ValueError("pending riders are stored encrypted: the capture needs a key")
+        return _SEALED + self.key.encrypt(data, _aad(self.event_id))
+
+
+_SEALED = b"\xc1"  # never the first byte of msgpack: riders sealed with the deployment key
+
+
+def _aad(event_id: str) -> bytes:
+    return b"lgx-riders\x1f" + event_id.encode()
 
 
 def _json_text(value: list[Any] | None) -> str | None:
@@ -156,6 +189,72 @@ def unpack_inline(data: bytes | None) -> dict[str, tuple[str, bytes]] | None:
     if not data:
         return None
     return {ch: (str(v[0]), bytes(v[1])) for ch, v in ormsgpack.unpackb(bytes(data)).items()}
+
+
+def snapshot(event: Event) -> Event | None:
+    """``event`` with a copy of its values that later changes to the caller's objects
+    cannot reach — or ``None`` when they are not plain data :func:`pack_riders` takes as
+    they are (an object, a date, text UTF-8 cannot hold, a key that is not a string):
+    such an event is processed where it was emitted.
+
+    Example:
+        >>> live = {"n": [1, 2.5, "x"]}
+        >>> snap = snapshot(Event.new("node_end", "t", payload=live))
+        >>> live["n"].append("later"); snap.payload
+        {'n': [1, 2.5, 'x']}
+        >>> snapshot(Event.new("node_end", "t", payload={"n": object()})) is None
+        True
+    """
+    for text in _TEXT(event):
+        if text is not None and not text.isascii() and not _utf8(text):
+            return None
+    values = event.payload if event.detail is None else (event.payload, event.detail)
+    try:
+        data = ormsgpack.packb(values, default=_big_int, option=_PLAIN)
+    except (TypeError, ValueError):
+        return None
+    copy = ormsgpack.unpackb(data, ext_hook=_ext)
+    if event.detail is None:
+        return event.replace(payload=copy)
+    return event.replace(payload=copy[0], detail=copy[1])
+
+
+# what a snapshot takes as it is: anything else goes to ``default`` (``_big_int``: a big
+# integer, or TypeError), so the event is processed where it was emitted
+_PLAIN = (
+    ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+)
+
+
+_TEXT = operator.attrgetter("event_id", *TEXT_FIELDS)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def riders_of(
+    data: bytes | None, thread_id: str, event_id: str, cipher: WorkspaceCipher | None
+) -> tuple[list[Event], bool]:
+    """A capture row's riders and whether they are pending (see :attr:`Capture.pending`).
+
+    Raises:
+        ValueError: pending riders and no ``cipher`` to open them.
+    """
+    if not data or bytes(data[:1]) != _SEALED:
+        return unpack_riders(data, thread_id), False
+    if cipher is None:
+        raise ValueError("this capture's riders are encrypted and no deployment key is given")
+    return unpack_riders(cipher.decrypt(bytes(data[1:]), _aad(event_id)), thread_id), True
 
 
 def unpack_riders(data: bytes | None, thread_id: str) -> list[Event]:

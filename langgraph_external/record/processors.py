@@ -1,8 +1,9 @@
 """Event processors, applied in order before any sink sees an event.
 
 A processor is a plain callable ``(event) -> event``; the chain, assembled once in
-:mod:`langgraph_external.pipeline.pipeline`, is ``materialize → Redact → normalize → Offload`` and
-runs on the caller's thread when a source emits (values are snapshotted there). The
+:mod:`langgraph_external.pipeline.pipeline`, is ``materialize → Redact → normalize → Offload``;
+it runs on the caller's thread when a source emits, or — ``Pipeline(defer=True)`` — only
+``materialize`` runs there (values are snapshotted) and the sealer runs the rest. The
 :class:`Sequencer` numbers and chains events when they commit, so the hash covers
 exactly what is stored.
 
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from langgraph_external.record.artifacts import offload_values
 from langgraph_external.record.events import (
     NATIVE_V,
+    TEXT_FIELDS,
     Event,
     EventKind,
     envelope_json,
@@ -150,7 +152,7 @@ def normalize(event: Event) -> Event:
         if event.kind in _STRUCTURAL
         else json_safe(event.payload)
     }
-    for name in _TEXT_FIELDS:
+    for name in TEXT_FIELDS:
         value = getattr(event, name)
         if value is not None and not (value.isascii() and "\x00" not in value):
             changes[name] = safe_text(value)
@@ -162,20 +164,6 @@ def normalize(event: Event) -> Event:
     if step is not None and not -(2**31) <= step < 2**31:
         changes["step"] = None
     return event.replace(**changes)
-
-
-_TEXT_FIELDS = (
-    "kind",
-    "name",
-    "status",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "run_id",
-    "parent_run_id",
-    "root_run_id",
-    "node",
-    "task_id",
-)
 
 
 def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:

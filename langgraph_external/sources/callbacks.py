@@ -9,9 +9,9 @@ carries the thread id, checkpoint namespace, LangChain run ids and the task id, 
 the join key with the checkpointer's ``writes`` events (``put_writes`` gets the same id).
 
 Each callback maps to at most one event (the book of runs is :mod:`.runs`); the handler
-only builds a small event and enqueues it; payloads are rendered later by the pipeline's
-writer (:mod:`.callback_render`). It never raises into the graph unless the pipeline is
-strict.
+only builds a small event and enqueues it; the pipeline renders its payload
+(:mod:`.callback_render`) and snapshots it, and the sealer redacts it. It never raises
+into the graph unless the pipeline is strict.
 
 Example:
     >>> from langgraph_external.pipeline.pipeline import Pipeline
