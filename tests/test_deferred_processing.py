@@ -203,8 +203,8 @@ def test_external_leaves_processing_to_its_own_sealer_and_its_health_counts_fail
     assert "record_failed" in kinds and "run_start" not in kinds and "checkpoint" in kinds
 
 
-@pytest.mark.parametrize("options", [{"sealing": "worker"}, {"strict": True}])
-def test_lgx_worker_or_strict_mode_keep_processing_on_the_callers_thread(
+@pytest.mark.parametrize("options", [{"sealing": "worker"}, {"strict": True}, {"encrypt": False}])
+def test_lgx_worker_strict_mode_or_no_encryption_keep_processing_on_the_callers_thread(
     dsn: str, tmp_path: Path, options: dict[str, Any]
 ) -> None:
     with External(dsn=dsn, workspace=tmp_path / "ws", **options) as ext:

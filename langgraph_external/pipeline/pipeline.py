@@ -175,7 +175,7 @@ class Pipeline:
             offload_threshold=offload_threshold,
             extra_processors=extra_processors,
             strict=strict,
-            cipher=cipher,
+            cipher=cipher if encrypt else None,  # opted out of AES-GCM: processed here
             defer=defer,
         )
         self.processors = self.processing.processors

@@ -9,8 +9,9 @@ the capture carries the event encrypted with the deployment key until the sealer
 redacts, normalizes and offloads it. An event whose values are not plain data is
 processed at once, as without ``defer`` (processing it again in the sealer changes
 nothing: the built-in processors give the same event twice). Not deferred when
-``strict`` (a processor's failure must reach the caller), without a deployment key,
-or with processors of the app's own (they may not allow running twice).
+``strict`` (a processor's failure must reach the caller), without a deployment key
+(``Pipeline(encrypt=False)`` passes none: no AES-GCM in such a process), or with
+processors of the app's own (they may not allow running twice).
 
 Example:
     >>> from langgraph_external.pipeline.failures import Failures
