@@ -22,11 +22,12 @@ import psycopg
 
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.pipeline.failures import Failures
+from langgraph_external.pipeline.processing import EventProcessing
 from langgraph_external.pipeline.service import SealingService
 from langgraph_external.pipeline.wal import default_spool_dir
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
-from langgraph_external.record.processors import Offload, Redact, materialize, normalize
 from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.projection import WorkspaceProjection
 
@@ -102,12 +103,10 @@ class Running:
             cipher=cipher,
             encrypt=config.encrypt,
             serde=config.serde,
-            processors=[
-                materialize,
-                Redact(config.redactor),
-                normalize,
-                Offload(config.offload_threshold),
-            ],
+            # the app's processors (what it leaves to the sealer is processed alike)
+            processors=EventProcessing(
+                Failures(), redactor=config.redactor, offload_threshold=config.offload_threshold
+            ).processors,
             poll_interval=config.poll_interval,
             retry_interval=config.retry_interval,
             quarantine_dir=os.path.join(spool, "quarantine", self.ledger.identity()),
