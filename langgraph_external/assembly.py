@@ -40,6 +40,7 @@ from langgraph_external.ledger.pools import POOL_MAX_IDLE, acheck_idle, check_id
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.pipeline.pipeline import Pipeline, default_spool_dir
 from langgraph_external.processes.worker import HelperProcess, NotifyingBackend, WorkerConfig
+from langgraph_external.proof.heads import make_signer, sign_interval_from_env
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
 from langgraph_external.record.processors import Redactor
@@ -168,6 +169,7 @@ def assemble(
     """
     schema = ledger.validate_schema(schema)
     mode = resolve_sealing(sealing)
+    sign_interval = sign_interval_from_env()
     red = resolve_redactor(redaction, redactor)
     ws = (
         workspace if isinstance(workspace, Workspace) or workspace is None else Workspace(workspace)
@@ -210,6 +212,7 @@ def assemble(
                 serde=portable_serde(serde),
                 exports=list(exports),
                 spool_dir=os.path.abspath(spool_dir or default_spool_dir()),
+                sign_interval=sign_interval,
             )
             why = "custom projections run here" if projections else HelperProcess.picklable(config)
             if why is not None:
@@ -226,6 +229,8 @@ def assemble(
             assert ws is not None
             mirror = WorkspaceProjection(ws, serde=serde, redactor=red, cipher=cipher)
             backend = "thread"
+        # sealing here: this process signs the log's heads (the key is loaded first)
+        signer = make_signer(store, interval=sign_interval) if backend == "thread" else None
         pipeline = Pipeline(
             store,
             projections=[mirror, *projections] if mirror is not None else [],
@@ -243,6 +248,8 @@ def assemble(
             defer=mode in ("thread", "process"),
             **pipeline_options,
         )
+        if pipeline.service is not None:
+            pipeline.service.signer = signer
     except BaseException:
         if server is not None and embedded is None:
             server.release()

@@ -114,8 +114,13 @@ def spool_dir(tmp_path: Path) -> Path:
 def _private_key_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One deployment key file for the session, never the user's own (created on first use)."""
     path = tmp_path_factory.mktemp("deployment-key") / "key"
-    saved = {k: os.environ.pop(k, None) for k in ("LGX_KEY", "LGX_WORKSPACE_KEY")}
+    saved = {
+        k: os.environ.pop(k, None)
+        for k in ("LGX_KEY", "LGX_WORKSPACE_KEY", "LGX_SIGN_INTERVAL", "LGX_SIGNING_KEY_FILE")
+    }
     os.environ["LGX_KEY_FILE"] = str(path)
+    # the log's signing key too (the sealing side creates it on first use)
+    os.environ["LGX_SIGNING_KEY_FILE"] = str(path.with_name("signing.key"))
     yield path
     for k, v in saved.items():
         if v is not None:

@@ -124,8 +124,10 @@ def test_values_are_snapshotted_when_emitted_while_another_thread_burns_cpu(
         assert p.flush()
     got = sorted(e.payload["update"]["meta"]["k"] for e in ledger.events)
     assert got == list(range(300))
-    assert all(e.payload["update"]["messages"] == [f"hello {e.payload['update']['meta']['k']}"]
-               for e in ledger.events)
+    assert all(
+        e.payload["update"]["messages"] == [f"hello {e.payload['update']['meta']['k']}"]
+        for e in ledger.events
+    )
 
 
 class Opaque:

@@ -23,6 +23,7 @@ Example (shell)::
     lgx ui --port 8765
     lgx export thread-42 -o thread-42.tar.gz && lgx --dsn "$OTHER" import thread-42.tar.gz
     lgx prune --all --keep 10 --older-than 30d --dry-run
+    lgx log bundle thread-42 -o thread-42.bundle.json && lgx log verify thread-42.bundle.json
 
 Without ``--dsn`` (or ``LGX_DSN``) the embedded PostgreSQL server of the workspace
 (``<workspace>/.lgx/pgdata``) is used, exactly as :class:`~langgraph_external.External`
@@ -39,6 +40,7 @@ from __future__ import annotations
 from langgraph_external.cli import (
     db,
     export,
+    log,
     policy,
     prune,
     replay,
@@ -75,6 +77,7 @@ app.command("heads", cls=LiteralHelpCommand)(verify.heads)
 app.add_typer(db.db_app, name="db")
 app.add_typer(policy.policy_app, name="policy")
 app.add_typer(export.export_app, name="export")
+app.add_typer(log.log_app, name="log")
 
 
 def main() -> None:

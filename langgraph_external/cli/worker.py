@@ -24,6 +24,7 @@ from langgraph_external.cli.console import (
 )
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.proof.heads import sign_interval_from_env
 from langgraph_external.record.keys import load_key
 from langgraph_external.workspace.files import Workspace
 
@@ -52,6 +53,25 @@ def worker(
         float, typer.Option("--poll", help="Seconds between looks when no NOTIFY wakes it.")
     ] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="--status as JSON.")] = False,
+    sign_interval: Annotated[
+        float | None,
+        typer.Option(
+            "--sign-interval",
+            show_default=False,
+            help="Seconds between signed heads of the log while anything is sealed; 0: "
+            "none (default: $LGX_SIGN_INTERVAL, else 5).",
+        ),
+    ] = None,
+    signing_key: Annotated[
+        str | None,
+        typer.Option(
+            "--signing-key",
+            envvar="LGX_SIGNING_KEY_FILE",
+            show_default=False,
+            help="The log's signing key file (default ~/.config/langgraph-external/"
+            "signing.key, created on first use).",
+        ),
+    ] = None,
 ) -> None:
     """Seal captures, mirror the workspace and export, for every app on this database.
 
@@ -86,6 +106,8 @@ def worker(
             redactor=resolve_redactor(redaction),
             exports=exports,
             poll_interval=poll_interval,
+            sign_interval=sign_interval_from_env() if sign_interval is None else sign_interval,
+            signing_key_file=signing_key,
         )
         if not once:
             err.print(

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
+from langgraph_external.ledger.log_schema import LOG_MIGRATION
 from langgraph_external.ledger.statements import (
     POSITION_MOVED,
     SELECT_LEGACY_NAMED,
@@ -447,6 +448,7 @@ MIGRATIONS: list[str] = [
     alter table {schema}.captures add column if not exists material bytea;
     alter table {schema}.captures alter column material set storage external;
     """,
+    LOG_MIGRATION,  # v14: the auditor's proof (ledger/log_schema.py)
 ]
 
 

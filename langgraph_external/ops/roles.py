@@ -13,6 +13,12 @@ role gets exactly what recording needs:
   migration), which only ever move a head forward from where its writer saw it, and only
   drop events older than a recorded ``thread_deleted`` tombstone, which stays;
 * ``artifacts`` (large payload values, v9): ``SELECT`` and ``INSERT`` only;
+* the Merkle log of head moves (v14: ``log_state``, ``log_leaves``, ``signed_heads``,
+  ``log_keys``): ``SELECT`` only. A leaf is appended only by ``advance_thread``, from
+  the head it moves; a signed head is stored only by ``store_signed_head``, which takes
+  nothing but a head of the log as it is; a verifier key only by ``register_log_key``
+  (all ``SECURITY DEFINER``). Signing needs the Ed25519 key, which the database never
+  holds;
 * ``checkpoints`` (the checkpoint index, derived from the events and checked against them
   by ``lgx verify``) and ``projection_cursors`` (operational): read and write;
 * the official saver's tables (the application's own state, schema ``public``): read
@@ -69,6 +75,10 @@ grant execute on function {schema}.seal_thread(text, bigint, text, bigint, text,
     timestamptz, text, bigint[]) to {role};
 grant execute on function {schema}.artifact_text(text, jsonb) to {role};
 grant execute on function {schema}.artifact_bytes(text, text) to {role};
+grant execute on function {schema}.store_signed_head(text, bigint, bigint, bytea,
+    timestamptz, text) to {role};
+grant execute on function {schema}.register_log_key(text) to {role};
+grant execute on function {schema}.log_snapshot() to {role};
 grant usage on schema public to {role};
 """
 

@@ -132,7 +132,8 @@ class Sealer:
         digest = cipher.address if cipher is not None else sha256_hex
         seal = cipher.seal if cipher is not None and encrypt else None
         self.reader = SaverReader(serde or JsonPlusSerializer())
-        self.builder = RecordBuilder(digest, seal)
+        commit = cipher.commitment if cipher is not None else None
+        self.builder = RecordBuilder(digest, seal, commit=commit)
         self.sealed_captures = 0
         self.sealed_events = 0
         self.full = False  # the last batch hit a limit: more is waiting right now

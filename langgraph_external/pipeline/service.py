@@ -66,6 +66,8 @@ class SealingService:
             processes; projections' lagging scans).
         retry_interval: seconds between attempts while the ledger is unavailable.
         quarantine_dir: where captures the ledger refuses are kept for a person.
+        signer: signs the log's head while anything is sealed, and once more at
+            :meth:`close` (a :class:`~langgraph_external.proof.heads.HeadSigner`).
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class SealingService:
         retry_interval: float = 1.0,
         quarantine_dir: Any = None,
         failures: Failures | None = None,
+        signer: Any = None,
     ) -> None:
         self.ledger = ledger
+        self.signer = signer
         self.failures = failures if failures is not None else Failures()
         self.linger = linger
         self.poll_interval = poll_interval
@@ -138,6 +142,8 @@ class SealingService:
         deadline = time.monotonic() + timeout
         ok = self._drain(deadline)
         ok = self.projector.settle(max(0.0, deadline - time.monotonic())) and ok
+        if self.signer is not None:
+            self.signer.maybe_sign(force=True)  # the last head covers all that was sealed
         with self._cv:
             self._stop = True
             self._cv.notify_all()
@@ -283,6 +289,8 @@ class SealingService:
                         if self._stop or not self.sealer.full:
                             break
                 self._look_pending()
+                if self.signer is not None:
+                    self.signer.maybe_sign()
                 with self._cv:
                     self._busy_since = None
                     self._down_since = None
@@ -308,6 +316,8 @@ class SealingService:
         self._pending = (time.monotonic(), pending())
 
     def _on_sealed(self, result: SealResult) -> None:
+        if self.signer is not None:
+            self.signer.note_sealed()
         self.projector.hand_over(result.events)
         for fn in list(self._listeners):
             try:
@@ -333,6 +343,8 @@ class SealingService:
             "failures": self.failures.as_dicts(),
             "record_failures": self.failures.unrecorded_events,
         }
+        if self.signer is not None:
+            out["signing"] = self.signer.health()
         pending = getattr(self.ledger, "pending", None)
         if ask_ledger and pending is not None:
             try:

@@ -26,6 +26,7 @@ from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.processing import EventProcessing
 from langgraph_external.pipeline.service import SealingService
 from langgraph_external.pipeline.wal import default_spool_dir
+from langgraph_external.proof.heads import DEFAULT_SIGN_INTERVAL, make_signer
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
 from langgraph_external.workspace.files import Workspace
@@ -60,6 +61,10 @@ class WorkerConfig:
             the mirror.
         spool_dir: where refused captures are kept for a person.
         poll_interval, retry_interval: seconds between looks for work, and retries.
+        sign_interval: seconds between signed heads of the log while anything is sealed
+            (0: none are signed; see :mod:`langgraph_external.proof.heads`).
+        signing_key_file: the log's signing key (``None``: ``$LGX_SIGNING_KEY_FILE`` or
+            the default file, created on first use).
     """
 
     dsn: str
@@ -76,6 +81,8 @@ class WorkerConfig:
     spool_dir: str | None = None
     poll_interval: float = 1.0
     retry_interval: float = 1.0
+    sign_interval: float = DEFAULT_SIGN_INTERVAL
+    signing_key_file: str | None = None
 
 
 class Running:
@@ -110,6 +117,9 @@ class Running:
             poll_interval=config.poll_interval,
             retry_interval=config.retry_interval,
             quarantine_dir=os.path.join(spool, "quarantine", self.ledger.identity()),
+            signer=make_signer(
+                self.ledger, interval=config.sign_interval, key_file=config.signing_key_file
+            ),
         ).start()
         self.exporters: list[Any] = []
         for export in config.exports:

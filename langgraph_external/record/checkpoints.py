@@ -117,15 +117,17 @@ class WritesMaterial:
 class _Blobs:
     """Collects the exact bytes of one event: small ones inline, large ones as files."""
 
-    __slots__ = ("digest", "enc", "files", "inline", "saver", "seal", "size")
+    __slots__ = ("commit", "digest", "enc", "files", "inline", "saver", "seal", "size")
 
     def __init__(
         self,
         digest: Callable[[bytes], str] = sha256_hex,
         seal: Callable[[bytes, bytes], bytes] | None = None,
+        commit: Callable[[bytes, str], str] | None = None,
     ) -> None:
         self.digest = digest
         self.seal = seal  # encrypts the exact bytes (address as associated data)
+        self.commit = commit  # a commitment an auditor can open (keyed addresses only)
         self.enc = ALGORITHM if seal is not None else None
         self.inline: dict[str, str] = {}
         self.files: dict[str, bytes] = {}
@@ -141,6 +143,8 @@ class _Blobs:
         size = len(data)
         self.size += size
         ref: dict[str, Any] = {"sha256": digest, "size": size}
+        if self.commit is not None:
+            ref["commit"] = self.commit(data, digest)
         if self.seal is not None:
             data = self.seal(data, digest.encode())
             ref["enc"] = ALGORITHM
@@ -215,6 +219,9 @@ class RecordBuilder:
         digest: content address of exact bytes (the deployment key's keyed address).
         seal: encrypts exact bytes (``None``: kept in clear).
         lookup_parent: reads a parent checkpoint the caches no longer hold.
+        commit: the commitment to exact bytes that a bundle opens for an auditor
+            (:meth:`~langgraph_external.record.crypto.WorkspaceCipher.commitment`; with
+            a keyed ``digest``, which no one without the key can check).
     """
 
     def __init__(
@@ -222,9 +229,11 @@ class RecordBuilder:
         digest: Callable[[bytes], str] = sha256_hex,
         seal: Callable[[bytes, bytes], bytes] | None = None,
         lookup_parent: ParentLookup | None = None,
+        commit: Callable[[bytes, str], str] | None = None,
     ) -> None:
         self.digest = digest
         self.seal = seal
+        self.commit = commit
         self.lookup_parent = lookup_parent
         self._seen: Lru = Lru(PER_THREAD)  # (thread, ns, checkpoint_id) -> versions_seen
         self._sends: Lru = Lru(PER_THREAD)  # (thread, ns, checkpoint_id) -> Send targets
@@ -348,7 +357,7 @@ class RecordBuilder:
         changed = set(versions) if m.changed is None else set(m.changed) & set(versions)
         full = before is None or m.changed is None
         refs: dict[str, Any] = {}
-        blobs = _Blobs(self.digest, self.seal)
+        blobs = _Blobs(self.digest, self.seal, self.commit)
         for ch, ver in versions.items():
             kept = None if full or ch in changed else (before or {}).get(ch)
             if kept is not None and kept.get("version") == ver:
@@ -416,7 +425,7 @@ class RecordBuilder:
     def writes_event(self, m: WritesMaterial) -> Event:
         """The ``writes`` event of one task: the exact bytes it wrote, and who it was."""
         node = m.node or self.node_of(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.task_path)
-        blobs = _Blobs(self.digest, self.seal)
+        blobs = _Blobs(self.digest, self.seal, self.commit)
         refs = []
         for idx, channel, typ, data in m.writes:
             ref = {"idx": idx, "channel": channel, "type": typ}

@@ -98,6 +98,26 @@ class WorkspaceCipher:
         )
         return mac.hexdigest()
 
+    def commitment_salt(self, address: str) -> bytes:
+        """The secret salt of the commitment to the exact bytes at ``address`` (16 bytes,
+        keyed: only the key's holder can open a commitment, by handing out its salt)."""
+        return bytes.fromhex(self.tag("commit", address))[:16]
+
+    def commitment(self, data: bytes, address: str) -> str:
+        """A commitment to exact bytes an auditor can check without the key, given the
+        bytes and their salt (a bundle, ``lgx log bundle --values``): the first 128 bits
+        of ``SHA-256(salt || data)``. Without the salt it reveals nothing a guess could
+        be checked against.
+
+        Example:
+            >>> c = WorkspaceCipher(bytes(32))
+            >>> a = c.address(b"x")
+            >>> salted = c.commitment_salt(a) + b"x"
+            >>> c.commitment(b"x", a) == hashlib.sha256(salted).hexdigest()[:32]
+            True
+        """
+        return hashlib.sha256(self.commitment_salt(address) + data).hexdigest()[:32]
+
     def encrypt(self, data: bytes, aad: bytes) -> bytes:
         """``nonce || ciphertext+tag``."""
         nonce = os.urandom(12)

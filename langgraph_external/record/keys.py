@@ -46,6 +46,7 @@ from langgraph_external.record.crypto import WorkspaceCipher, parse_key
 from langgraph_external.record.events import canonical_json
 
 __all__ = [
+    "COMMIT",
     "HEAD",
     "HEADS",
     "MEMORY",
@@ -61,8 +62,10 @@ __all__ = [
     "load_key",
     "memory_hash",
     "prompt_hash",
+    "read_secret_file",
     "same_tag",
     "state_tag",
+    "write_secret_file",
 ]
 
 # -- tag domains -----------------------------------------------------------------------
@@ -78,7 +81,9 @@ MEMORY: Final = "memory"
 """The fingerprint of a memory's or a query's text (the Mem0 adapter)."""
 NONCE: Final = "nonce"
 """Reserved: :meth:`WorkspaceCipher.seal` derives a sealed copy's nonce under it."""
-TAG_DOMAINS: Final = (HEAD, HEADS, STATE, PROMPT, MEMORY, NONCE)
+COMMIT: Final = "commit"
+"""The salt of a commitment to exact bytes (:meth:`WorkspaceCipher.commitment`)."""
+TAG_DOMAINS: Final = (HEAD, HEADS, STATE, PROMPT, MEMORY, NONCE, COMMIT)
 """Every tag domain of the record; a new kind of keyed hash gets a new one here."""
 
 STATE_FIELDS = ("thread_id", "checkpoint_id", "step", "values")
@@ -156,6 +161,18 @@ def existing_key(key: str | bytes | None = None) -> WorkspaceCipher | None:
 
 
 def _read_key_file(path: Path) -> str:
+    text = read_secret_file(path)
+    parse_key(text)  # malformed: a ConfigurationError naming the problem
+    return text
+
+
+def read_secret_file(path: Path) -> str:
+    """The text of a key file, refused when group or others may read it.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ConfigurationError: the file is too open or unreadable.
+    """
     try:
         st = path.stat()
         if st.st_mode & 0o077:
@@ -168,18 +185,22 @@ def _read_key_file(path: Path) -> str:
         raise
     except OSError as exc:
         raise ConfigurationError(f"cannot read the key file {path}: {exc}") from exc
-    parse_key(text)  # malformed: a ConfigurationError naming the problem
     return text
 
 
 def _create_key_file(path: Path) -> None:
-    """Write a new key with mode 0600, atomically; a concurrent creator's key wins."""
+    write_secret_file(path, WorkspaceCipher.generate_key())
+
+
+def write_secret_file(path: Path, text: str) -> None:
+    """Write a new key file with mode 0600 (its directory 0700), atomically; when another
+    process created it first, its file wins and is left as it is."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, (WorkspaceCipher.generate_key() + "\n").encode())
+            os.write(fd, (text + "\n").encode())
             os.fsync(fd)
         finally:
             os.close(fd)
