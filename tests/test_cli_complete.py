@@ -44,6 +44,14 @@ COMMANDS = [
     ["db", "url"],
     ["policy", "check", "P"],
     ["policy", "mermaid", "P"],
+    ["log", "key"],
+    ["log", "sign"],
+    ["log", "head"],
+    ["log", "bundle", "T"],
+    ["log", "prove", "F"],
+    ["log", "verify", "F"],
+    ["log", "check"],
+    ["log", "rotate"],
 ]
 
 
