@@ -51,6 +51,9 @@ class WorkspaceCipher:
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
         # keyed once; each use copies the keyed state (cheaper than keying it again)
         self._address = hmac.new(self._mac_key, digestmod=hashlib.sha256)
+        # the salts of commitments to exact bytes (a key of their own: a salt handed to an
+        # auditor reveals nothing of the others)
+        self._commit_key = hashlib.sha256(b"langgraph-external commit\x00" + raw).digest()
         tag_key = hashlib.sha256(b"langgraph-external tag\x00" + raw).digest()
         self._tag = hmac.new(tag_key, digestmod=hashlib.sha256)
         # names the key without revealing it (key rotation, error messages)
@@ -101,7 +104,8 @@ class WorkspaceCipher:
     def commitment_salt(self, address: str) -> bytes:
         """The secret salt of the commitment to the exact bytes at ``address`` (16 bytes,
         keyed: only the key's holder can open a commitment, by handing out its salt)."""
-        return bytes.fromhex(self.tag("commit", address))[:16]
+        # keyed BLAKE2b: a MAC in one call (a third of HMAC-SHA256's cost here)
+        return hashlib.blake2b(address.encode(), key=self._commit_key, digest_size=16).digest()
 
     def commitment(self, data: bytes, address: str) -> str:
         """A commitment to exact bytes an auditor can check without the key, given the

@@ -46,7 +46,6 @@ from langgraph_external.record.crypto import WorkspaceCipher, parse_key
 from langgraph_external.record.events import canonical_json
 
 __all__ = [
-    "COMMIT",
     "HEAD",
     "HEADS",
     "MEMORY",
@@ -81,9 +80,7 @@ MEMORY: Final = "memory"
 """The fingerprint of a memory's or a query's text (the Mem0 adapter)."""
 NONCE: Final = "nonce"
 """Reserved: :meth:`WorkspaceCipher.seal` derives a sealed copy's nonce under it."""
-COMMIT: Final = "commit"
-"""The salt of a commitment to exact bytes (:meth:`WorkspaceCipher.commitment`)."""
-TAG_DOMAINS: Final = (HEAD, HEADS, STATE, PROMPT, MEMORY, NONCE, COMMIT)
+TAG_DOMAINS: Final = (HEAD, HEADS, STATE, PROMPT, MEMORY, NONCE)
 """Every tag domain of the record; a new kind of keyed hash gets a new one here."""
 
 STATE_FIELDS = ("thread_id", "checkpoint_id", "step", "values")
