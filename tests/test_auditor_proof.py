@@ -510,3 +510,27 @@ def test_the_default_helper_process_signs_while_it_seals(
                 time.sleep(0.1)
             bundle = json.loads(json.dumps(audit.export_bundle(conn, S, "t", head=head)))
     assert v.verify_bundle(bundle, [key]).ok
+
+
+def test_a_signing_key_that_cannot_be_had_leaves_sealing_running_and_says_so(
+    dsn: str,
+    tmp_path: Path,
+    spool_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    monkeypatch.setenv("LGX_SIGNING_KEY_FILE", str(locked / "sub" / "signing.key"))
+    if os.access(locked, os.W_OK):  # root writes anywhere: a malformed key instead
+        monkeypatch.setenv("LGX_SIGNING_KEY", "PRIVATE+KEY+not-a-key")
+    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, sealing="thread") as e:
+        react_agent(e.checkpointer).invoke({"messages": [("user", "hi")]}, e.config("t"))
+        assert e.flush() and e.events("t")
+    assert "heads are not signed" in caplog.text
+
+
+def test_the_signing_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = Signer.generate("from-env")
+    monkeypatch.setenv("LGX_SIGNING_KEY", key.text)
+    assert load_signer() == key

@@ -168,17 +168,29 @@ def make_signer(
     ledger: Any, *, interval: float, key_file: str | os.PathLike[str] | None = None
 ) -> HeadSigner | None:
     """The head signer of a sealing service on ``ledger`` (``None`` when ``interval`` is
-    0 or the ledger is not a database). Loads the signing key, creating it on first use.
+    0 or the ledger is not a database). Loads the signing key, creating it on first use;
+    when it cannot (an unwritable home, a malformed key), heads go unsigned — sealing
+    does not stop — and the reason is logged as an error.
     """
     dsn = getattr(ledger, "dsn", None)
     if interval <= 0 or dsn is None:
+        return None
+    try:
+        signer = load_signer(key_file)
+    except ConfigurationError as exc:
+        # sealing goes on (the record is whole without signed heads); said loudly
+        logger.error(
+            "langgraph-external: the log's heads are not signed: %s (set LGX_SIGNING_KEY, "
+            "LGX_SIGNING_KEY_FILE, or LGX_SIGN_INTERVAL=off)",
+            exc,
+        )
         return None
     # a connection of its own for each head (one every few seconds at most): the sealer's
     # pool stays the sealer's
     return HeadSigner(
         lambda: psycopg.connect(dsn, autocommit=True, connect_timeout=10),
         ledger.schema,
-        load_signer(key_file),
+        signer,
         interval,
     )
 

@@ -107,13 +107,17 @@ def default_signing_key_file() -> Path:
 
 
 def load_signer(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Signer:
-    """The signing key of ``path`` (default :func:`default_signing_key_file`), created
-    with a new key when missing (unless ``create=False``).
+    """The signing key: ``$LGX_SIGNING_KEY`` (the key's text, for containers without a
+    writable home) unless ``path`` is given, else the file ``path`` (default
+    :func:`default_signing_key_file`), created with a new key when missing (unless
+    ``create=False``).
 
     Raises:
         ConfigurationError: the file is malformed, too open, unreadable, or missing with
             ``create=False``.
     """
+    if path is None and os.environ.get("LGX_SIGNING_KEY"):
+        return Signer.parse(os.environ["LGX_SIGNING_KEY"])
     file = Path(path).expanduser() if path is not None else default_signing_key_file()
     try:
         return Signer.parse(read_secret_file(file))
