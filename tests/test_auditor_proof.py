@@ -534,3 +534,31 @@ def test_the_signing_key_can_come_from_the_environment(monkeypatch: pytest.Monke
     key = Signer.generate("from-env")
     monkeypatch.setenv("LGX_SIGNING_KEY", key.text)
     assert load_signer() == key
+
+
+def test_lgx_log_bundles_proves_and_verifies_from_the_command_line(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    runner = CliRunner(env={"LGX_DSN": None})
+    dsn, key = recorded["dsn"], recorded["key"].text
+
+    def lgx(*args: str) -> Any:
+        return runner.invoke(cli, ["--dsn", dsn, "--workspace", str(tmp_path / "w"), *args])
+
+    printed = lgx("log", "key")
+    assert printed.exit_code == 0 and printed.output.strip() == key
+    kept = lgx("log", "head", "-o", str(tmp_path / "kept.txt"))
+    assert kept.exit_code == 0, kept.output
+    bundle = lgx("log", "bundle", "thread-a", "-o", str(tmp_path / "b.json"), "--values")
+    assert bundle.exit_code == 0, bundle.output
+    ok = lgx("log", "verify", str(tmp_path / "b.json"), "--trust", key)
+    assert ok.exit_code == 0 and "VERIFIED" in ok.output
+    assert lgx("log", "sign").exit_code == 0
+    proof = lgx("log", "prove", str(tmp_path / "kept.txt"), "-o", str(tmp_path / "c.json"))
+    assert proof.exit_code == 0, proof.output
+    assert lgx("log", "verify", str(tmp_path / "c.json"), "--trust", key).exit_code == 0
+    other = Signer.generate("someone-else").verifier.text
+    refused = lgx("log", "verify", str(tmp_path / "b.json"), "--trust", other)
+    assert refused.exit_code == 1 and "not signed by a trusted key" in refused.output
+    missing = lgx("log", "bundle", "no-such-thread")
+    assert missing.exit_code == 2 and "not covered" in missing.output
