@@ -67,6 +67,18 @@ def invoke_chain(graph: Any, config: Any) -> None:
         raise RuntimeError(f"unexpected graph output: {out!r}")
 
 
+def record_chain(dsn: str, workspace: Path, n: int) -> None:
+    """Record ``n`` invokes of the chain with the audit callbacks, a new thread each
+    (``t0`` … ``t<n-1>``), sealed in threads of this process, and wait until all is sealed."""
+    from langgraph_external import External
+
+    with External(dsn=dsn, workspace=workspace, sealing="thread") as ext:
+        graph = build_graph(ext.checkpointer)
+        for i in range(n):
+            invoke_chain(graph, ext.config(f"t{i}"))
+        assert ext.flush()
+
+
 def invoke_once(graph: Any, prefix: str) -> None:
     """One invoke of the chain on a new thread."""
     invoke_chain(graph, {"configurable": {"thread_id": f"{prefix}-{uuid.uuid4().hex}"}})

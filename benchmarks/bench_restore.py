@@ -81,8 +81,10 @@ def main() -> None:
     for name, ts in times.items():
         runs = ", ".join(f"{t:.3f}" for t in ts)
         per = statistics.median(ts) / count * 1000
-        print(f"  {name:14} median {statistics.median(ts):.3f} s ({per:.2f} ms a checkpoint); "
-              f"runs {runs}")
+        print(
+            f"  {name:14} median {statistics.median(ts):.3f} s ({per:.2f} ms a checkpoint); "
+            f"runs {runs}"
+        )
 
 
 if __name__ == "__main__":

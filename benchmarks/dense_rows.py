@@ -54,16 +54,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from _common import build_graph, invoke_chain, postgres
-
-    from langgraph_external import External
+    from _common import postgres, record_chain
 
     with tempfile.TemporaryDirectory() as tmp, postgres(None, Path(tmp)) as (dsn, _):
-        with External(dsn=dsn, workspace=Path(tmp) / "ws", sealing="thread") as ext:
-            graph = build_graph(ext.checkpointer)
-            for i in range(a.n):
-                invoke_chain(graph, ext.config(f"t{i}"))
-            assert ext.flush()
+        record_chain(dsn, Path(tmp) / "ws", a.n)
         with psycopg.connect(dsn, autocommit=True) as conn:
             run(conn, a.n, a.rounds)
 

@@ -5,28 +5,27 @@ an ordered, hash-chained record in Postgres (the system of record) and as readab
 files in an external workspace (its mirror).
 
 Example:
-    >>> from langgraph_external import External, ExternalCheckpointer, Event
+    >>> from langgraph_external import External, ExternalCheckpointer, Event, restore_thread
 """
 
 from typing import TYPE_CHECKING, Any
 
 from langgraph_external.errors import (
-    ChainConflictError,
     ConfigurationError,
     ExternalError,
     InvalidCheckpointIdError,
     InvalidFilterError,
     InvalidThreadIdError,
     LedgerUnavailableError,
+    RestoreError,
     SerializationError,
-    SinkError,
     WorkspaceError,
 )
 from langgraph_external.workspace.files import Workspace, decode_thread_id, encode_thread_id
 
 if TYPE_CHECKING:
     from langgraph_external.external import External
-    from langgraph_external.pipeline.pipeline import Pipeline
+    from langgraph_external.ops.restore import restore_thread
     from langgraph_external.record.events import Event, EventKind, verify_chain
     from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
@@ -38,24 +37,46 @@ _LAZY = {
     "EventKind": "langgraph_external.record.events",
     "verify_chain": "langgraph_external.record.events",
     "External": "langgraph_external.external",
-    "Pipeline": "langgraph_external.pipeline.pipeline",
+    "restore_thread": "langgraph_external.ops.restore",
+}
+
+# Names this module exported that a user does not need (an internal, words of v0.1 that
+# nothing raises): they keep working, with a warning, until 0.3 (CHANGELOG).
+_DEPRECATED = {
+    "Pipeline": ("langgraph_external.pipeline.pipeline", "an internal: use External"),
+    "SinkError": ("langgraph_external.errors", "nothing raises it since 0.1"),
+    "ChainConflictError": ("langgraph_external.errors", "nothing raises it since 0.1"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name in _DEPRECATED:
+        import warnings
+
+        where, why = _DEPRECATED[name]
+        warnings.warn(
+            f"langgraph_external.{name} is deprecated ({why}) and goes in 0.3; "
+            f"it stays importable from {where}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(where), name)
     raise AttributeError(f"module 'langgraph_external' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ChainConflictError",
     "ConfigurationError",
     "Event",
     "EventKind",
@@ -66,13 +87,13 @@ __all__ = [
     "InvalidFilterError",
     "InvalidThreadIdError",
     "LedgerUnavailableError",
-    "Pipeline",
+    "RestoreError",
     "SerializationError",
-    "SinkError",
     "Workspace",
     "WorkspaceError",
     "__version__",
     "decode_thread_id",
     "encode_thread_id",
+    "restore_thread",
     "verify_chain",
 ]

@@ -16,8 +16,9 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
-from langgraph_external import Event, External, Pipeline, verify_chain
+from langgraph_external import Event, External, verify_chain
 from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.sources.callbacks import (
     OUTPUT_TAIL,
     AuditCallbackHandler,

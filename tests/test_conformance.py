@@ -14,8 +14,9 @@ from typing import Any
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
 
-from langgraph_external import ExternalCheckpointer, Pipeline
+from langgraph_external import ExternalCheckpointer
 from langgraph_external.assembly import assemble
+from langgraph_external.pipeline.pipeline import Pipeline
 
 
 def _failures(report: CapabilityReport) -> dict[str, Any]:

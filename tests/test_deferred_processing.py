@@ -13,11 +13,12 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from langgraph_external import Event, External, Pipeline
+from langgraph_external import Event, External
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.memory import InMemoryLedger
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.pipeline.seal import Sealer
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from langgraph_external import Event, Pipeline, Workspace, verify_chain
+from langgraph_external import Event, Workspace, verify_chain
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
 from langgraph_external.ledger.memory import InMemoryLedger
 from langgraph_external.ledger.postgres import LockedPass
+from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.artifacts import expand
 from langgraph_external.record.capture import Capture
 from langgraph_external.workspace.files import sha256_hex

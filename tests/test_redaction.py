@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from langgraph_external import Event, Pipeline, Workspace
+from langgraph_external import Event, Workspace
 from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.redaction import (
     DEFAULT_SENSITIVE_KEYS,
     Redactor,

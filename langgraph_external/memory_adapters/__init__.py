@@ -51,3 +51,7 @@ def __getattr__(name: str) -> Any:
         adapter = importlib.import_module("langgraph_external.memory_adapters.mem0.adapter")
         return getattr(adapter, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

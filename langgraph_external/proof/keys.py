@@ -31,7 +31,7 @@ from typing import Any
 
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.proof.verify import ED25519, VerifierKey, key_hash
-from langgraph_external.record.keys import read_secret_file, write_secret_file
+from langgraph_external.record.keys import config_file, read_secret_file, write_secret_file
 
 __all__ = ["Signer", "default_signing_key_file", "load_signer", "rotate_signer"]
 
@@ -99,11 +99,7 @@ def _private(seed: bytes) -> Any:
 
 def default_signing_key_file() -> Path:
     """``$LGX_SIGNING_KEY_FILE``, else ``$XDG_CONFIG_HOME/langgraph-external/signing.key``."""
-    env = os.environ.get("LGX_SIGNING_KEY_FILE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "langgraph-external" / "signing.key"
+    return config_file("LGX_SIGNING_KEY_FILE", "signing.key")
 
 
 def load_signer(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Signer:

@@ -53,6 +53,7 @@ __all__ = [
     "PROMPT",
     "STATE",
     "TAG_DOMAINS",
+    "config_file",
     "default_key_file",
     "existing_key",
     "head_tag",
@@ -89,11 +90,22 @@ STATE_FIELDS = ("thread_id", "checkpoint_id", "step", "values")
 
 def default_key_file() -> Path:
     """``$LGX_KEY_FILE``, else ``$XDG_CONFIG_HOME/langgraph-external/key``."""
-    env = os.environ.get("LGX_KEY_FILE")
+    return config_file("LGX_KEY_FILE", "key")
+
+
+def config_file(variable: str, name: str) -> Path:
+    """``$variable``, else ``$XDG_CONFIG_HOME/langgraph-external/<name>`` (the user's
+    configuration directory: where key files live by default).
+
+    Example:
+        >>> config_file("LGX_NO_SUCH_VARIABLE", "k").parts[-2:]
+        ('langgraph-external', 'k')
+    """
+    env = os.environ.get(variable)
     if env:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "langgraph-external" / "key"
+    return Path(base) / "langgraph-external" / name
 
 
 def key_from_env() -> str | None:

@@ -1,6 +1,6 @@
 """Redaction: take secrets and personal data out of everything that is recorded.
 
-A :class:`Redactor` is the ``redactor=`` of :class:`~langgraph_external.Pipeline`,
+A :class:`Redactor` is the ``redactor=`` of :class:`~langgraph_external.pipeline.pipeline.Pipeline`,
 :class:`~langgraph_external.workspace.projection.WorkspaceProjection` and
 :class:`~langgraph_external.External`: a callable ``(value) -> (redacted_value, count)``
 over any JSON-like value. Each finding is replaced by ``[REDACTED:<kind>]``, so a reader

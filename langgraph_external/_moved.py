@@ -1,0 +1,33 @@
+"""Import paths that moved, kept working for one minor version with a warning.
+
+The layout change of 0.1 (folders that show the data flow) moved five modules whose
+import paths the README and docs had shown; each old path is a module that re-exports
+what it had and warns once, on import (CHANGELOG, "Deprecated import paths").
+
+Example:
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn_moved("langgraph_external.restore", "langgraph_external.ops.restore")
+    >>> "langgraph_external.ops.restore" in str(seen[0].message)
+    True
+"""
+
+from __future__ import annotations
+
+import warnings
+
+__all__ = ["REMOVED_IN", "warn_moved"]
+
+REMOVED_IN = "0.3"
+"""The version that drops the old paths."""
+
+
+def warn_moved(old: str, new: str) -> None:
+    """Warn that ``old`` moved to ``new`` (a :class:`DeprecationWarning` at the importer)."""
+    warnings.warn(
+        f"{old} moved to {new}; the old import path is deprecated and goes in "
+        f"langgraph-external {REMOVED_IN}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
