@@ -109,6 +109,9 @@ def repair(
         report.captures_sealed += _seal_all(pipeline, timeout)
         if not pipeline.flush(timeout):
             report.problems.append("could not record everything within the timeout")
+        # a killed process's transaction ends moments after it (its server session
+        # notices when its statement is done): captures behind it are sealed then
+        report.captures_sealed += _seal_behind_running(pipeline, store, timeout)
         caught_up, behind = pipeline.catch_up(timeout)
         report.threads_projected = caught_up
         report.problems.extend(f"workspace: {p}" for p in behind)
@@ -121,6 +124,23 @@ def repair(
     finally:
         rec.close()
     return report
+
+
+LINGER_AT_MOST = 30.0
+"""Seconds ``repair`` waits for the transactions of killed processes to end."""
+
+
+def _seal_behind_running(pipeline: Any, store: Any, timeout: float) -> int:
+    """Seal what is left once the transactions holding it back end — the sessions of
+    killed processes, which the server ends when it notices (a statement waiting on a
+    lock notices only once it has the lock); at most :data:`LINGER_AT_MOST` seconds
+    (what is still left then is said by the caller)."""
+    sealed = 0
+    deadline = time.monotonic() + min(timeout, LINGER_AT_MOST)
+    while store.pending()["captures"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        sealed += _seal_all(pipeline, max(0.0, deadline - time.monotonic()))
+    return sealed
 
 
 def _seal_all(pipeline: Any, timeout: float) -> int:
