@@ -248,7 +248,10 @@ def assemble(
             defer=mode in ("thread", "process"),
             **pipeline_options,
         )
-        if pipeline.service is not None:
+        if pipeline.service is not None and signer is not None:
+            # what the service sealed before it had the signer (a replayed spool) is
+            # covered by its first head
+            signer.note_sealed()
             pipeline.service.signer = signer
     except BaseException:
         if server is not None and embedded is None:

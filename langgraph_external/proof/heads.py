@@ -53,7 +53,7 @@ DEFAULT_SIGN_INTERVAL = 5.0
 """Seconds between signed heads while anything is sealed (``LGX_SIGN_INTERVAL``)."""
 
 LOG_STATE = "select origin, size, frontier from {schema}.log_state where one"
-LOG_STATE_SHARED = "select origin, size, frontier from {schema}.log_snapshot()"
+LOG_SNAPSHOT = "select origin, size, frontier from {schema}.log_snapshot()"
 STORE_HEAD = (
     "select {schema}.store_signed_head(%s::text, %s::bigint, %s::bigint, %s::bytea,"
     " %s::timestamptz, %s::text)"
@@ -117,7 +117,7 @@ def sign_head(conn: psycopg.Connection[Any], schema: str, signers: Sequence[Sign
         raise ValueError("a head needs at least one signing key")
     when = datetime.now(timezone.utc).replace(microsecond=0)
     with conn.transaction():
-        row = conn.execute(q(LOG_STATE_SHARED, schema)).fetchone()
+        row = conn.execute(q(LOG_SNAPSHOT, schema)).fetchone()
         assert row is not None, "the ledger has no log (run lgx setup)"
         origin, size = str(row[0]), int(row[1])
         root = frontier_root([bytes(f) for f in row[2]])
