@@ -39,6 +39,8 @@ os.environ.setdefault("LANGFUSE_OTEL_COMPRESSION", "gzip")
 
 from _common import Setup, interleaved
 
+from langgraph_external.options import Options
+
 NODES = 10
 
 
@@ -172,7 +174,7 @@ def main() -> None:
     graph_b = build_graph(saver())
     langfuse = Langfuse(public_key="pk-lf-bench", secret_key="sk-lf-bench", base_url=receiver.url)
     lf_handler = CallbackHandler(public_key="pk-lf-bench")
-    ext = External(dsn=dsn, workspace=tmp / "ws", spool_dir=tmp / "spool").setup()
+    ext = External(dsn=dsn, workspace=tmp / "ws", options=Options(spool_dir=tmp / "spool")).setup()
     graph_c = build_graph(ext.checkpointer)
     question = {"messages": [HumanMessage("Where is order A-17?")]}
 

@@ -61,6 +61,8 @@ from _common import (
     versions,
 )
 
+from langgraph_external.options import Options
+
 
 # -- the two setups --------------------------------------------------------------------
 @dataclass
@@ -88,8 +90,7 @@ def make_external(dsn: str, files: Path, pool_size: int) -> tuple[Setup, Any]:
     ext = External(
         dsn=dsn,
         workspace=files / "workspace",
-        spool_dir=files / "spool",
-        pool_size=pool_size,
+        options=Options(spool_dir=files / "spool", pool_size=pool_size),
     ).setup()
 
     def flush() -> None:

@@ -60,6 +60,7 @@ from langgraph_external.ledger.queries import (  # noqa: E402
     SELECT_LAST_EVENTS,
     SELECT_THREADS,
 )
+from langgraph_external.options import Options  # noqa: E402
 from langgraph_external.record.events import Event, new_id  # noqa: E402
 from langgraph_external.record.processors import Sequencer  # noqa: E402
 from langgraph_external.record.thread_ids import REPLAY_PREFIX  # noqa: E402
@@ -169,7 +170,7 @@ def main() -> None:
             base = ["--dsn", dsn, "--workspace", str(ws)]
             # -- populate -------------------------------------------------------------
             t0 = time.perf_counter()
-            with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+            with External(dsn=dsn, workspace=ws, options=Options(spool_dir=tmp / "spool")) as ext:
                 react_agent(ext.checkpointer).invoke(
                     {"messages": [HumanMessage("weather in Oslo?")]}, ext.config("seed")
                 )
@@ -183,7 +184,9 @@ def main() -> None:
                 big = copies(seed, "big", -(-args.events // len(seed)), big_seq)
                 for i in range(0, len(big), 1000):
                     sink.append(big[i : i + 1000])
-                with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+                with External(
+                    dsn=dsn, workspace=ws, options=Options(spool_dir=tmp / "spool")
+                ) as ext:
                     ext.pipeline.catch_up()  # the workspace mirror of "big"
             t1 = time.perf_counter()
             batch: list[Event] = []

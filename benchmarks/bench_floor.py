@@ -50,6 +50,8 @@ from _common import SAVER_CONN_KWARGS, build_graph, invoke_chain, postgres
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg_pool import ConnectionPool
 
+from langgraph_external.options import Options
+
 RECORD_TABLE = """
 create table {s}.rec (
     id bigserial primary key, thread_id text not null, checkpoint_id text,
@@ -142,9 +144,9 @@ def main() -> None:
             ext = External(
                 dsn=dsn,
                 workspace=Path(tmp) / "workspace",
-                spool_dir=Path(tmp) / "spool",
-                schema="floor_b",
-                pool_size=a.pool_size,
+                options=Options(
+                    spool_dir=Path(tmp) / "spool", schema="floor_b", pool_size=a.pool_size
+                ),
             ).setup()
             graphs["b"] = build_graph(ext.checkpointer)
             flushes["b"] = ext.flush
@@ -160,10 +162,10 @@ def main() -> None:
             extw = External(
                 dsn=dsn,
                 workspace=None,
-                spool_dir=Path(tmp) / "spool-w",
-                schema="floor_w",
-                pool_size=a.pool_size,
                 sealing="worker",
+                options=Options(
+                    spool_dir=Path(tmp) / "spool-w", schema="floor_w", pool_size=a.pool_size
+                ),
             ).setup()
             graphs["w"] = build_graph(extw.checkpointer)
             mirrored = mirror_caught_up(dsn, "floor_w", ws_w)

@@ -37,6 +37,8 @@ from typing import Any
 from _common import Setup, bare_saver, git_info, interleaved, versions
 from bench_audit import Receiver, build_graph
 
+from langgraph_external.options import Options
+
 
 def _closed_port() -> int:
     with socket.socket() as s:
@@ -78,12 +80,22 @@ def main() -> None:
     # one ledger schema each: a live exporter also exports what other processes left behind
     # in its ledger, and c must export c's threads only
     ext_c = External(
-        dsn=dsn, workspace=tmp / "ws-c", schema="lgx_c", spool_dir=tmp / "spool", langfuse=up
+        dsn=dsn,
+        workspace=tmp / "ws-c",
+        export=up,
+        options=Options(schema="lgx_c", spool_dir=tmp / "spool"),
     )
     ext_d = External(
-        dsn=dsn, workspace=tmp / "ws-d", schema="lgx_d", spool_dir=tmp / "spool", langfuse=down
+        dsn=dsn,
+        workspace=tmp / "ws-d",
+        export=down,
+        options=Options(schema="lgx_d", spool_dir=tmp / "spool"),
     )
-    ext_a = External(dsn=dsn, workspace=tmp / "ws-a", schema="lgx_a", spool_dir=tmp / "spool")
+    ext_a = External(
+        dsn=dsn,
+        workspace=tmp / "ws-a",
+        options=Options(schema="lgx_a", spool_dir=tmp / "spool"),
+    )
     ext_a.setup()
     ext_c.setup()
     ext_d.setup()

@@ -94,6 +94,8 @@ from _common import (
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
+from langgraph_external.options import Options
+
 KEYS = ("a", "b", "c", "w")
 LABELS = {"a": "a bare", "b": "b ckpt-only", "c": "c full audit", "w": "w worker"}
 CURVE = (1, 10, 25, 50, 75, 100)
@@ -179,10 +181,10 @@ def make_setup(
     ext = External(
         dsn=dsn,
         workspace=None if key == "w" else files / f"workspace-{key}",
-        spool_dir=files / f"spool-{key}",
-        schema=f"{schema_prefix}_{key}",
-        pool_size=pool_size,
         sealing="worker" if key == "w" else None,
+        options=Options(
+            spool_dir=files / f"spool-{key}", schema=f"{schema_prefix}_{key}", pool_size=pool_size
+        ),
     ).setup()
     setup = Setup(key, build_graph(ext.checkpointer), build_chat(ext.checkpointer), ext)
 
@@ -450,9 +452,9 @@ def w_async(
             async with External(
                 dsn=dsn,
                 workspace=files / "workspace-async",
-                spool_dir=files / "spool-async",
-                schema="lgx_bench_async",
-                pool_size=pool_size,
+                options=Options(
+                    spool_dir=files / "spool-async", schema="lgx_bench_async", pool_size=pool_size
+                ),
             ) as ext:
                 graphs = {"a": build_graph(saver), "c": build_graph(ext.checkpointer)}
                 configs: dict[str, Callable[[str], Any]] = {

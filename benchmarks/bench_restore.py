@@ -27,6 +27,8 @@ from bench_load import build_chat, chat_turn
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from langgraph_external.options import Options
+
 
 def _messages(graph: Any, thread: str) -> list[tuple[str, str]]:
     state = graph.get_state({"configurable": {"thread_id": thread}})
@@ -43,7 +45,9 @@ def main() -> None:
     from langgraph_external.ops.restore import restore_thread
 
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
-        ext = External(dsn=dsn, workspace=Path(tmp) / "ws", schema="lgx_restore").setup()
+        ext = External(
+            dsn=dsn, workspace=Path(tmp) / "ws", options=Options(schema="lgx_restore")
+        ).setup()
         original = build_chat(ext.checkpointer)
         conf = {"configurable": {"thread_id": "long"}}
         for t in range(a.turns):

@@ -28,6 +28,8 @@ from typing import Any
 
 from _common import bare_saver, build_graph, invoke_once, postgres
 
+from langgraph_external.options import Options
+
 
 def _external(dsn: str, files: Path, *, encrypt: bool) -> Any:
     from langgraph_external import External
@@ -35,8 +37,7 @@ def _external(dsn: str, files: Path, *, encrypt: bool) -> Any:
     return External(
         dsn=dsn,
         workspace=files / "workspace",
-        spool_dir=files / "spool",
-        encrypt=encrypt,
+        options=Options(spool_dir=files / "spool", encrypt=encrypt),
     ).setup()
 
 

@@ -45,6 +45,7 @@ from langgraph.types import Command
 
 from langgraph_external import External
 from langgraph_external.guards import TransitionPolicy, guard
+from langgraph_external.options import Options
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.workspace.files import Workspace
 
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
     with postgres(args.dsn, tmp) as (dsn, kind):
         ws = tmp / "ws"
         t0 = time.perf_counter()
-        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+        with External(dsn=dsn, workspace=ws, options=Options(spool_dir=tmp / "spool")) as ext:
             graph, policy = app(ext)
             for k in range(6):
                 for i in range(1, 6):

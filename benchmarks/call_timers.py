@@ -24,6 +24,8 @@ from typing import Any
 
 from _common import bare_saver, build_graph, invoke_chain, postgres
 
+from langgraph_external.options import Options
+
 TIMES: dict[str, list[float]] = {}
 
 
@@ -51,7 +53,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
         ext = External(
-            dsn=dsn, workspace=Path(tmp) / "ws", spool_dir=Path(tmp) / "spool", schema="lgx_timers"
+            dsn=dsn,
+            workspace=Path(tmp) / "ws",
+            options=Options(spool_dir=Path(tmp) / "spool", schema="lgx_timers"),
         ).setup()
         cp = ext.checkpointer
         saver, pool = bare_saver(dsn, 8)

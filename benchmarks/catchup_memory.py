@@ -21,6 +21,8 @@ from pathlib import Path
 
 from _common import postgres
 
+from langgraph_external.options import Options
+
 
 def _status_mb(field: str) -> float:
     with open("/proc/self/status") as f:
@@ -37,7 +39,9 @@ def child(dsn: str, phase: str, turns: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         ext = External(
-            dsn=dsn, workspace=Path(tmp) / "ws", spool_dir=Path(tmp) / "spool", schema="lgx_cu"
+            dsn=dsn,
+            workspace=Path(tmp) / "ws",
+            options=Options(spool_dir=Path(tmp) / "spool", schema="lgx_cu"),
         )
         ext.setup()
         after_setup = _status_mb("VmRSS")

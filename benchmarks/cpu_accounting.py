@@ -39,6 +39,8 @@ from typing import Any
 
 import psutil
 
+from langgraph_external.options import Options
+
 HERE = Path(__file__).resolve().parent
 SETUPS = ("bare", "floor", "ckpt", "full")
 
@@ -72,7 +74,9 @@ def child(setup: str, dsn: str, n: int, tmp: str) -> None:
 
         from langgraph_external import External
 
-        ext = External(dsn=dsn, workspace=Path(tmp) / "ws", inner=InMemorySaver()).setup()
+        ext = External(
+            dsn=dsn, workspace=Path(tmp) / "ws", options=Options(saver=InMemorySaver())
+        ).setup()
         saver = ext.checkpointer
         closers.append(ext.close)
     else:

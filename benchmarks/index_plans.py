@@ -55,6 +55,7 @@ from langgraph_external import External
 from langgraph_external.ledger import queries as Q
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger import statements as ST
+from langgraph_external.options import Options
 from langgraph_external.read.sql_shell import example_queries
 from langgraph_external.ui import _queries as UI
 from langgraph_external.upstream import saver_ops
@@ -126,7 +127,7 @@ def react_graph(checkpointer: Any) -> Any:
 
 
 def record(dsn: str, tmp: Path, react: int, chains: int) -> None:
-    with External(dsn=dsn, workspace=tmp / "ws", spool_dir=tmp / "spool") as ext:
+    with External(dsn=dsn, workspace=tmp / "ws", options=Options(spool_dir=tmp / "spool")) as ext:
         graph = react_graph(ext.checkpointer)
         for i in range(react):
             extra = {"langfuse_session_id": f"session-{i % 4}"} if i % 3 == 0 else {}
@@ -474,7 +475,11 @@ def wal_stats(conn: psycopg.Connection[Any], start: str, end: str) -> dict[str, 
 
 def per_invoke(dsn: str, tmp: Path, n: int, label: str) -> dict[str, Any]:
     prefix = f"wal-{label}-{uuid.uuid4().hex[:8]}"
-    with External(dsn=dsn, workspace=tmp / f"ws-{prefix}", spool_dir=tmp / "spool") as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp / f"ws-{prefix}",
+        options=Options(spool_dir=tmp / "spool"),
+    ) as ext:
         graph = build_graph(ext.checkpointer)
         for i in range(5):
             invoke_chain(graph, ext.config(f"warm-{prefix}-{i}"))

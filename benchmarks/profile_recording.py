@@ -23,6 +23,8 @@ import yappi
 from _common import bare_saver, build_graph, invoke_chain, postgres
 from bench_load import build_chat, chat_turn
 
+from langgraph_external.options import Options
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -43,8 +45,7 @@ def main() -> None:
             ext = External(
                 dsn=dsn,
                 workspace=Path(tmp) / "ws",
-                spool_dir=Path(tmp) / "spool",
-                schema="lgx_prof",
+                options=Options(spool_dir=Path(tmp) / "spool", schema="lgx_prof"),
             ).setup()
             saver = ext.checkpointer
         chain, chat = build_graph(saver), build_chat(saver)

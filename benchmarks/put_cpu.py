@@ -29,6 +29,8 @@ from _common import bare_saver, postgres
 from bench_floor import RECORD_TABLE, saver_in, with_one_statement
 from langgraph.checkpoint.base import empty_checkpoint
 
+from langgraph_external.options import Options
+
 
 def put_loop(saver: Any, n: int) -> float:
     """µs of this thread's CPU per ``put`` over ``n`` puts on a new thread id."""
@@ -74,7 +76,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, postgres(a.dsn, Path(tmp)) as (dsn, _):
         ext = External(
-            dsn=dsn, workspace=Path(tmp) / "ws", spool_dir=Path(tmp) / "spool", schema="lgx_put"
+            dsn=dsn,
+            workspace=Path(tmp) / "ws",
+            options=Options(spool_dir=Path(tmp) / "spool", schema="lgx_put"),
         ).setup()
         saver, pool = bare_saver(dsn, 8)
         floor, fpool = saver_in(dsn, "floor_p", 8)

@@ -5,7 +5,7 @@ an ordered, hash-chained record in Postgres (the system of record) and as readab
 files in an external workspace (its mirror).
 
 Example:
-    >>> from langgraph_external import External, ExternalCheckpointer, Event, restore_thread
+    >>> from langgraph_external import External, ExternalCheckpointer, Options, restore_thread
 """
 
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from langgraph_external.workspace.files import Workspace, decode_thread_id, enco
 if TYPE_CHECKING:
     from langgraph_external.external import External
     from langgraph_external.ops.restore import restore_thread
+    from langgraph_external.options import Options
     from langgraph_external.record.events import Event, EventKind, verify_chain
     from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
@@ -37,6 +38,7 @@ _LAZY = {
     "EventKind": "langgraph_external.record.events",
     "verify_chain": "langgraph_external.record.events",
     "External": "langgraph_external.external",
+    "Options": "langgraph_external.options",
     "restore_thread": "langgraph_external.ops.restore",
 }
 
@@ -87,6 +89,7 @@ __all__ = [
     "InvalidFilterError",
     "InvalidThreadIdError",
     "LedgerUnavailableError",
+    "Options",
     "RestoreError",
     "SerializationError",
     "Workspace",

@@ -49,6 +49,7 @@ from langgraph.store.postgres import AsyncPostgresStore
 
 from langgraph_external.external import External
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.options import Options
 from langgraph_external.sources.callbacks import USER_ID_KEY, AuditCallbackHandler
 from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
@@ -201,10 +202,12 @@ def external_from_env() -> External:
     )
     return External(
         workspace=None if sealing == "worker" else workspace,  # the workers mirror
-        schema=os.environ.get("LGX_SCHEMA") or ledger.DEFAULT_SCHEMA,
         redaction=os.environ.get("LGX_REDACTION") or "standard",
-        pool_size=int(os.environ.get("LGX_POOL_SIZE") or 8),
         sealing=sealing,
+        options=Options(
+            schema=os.environ.get("LGX_SCHEMA") or ledger.DEFAULT_SCHEMA,
+            pool_size=int(os.environ.get("LGX_POOL_SIZE") or 8),
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,31 +21,24 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from langgraph_external.assembly import (
-    Recording,
-    aopen_saver,
-    assemble,
-    embedded_for,
-    open_saver,
-    resolve_redactor,
-    resolve_sealing,
-)
+from langgraph_external.assembly import Recording, aopen_saver, assemble, open_saver
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.exporters.langfuse import LangfuseExport, LangfuseExporter
+from langgraph_external.exporters.build import ExportSpec, build_exporters, resolve_exports
+from langgraph_external.exporters.langfuse import LangfuseExport
 from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.ledger.contract import Projection
-from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.options import Options, options_from_keywords
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
-from langgraph_external.record.keys import load_key
 from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import check_thread_id
+from langgraph_external.settings import Settings
 from langgraph_external.sources.callbacks import AuditCallbackHandler
 from langgraph_external.sources.checkpointer import ExternalCheckpointer
 from langgraph_external.sources.run_context import POLICY_HASH_KEY, TAGS_KEY, USER_ID_KEY
 from langgraph_external.sources.serde_tap import untapped_serde
 from langgraph_external.sources.stores import AuditedStore
+from langgraph_external.upstream.serde import portable_serde
 from langgraph_external.workspace.files import Workspace
 
 
@@ -53,47 +47,39 @@ class External:
 
     Args:
         dsn: PostgreSQL connection string. ``None`` reads ``LGX_DSN``; if that is unset
-            too, an embedded PostgreSQL is started under ``embedded_dir``.
-        workspace: local directory or fsspec URL of the workspace.
-        schema: ledger schema name.
-        strict: raise on any recording failure instead of spooling and continuing.
-        redaction: ``"standard"`` (default: keys, tokens, JWTs, card numbers, values of
-            sensitive keys), ``"strict"`` (also emails, phone numbers, IP addresses, long
-            digit runs) or ``"off"``; applied before anything is recorded. See
-            :mod:`langgraph_external.record.redaction`.
-        redactor: your own ``(value) -> (value, count)`` callable instead of a level.
-        offload_threshold: payloads larger than this many bytes become artifacts.
-        spool_dir: local directory for batches a sink could not take yet.
-        embedded_dir: data directory of the embedded server (default
-            ``<workspace>/.lgx/pgdata`` for a local workspace).
-        fsync: fsync workspace files as they are written.
-        pool_size: most connections the checkpointer uses at once.
-        inner: a saver to wrap instead of the official Postgres saver.
-        projections: more views fed from the ledger after the workspace (e.g. an exporter).
-        record_behaviour: attach the :class:`AuditCallbackHandler` in :meth:`config`.
+            too, an embedded PostgreSQL is started (``Options.embedded_dir``, default
+            ``<workspace>/.lgx/pgdata``).
+        workspace: local directory or fsspec URL of the workspace; ``None`` with
+            ``sealing="worker"`` (the workers mirror).
         key: the deployment key (32 bytes, or base64 / hex text). Default ``$LGX_KEY``,
             else the key file ``$LGX_KEY_FILE`` or ``~/.config/langgraph-external/key``,
             created (mode 0600) on first use. It keys every content address (HMAC), anchors
             each thread's chain head, and encrypts the exact checkpoint copies. See
             :mod:`langgraph_external.record.keys` and ``docs/security.md``.
-        encrypt: encrypt the exact checkpoint copies (ledger and workspace) with the key,
-            AES-256-GCM (default). ``False`` keeps them in clear: they are your app's
-            state, unredacted.
-        encryption_key: the earlier name of ``key``.
-        langfuse: ``True`` (keys and URL from ``LANGFUSE_*``) or a
-            :class:`~langgraph_external.exporters.LangfuseExport`: a background exporter
-            sends the ledger to Langfuse (see docs/langfuse.md); the graph never waits.
-        export: an :class:`~langgraph_external.exporters.OtlpExport` (or several): a
-            background exporter each sends the ledger as OTLP traces — to Phoenix, any
-            OpenTelemetry collector, or Langfuse (see docs/otlp.md). Each has its own
-            cursor; the graph never waits.
+        redaction: ``"standard"`` (default: keys, tokens, JWTs, card numbers, values of
+            sensitive keys), ``"strict"`` (also emails, phone numbers, IP addresses, long
+            digit runs), ``"off"``, or your own ``(value) -> (value, count)`` callable;
+            applied before anything readable is recorded. See
+            :mod:`langgraph_external.record.redaction`.
         sealing: where the record is sealed after commit (hash chain, keyed heads,
             encryption), the workspace mirrored and traces exported. ``"process"`` (the
             default, or ``$LGX_SEALING``): a helper process started and stopped with this
             ``External`` — the app's threads only capture; ``"thread"``: background
             threads of this process; ``"worker"``: nothing here, ``lgx worker`` processes
-            do it for every app on the database (``workspace`` is then theirs; pass
-            ``workspace=None``). See docs/architecture.md.
+            do it for every app on the database. See docs/architecture.md.
+        export: an :class:`~langgraph_external.exporters.OtlpExport` or
+            :class:`~langgraph_external.exporters.LangfuseExport` (or several): a
+            background exporter each sends the ledger as traces — to Langfuse, Phoenix or
+            any OpenTelemetry collector (docs/langfuse.md, docs/otlp.md). Each has its own
+            cursor; the graph never waits.
+        options: everything else (:class:`~langgraph_external.options.Options`): schema,
+            strict, offload threshold, your own processors, spool and embedded-server
+            directories, pool size, a saver to wrap, ...
+
+    The keywords of 0.1 that are now :class:`~langgraph_external.options.Options` fields
+    (``schema=``, ``spool_dir=``, ``inner=``, ...) and the earlier names ``redactor=``
+    (now ``redaction=``), ``encryption_key=`` (``key=``) and ``langfuse=``
+    (``export=LangfuseExport()``) still work until 0.3, with a ``DeprecationWarning``.
 
     Use it as a context manager (``with`` or ``async with``) or call :meth:`setup` /
     :meth:`close` yourself. ``async with`` wraps the official async Postgres saver.
@@ -104,108 +90,98 @@ class External:
         dsn: str | None = None,
         workspace: str | os.PathLike[str] | None = "./agent_workspace",
         *,
-        schema: str = ledger.DEFAULT_SCHEMA,
-        strict: bool = False,
-        redaction: str = "standard",
-        redactor: Redactor | None = None,
-        offload_threshold: int = 64 * 1024,
-        spool_dir: str | os.PathLike[str] | None = None,
-        embedded_dir: str | os.PathLike[str] | None = None,
-        fsync: bool = False,
-        pool_size: int = 8,
-        storage_options: dict[str, Any] | None = None,
-        inner: BaseCheckpointSaver[Any] | None = None,
-        projections: Sequence[Projection] = (),
-        record_behaviour: bool = True,
         key: str | bytes | None = None,
-        encrypt: bool = True,
-        encryption_key: str | bytes | None = None,
-        langfuse: bool | LangfuseExport | None = None,
-        export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None = None,
+        redaction: str | Redactor = "standard",
         sealing: str | None = None,
+        export: ExportSpec | Sequence[ExportSpec] | None = None,
+        options: Options | None = None,
+        **deprecated: Any,
     ) -> None:
-        self.schema = ledger.validate_schema(schema)
-        self.sealing = resolve_sealing(sealing)
-        if workspace is None and self.sealing != "worker":
-            raise ConfigurationError("workspace=None needs sealing='worker' (workers mirror)")
-        self.workspace: Workspace | None = (
-            Workspace(workspace, fsync=fsync, storage_options=storage_options)
-            if workspace is not None
-            else None
+        key, redaction, export = _renamed_keywords(deprecated, key, redaction, export)
+        opts = options_from_keywords(options, deprecated, owner="External", allowed=_EARLIER)
+        exports = resolve_exports(export)
+        self.settings: Settings = Settings.resolve(
+            dsn=dsn,
+            workspace=workspace,
+            storage_options=dict(opts.storage_options) if opts.storage_options else None,
+            fsync=opts.fsync,
+            schema=opts.schema,
+            key=key,
+            encrypt=opts.encrypt,
+            redaction=redaction,
+            offload_threshold=opts.offload_threshold,
+            processors=opts.processors,
+            strict=opts.strict,
+            sealing=sealing,
+            embedded_dir=opts.embedded_dir,
+            spool_dir=opts.spool_dir,
+            exports=exports,
         )
-        self.dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
-        self.strict = strict
-        self.redactor = resolve_redactor(redaction, redactor)
-        self.offload_threshold = offload_threshold
-        self.spool_dir = spool_dir
-        self.pool_size = pool_size
-        self._inner_given = inner
-        self._projections = list(projections)
+        """The resolved configuration (the one handed to the sealing helper)."""
+        settings = self.settings
+        if settings.sealing == "worker":
+            _check_worker_mode(opts, exports)
+        self.options = opts
+        self.workspace: Workspace | None = settings.open_workspace()
         self._recording: Recording | None = None
-        self.record_behaviour = record_behaviour
-        ws = self.workspace
-        self.cipher: WorkspaceCipher = load_key(
-            key if key is not None else encryption_key,
-            workspace_root=ws.root if ws is not None and ws.is_local else None,
-        )
-        self.encrypt = encrypt
         self._audit: AuditCallbackHandler | None = None
-        self._embedded: EmbeddedPostgres | None = None
-        if self.dsn is None:
-            if ws is None:
-                raise ConfigurationError("sealing='worker' needs dsn=... (the shared database)")
-            self._embedded = embedded_for(ws, embedded_dir)
         self._pool: ConnectionPool[Any] | None = None
         self._apool: AsyncConnectionPool[Any] | None = None
         self._checkpointer: ExternalCheckpointer | None = None
         self.pipeline: Pipeline | None = None
         self._is_setup = False
-        self._export_configs = _export_configs(langfuse, export)
-        if self._export_configs and self.sealing == "worker":
-            raise ConfigurationError(
-                "with sealing='worker' the workers export: run `lgx worker --langfuse`"
-                " (or `lgx export otlp --follow`)"
-            )
         self.exporters: list[OtlpExporter] = []
-        """The exporters (``External(export=...)``, ``langfuse=``), once set up: running
-        here with ``sealing="thread"``; else the helper process runs them and these answer
+        """The exporters (``External(export=...)``), once set up: running here with
+        ``sealing="thread"``; else the helper process runs them and these answer
         questions about them (``trace_context``)."""
         self.langfuse: OtlpExporter | None = None
         """The exporter of the ``langfuse`` preset, if one is configured."""
         self._exports_here = False
 
+    # -- what was resolved ---------------------------------------------------------------
+    @property
+    def dsn(self) -> str | None:
+        """The database (the embedded server's once set up; ``None`` before that)."""
+        if self._recording is not None:
+            return self._recording.dsn
+        return self.settings.dsn
+
+    @property
+    def schema(self) -> str:
+        """The ledger schema."""
+        return self.settings.schema
+
+    @property
+    def sealing(self) -> str:
+        """Where captures are sealed (see the ``sealing`` argument)."""
+        if self._recording is not None:
+            return self._recording.sealing
+        return self.settings.sealing
+
+    @property
+    def cipher(self) -> WorkspaceCipher:
+        """The deployment key."""
+        assert self.settings.cipher is not None
+        return self.settings.cipher
+
     # -- lifecycle ----------------------------------------------------------------------
     def _prepare(self) -> str:
         """Everything both setups share: server, workspace, ledger, pipeline, sealer."""
-        given = self._inner_given
-        self._recording = assemble(
-            workspace=self.workspace,
-            dsn=self.dsn,
-            schema=self.schema,
-            redactor=self.redactor,
-            cipher=self.cipher,
-            encrypt=self.encrypt,
-            serde=untapped_serde(given.serde) if given is not None else None,
-            strict=self.strict,
-            offload_threshold=self.offload_threshold,
-            spool_dir=self.spool_dir,
-            embedded=self._embedded,
-            projections=self._projections,
-            sealing=self.sealing,
-            exports=list(self._export_configs),
-        )
+        given = self.options.saver
+        settings = self.settings
+        if given is not None:
+            settings = settings.replace(serde=portable_serde(untapped_serde(given.serde)))
+        self._recording = assemble(settings, projections=self.options.projections)
         self.pipeline = self._recording.pipeline
-        self.dsn = self._recording.dsn
+        dsn = self._recording.dsn
         self._exports_here = self._recording.sealing == "thread"
-        for config in self._export_configs:
-            cls = LangfuseExporter if config.preset == "langfuse" else OtlpExporter
-            exporter = cls(config, self.dsn, self.schema)
+        self.exporters = build_exporters(settings.exports, dsn, settings.schema)
+        for exporter in self.exporters:
             if self._exports_here:
                 exporter.attach(self.pipeline)
-            self.exporters.append(exporter)
-            if config.preset == "langfuse" and self.langfuse is None:
+            if exporter.config.preset == "langfuse" and self.langfuse is None:
                 self.langfuse = exporter
-        return self.dsn
+        return dsn
 
     def setup(self) -> External:
         """Start what is needed, run migrations, and build the sync checkpointer.
@@ -218,10 +194,10 @@ class External:
             return self
         try:
             dsn = self._prepare()
-            inner = self._inner_given
+            inner = self.options.saver
             outbox: bool | None = None
             if inner is None:
-                inner, self._pool = open_saver(dsn, self.pool_size)
+                inner, self._pool = open_saver(dsn, self.options.pool_size)
                 outbox = True  # same database as the ledger: the record commits with it
             self._wrap(inner, outbox)
         except BaseException:
@@ -236,10 +212,10 @@ class External:
             return self
         try:
             dsn = await asyncio.to_thread(self._prepare)
-            inner = self._inner_given
+            inner = self.options.saver
             outbox: bool | None = None
             if inner is None:
-                inner, self._apool = await aopen_saver(dsn, self.pool_size)
+                inner, self._apool = await aopen_saver(dsn, self.options.pool_size)
                 outbox = True
             self._wrap(inner, outbox)
         except BaseException:
@@ -254,15 +230,10 @@ class External:
             self._recording.mirror.serde = inner.serde
         if self.pipeline.service is not None:  # inline values and Send packets
             self.pipeline.service.sealer.reader.serde = untapped_serde(inner.serde)
-        self._checkpointer = ExternalCheckpointer(
-            inner,
-            pipeline=self.pipeline,
-            outbox=outbox,
-            saver_blob_refs=outbox is True,
-        )
+        self._checkpointer = ExternalCheckpointer(inner, pipeline=self.pipeline, outbox=outbox)
         self._audit = (
             AuditCallbackHandler(self.pipeline, checkpointed=self._checkpointer.checkpointed)
-            if self.record_behaviour
+            if self.options.audit_callbacks
             else None
         )
 
@@ -277,14 +248,12 @@ class External:
             self.exporters = []
             self.langfuse = None
         if self._recording is not None:
-            self._recording.close()
+            self._recording.close()  # releases an embedded server (it stays up for the next)
             self._recording = None
             self.pipeline = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        if self._embedded is not None:
-            self._embedded.release()  # the server stays up for the next process
         self._is_setup = False
 
     async def aclose(self) -> None:
@@ -323,7 +292,7 @@ class External:
     def audit_handler(self) -> AuditCallbackHandler:
         """The callback handler :meth:`config` attaches (usable in your own configs)."""
         if self._audit is None:
-            raise ConfigurationError("call setup() first (and keep record_behaviour=True)")
+            raise ConfigurationError("call setup() first (and keep Options(audit_callbacks=True))")
         return self._audit
 
     @property
@@ -428,27 +397,71 @@ class External:
         return out
 
 
-def _export_configs(
-    langfuse: bool | LangfuseExport | None,
-    export: OtlpExport | LangfuseExport | Sequence[OtlpExport | LangfuseExport] | None,
-) -> list[OtlpExport]:
-    """The resolved export configurations (``ConfigurationError`` now, not at the first run)."""
-    configs: list[OtlpExport] = []
-    if langfuse is not None and langfuse is not False:
-        config = LangfuseExport() if langfuse is True else langfuse
-        if not isinstance(config, LangfuseExport):
-            raise ConfigurationError("langfuse= takes True or a LangfuseExport")
-        configs.append(config.to_otlp().resolved())
-    given = [export] if isinstance(export, (OtlpExport, LangfuseExport)) else list(export or [])
-    for item in given:
-        if isinstance(item, LangfuseExport):
-            item = item.to_otlp()
-        if not isinstance(item, OtlpExport):
-            raise ConfigurationError("export= takes an OtlpExport (or a list of them)")
-        configs.append(item.resolved())
-    names = [str(c.cursor) for c in configs]
-    if len(set(names)) != len(names):
-        raise ConfigurationError(
-            f"two exports share a cursor ({', '.join(names)}): give each its own cursor="
+_EARLIER = (
+    "schema",
+    "strict",
+    "offload_threshold",
+    "spool_dir",
+    "embedded_dir",
+    "fsync",
+    "pool_size",
+    "storage_options",
+    "inner",
+    "projections",
+    "record_behaviour",
+    "encrypt",
+)
+"""``External`` keywords of 0.1 that are :class:`Options` fields now."""
+
+
+def _renamed_keywords(
+    given: dict[str, Any],
+    key: str | bytes | None,
+    redaction: Any,
+    export: Any,
+) -> tuple[Any, Any, Any]:
+    """``key``, ``redaction`` and ``export`` with the earlier names of 0.1 folded in
+    (``encryption_key=``, ``redactor=``, ``langfuse=``), each with a warning."""
+    renamed = {"encryption_key": "key", "redactor": "redaction", "langfuse": "export"}
+    for old, new in renamed.items():
+        if old not in given:
+            continue
+        value = given.pop(old)
+        hint = "export=LangfuseExport()" if old == "langfuse" else f"{new}=..."
+        warnings.warn(
+            f"External({old}=...) is deprecated and goes in 0.3: pass {hint}",
+            DeprecationWarning,
+            stacklevel=3,
         )
-    return configs
+        if old == "encryption_key" and key is None:
+            key = value
+        elif old == "redactor" and value is not None:
+            redaction = value
+        elif old == "langfuse" and value is not None and value is not False:
+            lf = LangfuseExport() if value is True else value
+            if not isinstance(lf, LangfuseExport):
+                raise ConfigurationError("langfuse= takes True or a LangfuseExport")
+            others = [export] if isinstance(export, (OtlpExport, LangfuseExport)) else export
+            export = [lf, *(others or [])]
+    return key, redaction, export
+
+
+def _check_worker_mode(options: Options, exports: Sequence[OtlpExport]) -> None:
+    """What an app with ``sealing="worker"`` cannot ask for: the workers seal, mirror and
+    export with their own configuration (``lgx worker --offload-threshold``, ...)."""
+    if exports:
+        raise ConfigurationError(
+            "with sealing='worker' the workers export: run `lgx worker --langfuse`"
+            " (or `lgx export otlp --follow`)"
+        )
+    if options.processors:
+        raise ConfigurationError(
+            "with sealing='worker' an lgx worker builds the checkpoint events and cannot run"
+            " your processors: use sealing='process' or 'thread'"
+        )
+    if options.offload_threshold != Options().offload_threshold:
+        raise ConfigurationError(
+            "with sealing='worker' the workers offload checkpoint payloads: give them the"
+            f" threshold (`lgx worker --offload-threshold {options.offload_threshold}`)"
+            " and leave Options.offload_threshold at its default"
+        )

@@ -15,6 +15,50 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
+SLOW_MODULES = frozenset(
+    {
+        "test_agent_server",  # LangGraph's Agent Server in a subprocess
+        "test_auditor_proof",
+        "test_cli_replay",
+        "test_cli_startup",  # fresh interpreters
+        "test_conformance",  # LangGraph's whole conformance suite
+        "test_crash",  # SIGKILLs
+        "test_crash_other_savers",
+        "test_db_restart",  # restarts the server
+        "test_faults",
+        "test_graph_equivalence",  # every graph shape, recorded and compared
+        "test_guards_equivalence",
+        "test_guards_processes",
+        "test_langfuse",
+        "test_mem0_adapter",
+        "test_mem0_graph_erase",
+        "test_otlp",
+        "test_phoenix",  # a real Arize Phoenix
+        "test_properties_entry_points",
+        "test_readme",  # the demo, end to end
+        "test_replay",
+        "test_repair",
+        "test_restore",
+        "test_roles",
+        "test_s3_workspace",  # a real S3 API (moto)
+        "test_sealing",  # helper processes and lgx workers
+        "test_timeline",  # a headless browser
+        "test_transfer",
+        "test_ui",
+        "test_ui_edges",
+        "test_ui_payloads",
+        "test_ui_records",
+    }
+)
+"""Test modules the quick subset (``-m "not slow"``, README) leaves out."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of :data:`SLOW_MODULES` ``slow``."""
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 
 def embedded_servers_under(root: Path) -> list[Path]:
     """Data directories under ``root`` whose embedded PostgreSQL server is running.

@@ -25,6 +25,8 @@ from typing import Any
 
 import psycopg
 
+from langgraph_external.options import Options
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -98,7 +100,10 @@ def child(
         conn.execute("pragma journal_mode=wal")
         inner = SqliteSaver(conn)
     with External(
-        dsn=dsn, workspace=ws, spool_dir=spool, strict=strict, sealing=sealing, inner=inner
+        dsn=dsn,
+        workspace=ws,
+        sealing=sealing,
+        options=Options(spool_dir=spool, strict=strict, saver=inner),
     ) as ext:
         react = react_agent(ext.checkpointer)
         fan = fanout_with_subgraph(ext.checkpointer)
@@ -132,7 +137,12 @@ def turns(
     from langgraph_external import External
     from tests.graphs import react_agent
 
-    ext = External(dsn=dsn, workspace=workspace, spool_dir=spool, strict=strict, sealing=sealing)
+    ext = External(
+        dsn=dsn,
+        workspace=workspace,
+        sealing=sealing,
+        options=Options(spool_dir=spool, strict=strict),
+    )
     ext.__enter__()
     assert ext.pipeline is not None
     graph = react_agent(ext.checkpointer)

@@ -174,3 +174,11 @@ class FailingRedactor:
         if "boom" in repr(value):
             raise RuntimeError("redactor bug")
         return value, 0
+
+
+def mark_recorded(event: Any) -> Any:
+    """An app's own event processor (picklable: a helper process can run it): marks
+    every payload it sees with ``"marked": True``."""
+    if isinstance(event.payload, dict):
+        return event.replace(payload={**event.payload, "marked": True})
+    return event

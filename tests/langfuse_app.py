@@ -18,6 +18,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, Send, interrupt
 
+from langgraph_external.exporters import LangfuseExport
 from tests.graphs import get_time, get_weather
 
 USAGE = [(10, 5), (20, 6), (30, 7)]
@@ -89,7 +90,7 @@ def main(argv: list[str]) -> int:
     from langgraph_external import External
 
     dsn, workspace, thread, part = argv
-    with External(dsn=dsn, workspace=workspace, langfuse=True) as ext:
+    with External(dsn=dsn, workspace=workspace, export=LangfuseExport()) as ext:
         app = build_app(ext.checkpointer)
         config = ext.config(thread, user_id="user-7", tags=["langfuse-test"])
         if part == "handler":

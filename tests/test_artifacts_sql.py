@@ -9,6 +9,7 @@ import psycopg
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
+from langgraph_external.options import Options
 from langgraph_external.record.artifacts import artifact_digests
 from langgraph_external.record.escapes import escape_text
 from tests.graphs import react_agent
@@ -21,7 +22,9 @@ def test_an_offloaded_value_reads_back_whole_in_sql_and_goes_with_its_thread(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     with External(
-        dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, offload_threshold=4096
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, offload_threshold=4096),
     ) as ext:
         react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage(QUESTION)]}, ext.config("big")

@@ -24,6 +24,7 @@ from langgraph_external import External
 from langgraph_external.cli import app as cli
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ops.roles import apply_grants
+from langgraph_external.options import Options
 from langgraph_external.proof import audit, heads
 from langgraph_external.proof import verify as v
 from langgraph_external.proof.keys import Signer, load_signer, rotate_signer
@@ -35,6 +36,7 @@ from langgraph_external.proof.tree import (
     tree_root,
 )
 from langgraph_external.record.keys import load_key
+from langgraph_external.settings import sign_interval_from_env
 from tests.graphs import react_agent
 
 S = "langgraph_external"
@@ -191,7 +193,12 @@ def test_concurrent_sealers_and_a_signer_keep_one_gapless_log_every_head_true(ds
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[dict[str, Any]]:
     """Two ReAct threads recorded by ``External`` (sealing in a thread); closing it signs
     the head that covers them."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, sealing="thread") as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        sealing="thread",
+        options=Options(spool_dir=spool_dir),
+    ) as ext:
         for tid in ("thread-a", "thread-b"):
             react_agent(ext.checkpointer).invoke(
                 {"messages": [("user", f"weather for {tid}?")]}, ext.config(tid)
@@ -266,7 +273,10 @@ def test_a_bundle_of_another_deployment_is_caught(
 ) -> None:
     monkeypatch.setenv("LGX_SIGNING_KEY_FILE", str(tmp_path / "other.key"))
     with External(
-        dsn=second_dsn, workspace=tmp_path / "other-ws", spool_dir=spool_dir, sealing="thread"
+        dsn=second_dsn,
+        workspace=tmp_path / "other-ws",
+        sealing="thread",
+        options=Options(spool_dir=spool_dir),
     ) as ext:
         react_agent(ext.checkpointer).invoke({"messages": [("user", "hi")]}, ext.config("thread-a"))
     other_key = load_signer(tmp_path / "other.key", create=False).verifier
@@ -367,7 +377,10 @@ def test_key_rotation_keeps_old_heads_verifiable_and_names_the_new_key(
     assert both.head.signed_by([old_key]) and both.head.signed_by([new.verifier])
     monkeypatch.setenv("LGX_SIGNING_KEY_FILE", str(path))  # sealers restarted with the new key
     with External(
-        dsn=recorded["dsn"], workspace=tmp_path / "ws2", spool_dir=spool_dir, sealing="thread"
+        dsn=recorded["dsn"],
+        workspace=tmp_path / "ws2",
+        sealing="thread",
+        options=Options(spool_dir=spool_dir),
     ) as ext:
         react_agent(ext.checkpointer).invoke({"messages": [("user", "hi")]}, ext.config("after"))
     after = _bundle(conn, "after")
@@ -385,7 +398,7 @@ def test_the_app_role_cannot_write_the_log_but_its_sealer_grows_and_signs_it(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     role = "lgx_log_" + str(conninfo_to_dict(dsn)["dbname"])[-12:]
-    with External(dsn=dsn, workspace=tmp_path / "owner-ws", spool_dir=spool_dir):
+    with External(dsn=dsn, workspace=tmp_path / "owner-ws", options=Options(spool_dir=spool_dir)):
         pass
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"drop role if exists {role}")
@@ -394,7 +407,9 @@ def test_the_app_role_cannot_write_the_log_but_its_sealer_grows_and_signs_it(
     params = conninfo_to_dict(dsn)
     params["user"] = role
     app_dsn = make_conninfo(**params)
-    with External(dsn=app_dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(
+        dsn=app_dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)
+    ) as ext:
         react_agent(ext.checkpointer).invoke({"messages": [("user", "hi")]}, ext.config("r"))
     with psycopg.connect(app_dsn, autocommit=True) as conn:
         for stmt in (
@@ -480,9 +495,14 @@ def test_the_sign_interval_is_checked_and_off_signs_nothing(
 ) -> None:
     monkeypatch.setenv("LGX_SIGN_INTERVAL", "soon")
     with pytest.raises(ConfigurationError, match="LGX_SIGN_INTERVAL"):
-        heads.sign_interval_from_env()
+        sign_interval_from_env()
     monkeypatch.setenv("LGX_SIGN_INTERVAL", "off")
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, sealing="thread") as e:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        sealing="thread",
+        options=Options(spool_dir=spool_dir),
+    ) as e:
         react_agent(e.checkpointer).invoke({"messages": [("user", "hi")]}, e.config("t"))
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute(f"select count(*) from {S}.signed_heads").fetchone() == (0,)
@@ -493,7 +513,7 @@ def test_the_default_helper_process_signs_while_it_seals(
     dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LGX_SIGN_INTERVAL", "0.2")
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         react_agent(ext.checkpointer).invoke({"messages": [("user", "hi")]}, ext.config("t"))
         assert ext.flush()
         key = load_signer(create=False).verifier
@@ -524,7 +544,12 @@ def test_a_signing_key_that_cannot_be_had_leaves_sealing_running_and_says_so(
     monkeypatch.setenv("LGX_SIGNING_KEY_FILE", str(locked / "sub" / "signing.key"))
     if os.access(locked, os.W_OK):  # root writes anywhere: a malformed key instead
         monkeypatch.setenv("LGX_SIGNING_KEY", "PRIVATE+KEY+not-a-key")
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, sealing="thread") as e:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        sealing="thread",
+        options=Options(spool_dir=spool_dir),
+    ) as e:
         react_agent(e.checkpointer).invoke({"messages": [("user", "hi")]}, e.config("t"))
         assert e.flush() and e.events("t")
     assert "heads are not signed" in caplog.text

@@ -21,6 +21,7 @@ from langgraph_external import (
     WorkspaceError,
     verify_chain,
 )
+from langgraph_external.options import Options
 from langgraph_external.record.capture import unpack_riders
 
 
@@ -69,13 +70,17 @@ def test_bad_schema_name_is_refused_before_anything_runs(tmp_path: Path) -> None
     from langgraph_external import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="schema name"):
-        External(dsn="postgresql://x", workspace=tmp_path, schema='x"; drop table t; --')
+        External(
+            dsn="postgresql://x",
+            workspace=tmp_path,
+            options=Options(schema='x"; drop table t; --'),
+        )
 
 
 def test_nul_in_a_thread_id_is_refused_before_anything_is_stored(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer)
         with pytest.raises(InvalidThreadIdError, match="NUL"):
             app.invoke({"n": 1}, ext.config("a\x00b"))
@@ -89,7 +94,7 @@ def test_nul_in_a_thread_id_is_refused_before_anything_is_stored(
 def test_a_non_serializable_value_fails_cleanly_and_leaves_the_thread_intact(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer, poison_at=5)
         cfg = ext.config("t-poison")
         assert app.invoke({"n": 1}, cfg) == {"n": 2}
@@ -126,7 +131,7 @@ def test_the_record_is_exactly_as_durable_as_the_checkpoint(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     """With the ledger gone, a checkpoint is not stored either: never one without the other."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"n": 1}, ext.config("t-outage"))
         ext.flush()
@@ -158,7 +163,7 @@ def test_a_workspace_outage_delays_the_mirror_and_loses_nothing(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     ws_root = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws_root, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws_root, options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"n": 1}, ext.config("t-ws"))
         ext.flush()
@@ -181,7 +186,11 @@ def test_a_workspace_outage_delays_the_mirror_and_loses_nothing(
 def test_strict_mode_records_every_event_before_the_call_returns(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=True) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, strict=True),
+    ) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"n": 1}, ext.config("t-strict"))
         # no flush: already in the ledger — sealed, or captured and waiting for the sealer
@@ -227,7 +236,10 @@ def test_a_redactor_that_fails_leaves_a_recorded_failure_and_verify_fails_the_th
     g.add_edge(START, "say")
     g.add_edge("say", END)
     with External(
-        dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, redactor=redactor
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        redaction=redactor,
+        options=Options(spool_dir=spool_dir),
     ) as ext:
         graph = g.compile(checkpointer=ext.checkpointer)
         assert graph.invoke({"text": "boom"}, ext.config("rf"))["text"] == "boom!"  # runs on

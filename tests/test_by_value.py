@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_external import External, Workspace
 from langgraph_external.ops.restore import restore_thread
+from langgraph_external.options import Options
 from tests.crash_harness import lgx
 from tests.graphs import blob_chat, cpu_burner, state_history
 
@@ -34,7 +35,10 @@ def test_a_capture_by_value_commits_before_put_returns_and_holds_nothing_in_clea
     # nothing seals here (an `lgx worker` would): what put left behind is the capture
     saver = InMemorySaver()
     with External(
-        dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver, sealing="worker"
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        sealing="worker",
+        options=Options(spool_dir=spool_dir, saver=saver),
     ) as ext:
         graph = blob_chat(ext.checkpointer)
         graph.invoke({"messages": [HumanMessage(SECRET)]}, ext.config("t"))
@@ -63,7 +67,12 @@ def test_a_child_sealed_by_a_sealer_that_never_saw_its_parent_restores_exactly(
     parent's references back from the ledger."""
     saver = InMemorySaver()
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, inner=saver, sealing="worker") as ext:
+    with External(
+        dsn=dsn,
+        workspace=ws,
+        sealing="worker",
+        options=Options(spool_dir=spool_dir, saver=saver),
+    ) as ext:
         graph = blob_chat(ext.checkpointer)
         for turn in range(3):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}")]}, ext.config("t"))
@@ -101,7 +110,11 @@ def test_a_store_that_fails_after_its_capture_is_recorded_as_failed(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     saver = FailingSaver()
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, saver=saver),
+    ) as ext:
         graph = blob_chat(ext.checkpointer)
         graph.invoke({"messages": [HumanMessage("one")]}, ext.config("t"))
         saver.fail = True
@@ -124,7 +137,11 @@ def test_many_threads_capturing_by_value_under_load_lose_and_repeat_nothing(
     errors: list[BaseException] = []
     with (
         cpu_burner(),
-        External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext,
+        External(
+            dsn=dsn,
+            workspace=tmp_path / "ws",
+            options=Options(spool_dir=spool_dir, saver=saver),
+        ) as ext,
     ):
         graph = blob_chat(ext.checkpointer)
 
@@ -162,7 +179,11 @@ def test_an_in_memory_saver_app_seals_in_its_helper_process(
     # the default serializer's msgpack hook cannot be pickled; the helper makes its own
     # (it used to keep sealing in the app's threads, on the app's GIL)
     saver = InMemorySaver()
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, saver=saver),
+    ) as ext:
         assert ext.pipeline is not None
         assert getattr(ext.pipeline.sealing, "pid", None) is not None
         graph = blob_chat(ext.checkpointer)
@@ -222,7 +243,11 @@ def test_a_lone_surrogate_a_nul_and_100_kb_go_through_a_capture_by_value(
     value reads back exactly as the saver stored it (the invoke failed on it)."""
     saver = InMemorySaver()
     odd = "file \udce9 name \x00 and " + "z" * 100_000
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, inner=saver) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, saver=saver),
+    ) as ext:
         graph = blob_chat(ext.checkpointer)
         config = ext.config("t")
         config["configurable"]["note"] = "from \udce9.txt"

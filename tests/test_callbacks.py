@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 
 from langgraph_external import Event, External, verify_chain
 from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.options import Options
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.sources.callbacks import (
     OUTPUT_TAIL,
@@ -73,7 +74,7 @@ def _agent(checkpointer: Any) -> Any:
 
 @pytest.fixture
 def ext(dsn: str, tmp_path: Path, spool_dir: Path) -> Any:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as e:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as e:
         yield e
 
 
@@ -231,12 +232,16 @@ def _linear(checkpointer: Any) -> Any:
 
 
 def test_sync_and_async_record_the_same(dsn: str, tmp_path: Path, spool_dir: Path) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         _linear(ext.checkpointer).invoke({"n": 0}, ext.config("sync"))
         sync = _behaviour(ext.events("sync"))
 
     async def run() -> list[tuple[Any, ...]]:
-        async with External(dsn=dsn, workspace=tmp_path / "ws2", spool_dir=spool_dir) as aext:
+        async with External(
+            dsn=dsn,
+            workspace=tmp_path / "ws2",
+            options=Options(spool_dir=spool_dir),
+        ) as aext:
             await _linear(aext.checkpointer).ainvoke({"n": 0}, aext.config("async"))
             await asyncio.to_thread(aext.flush)
             return _behaviour(await asyncio.to_thread(aext.events, "async"))

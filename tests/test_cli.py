@@ -21,6 +21,7 @@ from typer.testing import CliRunner, Result
 from langgraph_external import External, Workspace
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.options import Options
 from langgraph_external.read.inspection import place_events
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1"
@@ -65,7 +66,7 @@ def runner() -> CliRunner:
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Recorded:
     """Two threads recorded by the library: thread-1 (two runs) and an odd id."""
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = _builder().compile(checkpointer=ext.checkpointer)
         graph.invoke({"items": [], "n": 1}, ext.config("thread-1"))
         graph.invoke({"items": ["again"], "n": 3}, ext.config("thread-1"))
@@ -438,7 +439,7 @@ def test_embedded_server_of_the_workspace(
 ) -> None:
     monkeypatch.delenv("LGX_DSN", raising=False)
     ws = tmp_path / "ws"
-    with External(workspace=ws, spool_dir=spool_dir) as ext:  # dsn=None: embedded
+    with External(workspace=ws, options=Options(spool_dir=spool_dir)) as ext:  # dsn=None: embedded
         graph = _builder().compile(checkpointer=ext.checkpointer)
         graph.invoke({"items": [], "n": 1}, ext.config("local-1"))
     assert (ws / ".lgx" / "pgdata").is_dir()
@@ -469,7 +470,7 @@ def test_a_deleted_thread_still_verifies(
     runner: CliRunner, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     rec = Recorded(dsn, tmp_path / "ws")
-    with External(dsn=dsn, workspace=rec.ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=rec.ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = _builder().compile(checkpointer=ext.checkpointer)
         graph.invoke({"items": [], "n": 1}, ext.config("gone"))
         ext.checkpointer.delete_thread("gone")
@@ -502,7 +503,7 @@ def test_restore_rebuilds_a_thread_into_an_empty_database(
     g.add_edge(START, "inc")
     g.add_edge("inc", END)
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         app = g.compile(checkpointer=ext.checkpointer)
         app.invoke({"n": 1}, ext.config("r-1"))
         app.invoke({"n": 5}, ext.config("r-1"))
@@ -605,7 +606,7 @@ def test_restore_of_an_encrypted_workspace_needs_its_key(
 
     key = WorkspaceCipher.generate_key()
     rec = Recorded(dsn, tmp_path / "ws")
-    with External(dsn=dsn, workspace=rec.ws, spool_dir=spool_dir, encryption_key=key) as ext:
+    with External(dsn=dsn, workspace=rec.ws, key=key, options=Options(spool_dir=spool_dir)) as ext:
         _builder().compile(checkpointer=ext.checkpointer).invoke(
             {"items": [], "n": 1}, ext.config("enc")
         )

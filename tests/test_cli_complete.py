@@ -14,6 +14,7 @@ from typer.testing import CliRunner, Result
 
 from langgraph_external import External
 from langgraph_external.cli import app
+from langgraph_external.options import Options
 from tests.graphs import react_agent
 
 LONG = "thread-" + "long-id-" * 20  # 167 characters: wider than any default terminal
@@ -64,7 +65,7 @@ class Recorded:
 @pytest.fixture
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Recorded:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage("weather?")]}, ext.config(LONG)
         )

@@ -29,6 +29,7 @@ from langgraph_external.ledger.embedded import (
     server_status,
     stop_server,
 )
+from langgraph_external.options import Options
 
 HOLDER = textwrap.dedent(
     """
@@ -381,11 +382,11 @@ def test_an_app_in_this_process_releases_the_server_and_leaves_it_running(
     ws: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LGX_DSN", raising=False)
-    with External(workspace=ws, spool_dir=spool_dir) as ext:
+    with External(workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         dsn = ext.dsn
     st = server_status(pgdata(ws))
     assert st.running and os.getpid() not in st.handles
-    with External(workspace=ws, spool_dir=spool_dir) as ext:
+    with External(workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         assert ext.dsn == dsn
 
 
@@ -497,7 +498,7 @@ def test_db_status_says_the_mirror_is_behind_exactly_when_verify_finds_it_behind
     runner: CliRunner, ws: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LGX_DSN", raising=False)
-    with External(workspace=ws, spool_dir=spool_dir) as ext:
+    with External(workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = _two_nodes(ext.checkpointer)
         graph.invoke({"n": 1}, ext.config("a"))
         graph.invoke({"n": 2}, ext.config("b"))

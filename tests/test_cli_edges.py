@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
 from tests.graphs import react_agent
@@ -35,7 +36,7 @@ class Recorded:
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Recorded:
     """Two runs of a ReAct agent (model and tool calls): threads ``agent`` and ``agent-2``."""
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         for tid in ("agent", "agent-2"):
             react_agent(ext.checkpointer).invoke(
                 {"messages": [HumanMessage("weather in Oslo?")]}, ext.config(tid)

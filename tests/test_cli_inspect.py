@@ -18,6 +18,7 @@ from langgraph_external import External, Workspace
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.embedded import server_status, stop_server
+from langgraph_external.options import Options
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1"
 
@@ -53,7 +54,7 @@ def runner() -> CliRunner:
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Recorded:
     """thread-1 run twice and thread-2 once, with the graph's own state history."""
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = _builder().compile(checkpointer=ext.checkpointer)
         graph.invoke({"items": [], "n": 1}, ext.config("thread-1"))
         graph.invoke({"items": ["again"], "n": 3}, ext.config("thread-1"))
@@ -230,7 +231,9 @@ def test_sql_uses_the_embedded_server_and_leaves_it_running(
     ws = tmp_path / "ws"
     pgdata = ws / ".lgx" / "pgdata"
     try:
-        with External(workspace=ws, spool_dir=spool_dir) as ext:  # dsn=None: embedded
+        with External(
+            workspace=ws, options=Options(spool_dir=spool_dir)
+        ) as ext:  # dsn=None: embedded
             _builder().compile(checkpointer=ext.checkpointer).invoke(
                 {"items": [], "n": 1}, ext.config("local-1")
             )

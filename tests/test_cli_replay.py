@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.exporters import LangfuseExport
+from langgraph_external.options import Options
 from langgraph_external.read.inspection import REPLAY_PREFIX
 from langgraph_external.replay import replay
 from tests.otlp_receiver import OtlpReceiver
@@ -26,7 +27,7 @@ def recorded(
 ) -> Iterator[Path]:
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         msg = {"messages": [HumanMessage("Weather?")]}
         react_app(ext.checkpointer).invoke(msg, ext.config("t-1"))
         terse_react_app(ext.checkpointer).invoke(msg, ext.config("t-2"))
@@ -208,7 +209,12 @@ def test_replay_copies_are_never_sent_to_langfuse(
     keys = ("pk-lf-replay-copies", "sk-lf-replay-copies")
     with OtlpReceiver({keys[0]: keys[1]}) as rx:
         config = LangfuseExport(public_key=keys[0], secret_key=keys[1], base_url=rx.base_url)
-        with External(dsn=dsn, workspace=recorded, spool_dir=spool_dir, langfuse=config) as ext:
+        with External(
+            dsn=dsn,
+            workspace=recorded,
+            export=config,
+            options=Options(spool_dir=spool_dir),
+        ) as ext:
             report = replay(react_app(ext.checkpointer), "t-1", ext=ext, keep=True)
             assert not report.diverged and report.kept
             assert ext.flush(60)  # the live export caught up ...

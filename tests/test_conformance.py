@@ -17,6 +17,7 @@ from langgraph.checkpoint.conformance.report import CapabilityReport
 from langgraph_external import ExternalCheckpointer
 from langgraph_external.assembly import assemble
 from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.settings import Settings
 
 
 def _failures(report: CapabilityReport) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def _counts(report: CapabilityReport) -> dict[str, tuple[bool, int, int]]:
 
 
 def _pipeline(tmp_path: Path, dsn: str, spool: Path) -> Pipeline:
-    return assemble(workspace=tmp_path / "ws", dsn=dsn, spool_dir=spool).pipeline
+    return assemble(Settings.resolve(workspace=tmp_path / "ws", dsn=dsn, spool_dir=spool)).pipeline
 
 
 async def test_async_postgres_saver_passes_all_81(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from langgraph_external import External
+from langgraph_external.options import Options
 from tests.crash_harness import kill_after_turns, lgx, run_trials
 from tests.graphs import cpu_burner
 
@@ -58,7 +59,7 @@ def test_a_restart_settles_what_a_killed_process_left(
         dsn, ws, spool, strict=False, thread_id="t", turns=2, wait=1.5, sealing=sealing
     )
     # the app starts again and closes without touching the thread: no `lgx repair`
-    with External(dsn=dsn, workspace=ws, spool_dir=spool, sealing=sealing) as ext:
+    with External(dsn=dsn, workspace=ws, sealing=sealing, options=Options(spool_dir=spool)) as ext:
         assert ext.flush()
     verified = lgx(dsn, ws, "verify", "--all")
     assert verified.returncode == 0, verified.stdout + verified.stderr

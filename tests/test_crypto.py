@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from langgraph_external import ConfigurationError, External
 from langgraph_external.ops.restore import RestoreError, iter_checkpoint_ids, load_checkpoint
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 
 SECRET_STATE = "patient-record-4711-otter"
@@ -37,7 +38,7 @@ def test_exact_copies_are_encrypted_and_restore_needs_the_key(
 ) -> None:
     key = WorkspaceCipher.generate_key()
     ws_dir = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws_dir, spool_dir=spool_dir, encryption_key=key) as ext:
+    with External(dsn=dsn, workspace=ws_dir, key=key, options=Options(spool_dir=spool_dir)) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": ""}, ext.config("enc"))
         ext.flush()
         saver = ext.checkpointer

@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
 from langgraph_external.ledger.pools import check_idle
+from langgraph_external.options import Options
 from tests.graphs import cpu_burner, react_agent
 from tests.test_faults import _assert_trusted, own_server  # noqa: F401  (a fixture)
 
@@ -67,7 +68,11 @@ def test_connections_opened_before_a_restart_never_reach_the_app(
     spool_dir: Path,
 ) -> None:
     dsn, ws = own_server.get_uri(), tmp_path / "ws"
-    ext = External(dsn=dsn, workspace=ws, spool_dir=spool_dir, strict=strict, pool_size=CALLERS)
+    ext = External(
+        dsn=dsn,
+        workspace=ws,
+        options=Options(spool_dir=spool_dir, strict=strict, pool_size=CALLERS),
+    )
     with cpu_burner(), ext:
         app = react_agent(ext.checkpointer)
         for cycle in range(CYCLES):
@@ -92,7 +97,9 @@ async def test_async_connections_opened_before_a_restart_never_reach_the_app(
 
 async def _async_cycles(dsn: str, ws: Path, spool_dir: Path, server: Any) -> None:
     async with External(
-        dsn=dsn, workspace=ws, spool_dir=spool_dir, strict=True, pool_size=CALLERS
+        dsn=dsn,
+        workspace=ws,
+        options=Options(spool_dir=spool_dir, strict=True, pool_size=CALLERS),
     ) as ext:
         app = react_agent(ext.checkpointer)
 

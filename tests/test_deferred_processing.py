@@ -189,7 +189,7 @@ def test_external_leaves_processing_to_its_own_sealer_and_its_health_counts_fail
     g.add_node("say", lambda s: {"text": s["text"] + "!"})
     g.add_edge(START, "say")
     g.add_edge("say", END)
-    with External(dsn=dsn, workspace=tmp_path / "ws", redactor=FailingRedactor()) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", redaction=FailingRedactor()) as ext:
         assert ext.pipeline is not None and ext.pipeline.processing.deferred
         assert ext.pipeline.service is None  # sealed by the helper process
         graph = g.compile(checkpointer=ext.checkpointer)

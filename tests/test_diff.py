@@ -11,6 +11,7 @@ from replay_apps import helpful_react_app, paris_react_app, react_app, terse_rea
 
 from langgraph_external import External
 from langgraph_external.errors import ConfigurationError
+from langgraph_external.options import Options
 from langgraph_external.read.diff import (
     ModelCall,
     PathEntry,
@@ -86,7 +87,7 @@ def test_two_recorded_threads_checkpoints_and_runs(
     dsn: str, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         msg = {"messages": [HumanMessage("Weather?")]}
         react_app(ext.checkpointer).invoke(msg, ext.config("a"))
         react_app(ext.checkpointer).invoke(msg, ext.config("b"))
@@ -209,7 +210,7 @@ def test_runs_that_differ_only_in_the_system_prompt_differ_in_what_the_model_was
 ) -> None:
     """Same path and same state: the prompt is the only difference, and it is found."""
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         msg = {"messages": [HumanMessage("Weather?")]}
         react_app(ext.checkpointer).invoke(msg, ext.config("a"))
         helpful_react_app(ext.checkpointer).invoke(msg, ext.config("h"))

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from langgraph_external import External
 from langgraph_external.cli import app
+from langgraph_external.options import Options
 from langgraph_external.record.artifacts import artifact_digests, expand
 from langgraph_external.record.escapes import escape_text, has_marks, needs_escape
 from langgraph_external.record.events import json_safe
@@ -68,7 +69,9 @@ def odd_agent(checkpointer: Any) -> Any:
 @pytest.fixture
 def ext(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[External]:
     with External(
-        dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, offload_threshold=16_384
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, offload_threshold=16_384),
     ) as e:
         odd_agent(e.checkpointer).invoke({"messages": [HumanMessage(LITERAL)]}, e.config("odd"))
         assert e.flush()

@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 
 from langgraph_external import External
 from langgraph_external.cli import app
+from langgraph_external.options import Options
 from langgraph_external.read.inspection import place_events, step_context
 
 
@@ -28,7 +29,7 @@ def recorded(
     resumed in a second run."""
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         react_app(ext.checkpointer).invoke(
             {"messages": [HumanMessage("Weather?")]}, ext.config("react")
         )

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
+from langgraph_external.options import Options
 from tests.graphs import REACT_PATH, cpu_burner, fanout_gather, fanout_with_subgraph, react_agent
 
 RUNS = 20
@@ -37,7 +38,7 @@ def _check_causal_order(events: list[dict[str, Any]]) -> None:
 def test_every_checkpoint_names_the_nodes_that_produced_it(
     durability: str, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = react_agent(ext.checkpointer)
         with cpu_burner():
             for i in range(RUNS):
@@ -65,7 +66,7 @@ def test_every_checkpoint_names_the_nodes_that_produced_it(
 def test_send_tasks_and_subgraphs_are_named_too(
     durability: str, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = fanout_with_subgraph(ext.checkpointer)
         with cpu_burner():
             for i in range(RUNS // 2):
@@ -110,7 +111,7 @@ def test_a_long_thread_and_a_fork_from_far_back_are_named_right(
     from langgraph_external.record.checkpoints import PER_THREAD
 
     turns = PER_THREAD + 8  # well past what the caches keep per thread
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = fanout_gather(ext.checkpointer)
         cfg = ext.config("long")
         for _ in range(turns):
@@ -155,7 +156,7 @@ def test_a_resume_names_the_node_that_ran_and_no_bookkeeping(
 
     from tests.graphs import fanout_with_interrupt
 
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = fanout_with_interrupt(ext.checkpointer)
         cfg = ext.config("resume")
         assert "__interrupt__" in app.invoke({"items": [], "total": 0}, cfg)

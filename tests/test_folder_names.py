@@ -26,6 +26,7 @@ from langgraph_external import External, Workspace, decode_thread_id, encode_thr
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.restore import restore_thread
+from langgraph_external.options import Options
 from langgraph_external.read.states import read_state
 from langgraph_external.record.crypto import WorkspaceCipher
 
@@ -99,7 +100,7 @@ def test_new_threads_get_readable_folders_that_verify(
 ) -> None:
     ids = ["sp-A", "refund-A-100", "a/b", "..", "CON", "用户-42", "Ab", "ab", "x" * 300]
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = fanout_with_subgraph(ext.checkpointer)
         for tid in ids:
             assert graph.invoke(FAN_IN, ext.config(tid))["total"] == 120
@@ -162,7 +163,7 @@ def test_a_thread_recorded_with_the_old_names_verifies_reads_and_grows_in_its_ol
 
     # it grows in its old folder, subgraph logs named the old way too; a new thread
     # gets a readable folder
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = fanout_with_subgraph(ext.checkpointer)
         for tid in ("sp-A", "thread-42", "sp-B"):
             graph.invoke(FAN_IN, ext.config(tid))
@@ -223,7 +224,7 @@ def test_an_old_thread_restored_into_an_empty_ledger_keeps_its_folder(
     copy = lgx("restore", "sp-A", "--as", "Sp-C")
     assert copy.exit_code == 0, copy.output
     # the record went back as it was, naming ~onyc2qi: the thread keeps it as it grows
-    with External(dsn=second_dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=second_dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         fanout_with_subgraph(ext.checkpointer).invoke(FAN_IN, ext.config("sp-A"))
         assert ext.flush()
     assert sorted(os.listdir(threads)) == ["!sp-!c", "thread-42", "~onyc2qi"]
@@ -249,7 +250,7 @@ def test_an_old_thread_exported_and_imported_keeps_its_folder_there(
         app, ["--dsn", second_dsn, "--workspace", str(target), "import", str(archive)]
     )
     assert imported.exit_code == 0, imported.output
-    with External(dsn=second_dsn, workspace=target, spool_dir=spool_dir) as ext:
+    with External(dsn=second_dsn, workspace=target, options=Options(spool_dir=spool_dir)) as ext:
         graph = fanout_with_subgraph(ext.checkpointer)
         for tid in ("sp-A", "sp-D"):
             graph.invoke(FAN_IN, ext.config(tid))

@@ -55,7 +55,9 @@ from langgraph_external import (
 from langgraph_external.assembly import assemble
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.restore import CheckpointLog
+from langgraph_external.options import Options
 from langgraph_external.record.render import to_readable
+from langgraph_external.settings import Settings
 from langgraph_external.workspace.files import encode_ns
 
 # -- normalising what a user sees ---------------------------------------------------------
@@ -210,7 +212,9 @@ class Recorder:
 @pytest.fixture
 def recorder(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[Recorder]:
     root = tmp_path / "ws"
-    recording = assemble(workspace=root, dsn=dsn, spool_dir=spool_dir, redaction="off")
+    recording = assemble(
+        Settings.resolve(workspace=root, dsn=dsn, spool_dir=spool_dir, redaction="off")
+    )
     pipeline = recording.pipeline
     try:
         yield Recorder(dsn, root, pipeline)
@@ -643,7 +647,7 @@ def test_external_facade_agent_is_identical(dsn: str, tmp_path: Path, spool_dir:
     with PostgresSaver.from_conn_string(dsn) as plain:
         plain.setup()
         expected = agent_scenario(plain, "facade-plain")
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         got = agent_scenario(ext.checkpointer, "facade-wrapped")
         ext.flush()
         kinds = [e["kind"] for e in ext.events("facade-wrapped")]
@@ -833,7 +837,9 @@ async def test_async_external_facade_agent_is_identical(
     async with AsyncPostgresSaver.from_conn_string(dsn) as plain:
         await plain.setup()
         expected = await aagent_scenario(plain, "aagent-plain")
-    async with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    async with External(
+        dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)
+    ) as ext:
         got = await aagent_scenario(ext.checkpointer, "aagent-wrapped")
         tuples = await alist_all(ext.checkpointer, "aagent-wrapped")
         events = ext.events("aagent-wrapped")
@@ -980,7 +986,9 @@ async def test_async_plain_thread_resumes_through_external(
         expected_outputs = await arun(plain, "abaseline", HANDOVER_CALLS)
         expected = await atranscript(review_graph(plain), cfg("abaseline"), expected_outputs)
         outputs = await arun(plain, "ahandover", HANDOVER_CALLS[:1])
-    async with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    async with External(
+        dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)
+    ) as ext:
         outputs += await arun(ext.checkpointer, "ahandover", HANDOVER_CALLS[1:])
         got = await atranscript(review_graph(ext.checkpointer), cfg("ahandover"), outputs)
         tup = await ext.checkpointer.aget_tuple(cfg("ahandover"))

@@ -9,6 +9,7 @@ from langgraph.types import Command
 
 from langgraph_external import External
 from langgraph_external.guards import TransitionPolicy, guard
+from langgraph_external.options import Options
 from tests.test_guards_runtime import START_STATE, build
 
 
@@ -20,7 +21,7 @@ def test_violations_are_recorded_in_ledger_and_workspace(
     spec["on_violation"] = {"action": "interrupt", "fallback": "fallback"}
     spec["name"] = "recorded"
     policy = TransitionPolicy.from_dict(spec)
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         graph = guard(builder, policy, pipeline=ext.pipeline).compile(checkpointer=ext.checkpointer)
         config = ext.config("thread-guard")
         graph.invoke(START_STATE, config)
@@ -54,7 +55,7 @@ def test_a_run_with_the_audit_handler_records_violations_without_pipeline(
         {**POLICY, "on_violation": {"action": "route", "fallback": "escalate"}}
     )
     raising = TransitionPolicy.from_dict({**POLICY, "on_violation": {"action": "raise"}})
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         for thread, policy in (("routed", routed), ("raised", raising)):
             graph = guard(react_agent(ran), policy).compile(checkpointer=ext.checkpointer)
             try:

@@ -110,7 +110,7 @@ def test_a_run_and_its_resume_in_another_process_are_one_trace(
     dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]
 ) -> None:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, langfuse=export_config(rx, keys)) as ext:
+    with External(dsn=dsn, workspace=ws, export=export_config(rx, keys)) as ext:
         app = build_app(ext.checkpointer)
         out = app.invoke(
             {"messages": [("user", "weather in Oslo?")]},
@@ -219,7 +219,7 @@ def test_nothing_is_lost_while_langfuse_refuses_fails_hangs_then_recovers(
 ) -> None:
     cfg = export_config(rx, keys, timeout=1.0, backoff_max=0.5, poll_interval=0.2)
     threads = []
-    with External(dsn=dsn, workspace=tmp_path / "ws", langfuse=cfg) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", export=cfg) as ext:
         graph = react_agent(ext.checkpointer)
         for i, mode in enumerate(["down", "500", "429", "hang", "down"]):
             rx.set_mode(mode)
@@ -261,7 +261,7 @@ def test_wrong_keys_are_logged_clearly_and_the_backfill_sends_everything_later(
     wrong = LangfuseExport(public_key=keys[0], secret_key="not-the-secret", base_url=rx.base_url)
     with (
         caplog.at_level(logging.ERROR, logger="langgraph_external"),
-        External(dsn=dsn, workspace=tmp_path / "ws", langfuse=wrong) as ext,
+        External(dsn=dsn, workspace=tmp_path / "ws", export=wrong) as ext,
     ):
         react_agent(ext.checkpointer).invoke({"messages": [("user", "hi")]}, ext.config("k1"))
         assert not ext.flush(3)
@@ -439,7 +439,7 @@ def test_live_export_keeps_up_while_cpu_is_busy(
     dsn: str, tmp_path: Path, rx: OtlpReceiver, keys: tuple[str, str]
 ) -> None:
     cfg = export_config(rx, keys, poll_interval=0.2)
-    with cpu_burner(), External(dsn=dsn, workspace=tmp_path / "ws", langfuse=cfg) as ext:
+    with cpu_burner(), External(dsn=dsn, workspace=tmp_path / "ws", export=cfg) as ext:
         graph = react_agent(ext.checkpointer)
         for i in range(10):
             tid = f"busy-{i}"
@@ -464,7 +464,7 @@ def test_large_values_become_a_preview_with_their_workspace_address(
     b.add_node("talk", node)
     b.add_edge(START, "talk")
     cfg = export_config(rx, keys, max_payload_bytes=30_000)
-    with External(dsn=dsn, workspace=tmp_path / "ws", langfuse=cfg) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", export=cfg) as ext:
         b.compile(checkpointer=ext.checkpointer).invoke(
             {"messages": [("user", "hi")]}, ext.config("big")
         )
@@ -486,7 +486,7 @@ def test_policy_violations_are_warnings_and_errors_are_errors(
 ) -> None:
     from langgraph_external import Event
 
-    with External(dsn=dsn, workspace=tmp_path / "ws", langfuse=export_config(rx, keys)) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", export=export_config(rx, keys)) as ext:
 
         def boom(s: MessagesState) -> dict[str, Any]:
             ext.pipeline.emit(  # type: ignore[union-attr]
@@ -537,7 +537,7 @@ def test_retriever_hits_are_retriever_observations_with_ids_and_scores(
     b = StateGraph(MessagesState)
     b.add_node("look", look)
     b.add_edge(START, "look")
-    with External(dsn=dsn, workspace=tmp_path / "ws", langfuse=export_config(rx, keys)) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", export=export_config(rx, keys)) as ext:
         b.compile(checkpointer=ext.checkpointer).invoke(
             {"messages": [("user", "hi")]}, ext.config("shelf")
         )
@@ -569,12 +569,12 @@ def test_configuration_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None
     for var in ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_BASE_URL", "LANGFUSE_HOST"):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(ConfigurationError, match="LANGFUSE_PUBLIC_KEY"):
-        External(dsn="postgresql:///unused", langfuse=True)
+        External(dsn="postgresql:///unused", export=LangfuseExport())
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk")
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk")
     monkeypatch.setenv("LANGFUSE_HOST", "langfuse.internal:3000")
     with pytest.raises(ConfigurationError, match="http:// or https://"):
-        External(dsn="postgresql:///unused", langfuse=True)
+        External(dsn="postgresql:///unused", export=LangfuseExport())
     monkeypatch.setenv("LANGFUSE_HOST", "https://langfuse.internal")
     assert LangfuseExport().resolved().base_url == "https://langfuse.internal"
     with pytest.raises(ConfigurationError, match="max_payload_bytes"):

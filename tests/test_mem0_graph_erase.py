@@ -19,6 +19,7 @@ from langgraph_external.memory_adapters.testing import (
     ScriptedChatModel,
     extraction_answer,
 )
+from langgraph_external.options import Options
 
 S = "langgraph_external"
 # What the user tells the agent, by turn; kept out of graph state on purpose: erasure
@@ -60,7 +61,7 @@ def build_graph(memory: Mem0Adapter, llm: ScriptedChatModel) -> Any:
 
 @pytest.fixture
 def ext(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[External]:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as e:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as e:
         yield e
 
 

@@ -16,6 +16,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_external import External, verify_chain
 from langgraph_external.ops.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
+from langgraph_external.options import Options
 from tests.graphs import fanout_with_subgraph
 
 
@@ -59,7 +60,7 @@ def _saver_checkpoints(dsn: str) -> set[tuple[str, str, str]]:
 
 @pytest.fixture
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> External:
-    ext = External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir).setup()
+    ext = External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)).setup()
     agent = _agent_graph(ext.checkpointer)
     out = agent.invoke(
         {"messages": [HumanMessage("weather in Oslo?", id="h-1")]}, ext.config("agent-1")

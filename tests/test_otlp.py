@@ -411,7 +411,7 @@ def test_a_receiver_that_is_down_is_one_log_line_per_failure_kind_with_the_spans
     )
     with (
         caplog.at_level(logging.WARNING, logger="langgraph_external"),
-        External(dsn=dsn, workspace=tmp_path / "ws", langfuse=cfg) as ext,
+        External(dsn=dsn, workspace=tmp_path / "ws", export=cfg) as ext,
     ):
         graph = react_agent(ext.checkpointer)
         for tid in ("down-1", "down-2"):
@@ -474,7 +474,7 @@ def test_close_does_not_wait_again_after_a_flush_that_timed_out(
 ) -> None:
     url = closed_port_url()
     cfg = LangfuseExport(public_key=keys[0], secret_key=keys[1], base_url=url, backoff_max=0.2)
-    ext = External(dsn=dsn, workspace=tmp_path / "ws", langfuse=cfg).setup()
+    ext = External(dsn=dsn, workspace=tmp_path / "ws", export=cfg).setup()
     try:
         react_agent(ext.checkpointer).invoke({"messages": [("user", "hi")]}, ext.config("c1"))
         assert not ext.flush(1.0)  # the receiver is down: flush says so after 1 s
@@ -507,7 +507,7 @@ def test_close_still_delivers_when_the_receiver_came_back_after_a_timed_out_flus
     with cpu_burner():
         for i in range(3):
             rx.set_mode("down")
-            with External(dsn=dsn, workspace=tmp_path / f"ws{i}", langfuse=cfg) as ext:
+            with External(dsn=dsn, workspace=tmp_path / f"ws{i}", export=cfg) as ext:
                 graph = react_agent(ext.checkpointer)
                 for j in range(3):
                     threads.append(f"back-{i}-{j}")

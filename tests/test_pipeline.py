@@ -21,7 +21,7 @@ from langgraph_external.ledger.postgres import LockedPass
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.artifacts import expand
 from langgraph_external.record.capture import Capture
-from langgraph_external.workspace.files import sha256_hex
+from langgraph_external.record.locations import sha256_hex
 from langgraph_external.workspace.projection import WorkspaceProjection
 
 
@@ -495,8 +495,9 @@ def test_an_app_that_never_closes_still_gets_everything_recorded_at_exit(
         f"""
         from langgraph_external import Event
         from langgraph_external.assembly import assemble
-        rec = assemble(workspace={str(tmp_path / "ws")!r}, dsn={dsn!r},
-                       spool_dir={str(spool_dir)!r}, linger=0.5)
+        from langgraph_external.settings import Settings
+        rec = assemble(Settings.resolve(workspace={str(tmp_path / "ws")!r}, dsn={dsn!r},
+                       spool_dir={str(spool_dir)!r}), linger=0.5)
         for i in range(200):
             rec.pipeline.emit(Event.new("node_end", "t", payload={{"i": i}}))
         # no flush, no close: the interpreter exits with events still buffered
@@ -558,13 +559,13 @@ def test_a_dead_flusher_is_started_again_and_nothing_is_lost(
         return original(self)
 
     monkeypatch.setattr(Pipeline, "_flushable_now", dies_once)
-    first = p._flusher
+    first = p.flusher.thread
     for i in range(5):
         p.emit(Event.new("node_end", "t", payload={"i": i}))
     first.join(10)
     assert not first.is_alive()
     assert p.flush(timeout=10)
-    assert p._flusher is not first and p._flusher.is_alive()
+    assert p.flusher.thread is not first and p.flusher.thread.is_alive()
     p.close()
     assert [e.payload.get("i") for e in ledger.events] == list(range(5))
 

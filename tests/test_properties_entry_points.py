@@ -43,6 +43,7 @@ from langgraph_external.errors import (
     SerializationError,
 )
 from langgraph_external.ops.restore import iter_checkpoint_ids, load_checkpoint, restore_thread
+from langgraph_external.options import Options
 from langgraph_external.record.events import safe_text
 from tests.test_properties import _is_unicode
 
@@ -105,7 +106,9 @@ def _chain(checkpointer: Any, value: Any = 1, name: str = "set") -> Any:
 @pytest.fixture
 def ext(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[External]:
     """A set-up ``External`` whose ledger and saver already hold one thread (``SEED``)."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir).setup() as ext:
+    with External(
+        dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)
+    ).setup() as ext:
         _chain(ext.checkpointer).invoke({"v": 0, "log": []}, ext.config(SEED))
         assert ext.flush()
         yield ext

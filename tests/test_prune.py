@@ -19,6 +19,7 @@ from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops import prune
 from langgraph_external.ops.restore import CheckpointLog
+from langgraph_external.options import Options
 
 
 def concat(state: list[int], writes: list[list[int]]) -> list[int]:
@@ -56,7 +57,7 @@ class Place:
     spool: Path
 
     def external(self) -> External:
-        return External(dsn=self.dsn, workspace=self.ws, spool_dir=self.spool)
+        return External(dsn=self.dsn, workspace=self.ws, options=Options(spool_dir=self.spool))
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from langgraph_external import External
 from langgraph_external.cli import app as cli
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.options import Options
 from tests.graphs import react_agent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +108,11 @@ def answers(dsn: str) -> dict[str, Any]:
 
 
 def test_every_query_in_the_docs_answers_as_recorded(dsn: str, tmp_path: Path) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=tmp_path / "spool") as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=tmp_path / "spool"),
+    ) as ext:
         for thread in ("thread-42", "thread-43"):
             graph = react_agent(ext.checkpointer)
             graph.invoke({"messages": [HumanMessage(f"Weather for {thread}?")]}, ext.config(thread))
@@ -180,7 +185,7 @@ def test_an_upgrade_from_v9_keeps_the_record_verified_and_the_answers(
     dsn: str, tmp_path: Path
 ) -> None:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=tmp_path / "spool") as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=tmp_path / "spool")) as ext:
         for thread in ("thread-42", "thread-43"):
             graph = react_agent(ext.checkpointer)
             graph.invoke({"messages": [HumanMessage(f"Weather for {thread}?")]}, ext.config(thread))

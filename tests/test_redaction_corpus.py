@@ -43,6 +43,7 @@ from typer.testing import CliRunner
 
 from langgraph_external import External
 from langgraph_external.cli import app as lgx_app
+from langgraph_external.options import Options
 from langgraph_external.record.redaction import Redactor, redact_text
 
 ALNUM = string.ascii_letters + string.digits
@@ -618,7 +619,7 @@ def test_the_corpus_leaves_no_secret_and_no_unkeyed_hash_in_the_ledger_workspace
     state keys too), interrupt and resume values, pending writes, retriever documents,
     store values, config metadata and exceptions: 0 occurrences."""
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer, ext.store(InMemoryStore()))
         config = ext.config("corpus-thread")
         config["metadata"] = {"note": "\n".join(_texts()), "api_key": CORPUS[0].secret}

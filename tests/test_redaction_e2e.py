@@ -16,6 +16,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_external import External
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3
@@ -114,7 +115,7 @@ def _workspace_text(root: Path) -> str:
 def test_no_secret_reaches_the_record(dsn: str, tmp_path: Path, spool_dir: Path) -> None:
     ws = tmp_path / "ws"
     key = WorkspaceCipher.generate_key()
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, encryption_key=key) as ext:
+    with External(dsn=dsn, workspace=ws, key=key, options=Options(spool_dir=spool_dir)) as ext:
         app = _agent(ext.checkpointer)
         question = HumanMessage(f"Charge {CARD}, my key is {OPENAI_KEY}, password={DB_PASSWORD}")
         out = app.invoke({"messages": [question], "credentials": {}}, ext.config("secret-thread"))

@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 from langgraph_external import External, verify_chain
 from langgraph_external.cli import app
+from langgraph_external.options import Options
 from tests.graphs import fanout_with_subgraph, react_agent
 
 
@@ -26,7 +27,7 @@ def _lgx(dsn: str, ws: Path, *args: str) -> Result:
 def _record(dsn: str, ws: Path, spool: Path) -> None:
     from langchain_core.messages import HumanMessage
 
-    with External(dsn=dsn, workspace=ws, spool_dir=spool) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool)) as ext:
         react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage("weather?")]}, ext.config("agent")
         )
@@ -87,7 +88,7 @@ def test_what_a_plain_saver_committed_is_recorded_by_repair(
     again = json.loads(_lgx(dsn, ws, "repair", "--json").output)  # idempotent
     assert again["checkpoints_recovered"] == again["writes_recovered"] == 0
 
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         events = ext.events("plain")
     verify_chain(events)
     recovered = [e for e in events if e["kind"] == "checkpoint"]
@@ -159,7 +160,7 @@ def test_large_values_live_once_in_postgres_and_still_rebuild_the_workspace(
 
     builder = _growing_doc(("grow", "again"), 4000)
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         builder.compile(checkpointer=ext.checkpointer).invoke(
             {"doc": "", "n": 0}, ext.config("big")
         )
@@ -210,7 +211,7 @@ def test_a_thread_larger_than_one_read_is_mirrored_in_bounded_reads(
     def size(e: Any) -> int:
         return sum(len(b) for b in e.attachments.values())
 
-    with External(dsn=dsn, workspace=graph_ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=graph_ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = builder.compile(checkpointer=ext.checkpointer)
         state: dict[str, Any] = {"doc": [], "n": 0}
         for _ in range(30):

@@ -28,6 +28,7 @@ from replay_apps import (
 
 from langgraph_external import External
 from langgraph_external.errors import ConfigurationError
+from langgraph_external.options import Options
 from langgraph_external.read.diff import diff_values
 from langgraph_external.read.inspection import NotFoundError
 from langgraph_external.record.artifacts import artifact_digests
@@ -42,7 +43,7 @@ def ext(
 ) -> Iterator[External]:
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
     MODEL_CALLS[0] = 0
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as e:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as e:
         yield e
 
 
@@ -149,7 +150,11 @@ def test_offloaded_payloads_are_answered_from_their_artifacts(
     monkeypatch.setenv("LGX_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
     MODEL_CALLS[0] = 0
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, offload_threshold=200) as e:
+    with External(
+        dsn=dsn,
+        workspace=ws,
+        options=Options(spool_dir=spool_dir, offload_threshold=200),
+    ) as e:
         graph = _record_react(e, "t-big")
         offloaded = [ev for ev in e.events("t-big") if artifact_digests(ev["payload"])]
         assert {ev["kind"] for ev in offloaded} >= {"llm_start", "llm_end"}
@@ -167,7 +172,11 @@ def test_async_replay_of_an_async_graph(
     MODEL_CALLS[0] = 0
 
     async def run() -> Any:
-        async with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as aext:
+        async with External(
+            dsn=dsn,
+            workspace=tmp_path / "ws",
+            options=Options(spool_dir=spool_dir),
+        ) as aext:
             graph = async_react_app(aext.checkpointer)
             await graph.ainvoke({"messages": [HumanMessage("Weather?")]}, aext.config("t-async"))
             assert len(tool_runs()) == 3 and MODEL_CALLS[0] == 3

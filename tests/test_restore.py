@@ -24,6 +24,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from langgraph_external import External, Workspace
 from langgraph_external.errors import ExternalError, RestoreError
 from langgraph_external.ops.restore import load_checkpoint, restore_thread
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 from tests.graphs import blob_chat, state_history
 
@@ -54,7 +55,9 @@ def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Path:
     their addresses are keyed either way. Encrypted copies: ``tests/test_security.py``.
     """
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, encrypt=False) as ext:
+    with External(
+        dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir, encrypt=False)
+    ) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
         ext.flush()
     return ws
@@ -238,7 +241,7 @@ def test_an_encrypted_workspace_verifies_with_the_keyed_address(
 ) -> None:
     key = WorkspaceCipher.generate_key()
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, encryption_key=key) as ext:
+    with External(dsn=dsn, workspace=ws, key=key, options=Options(spool_dir=spool_dir)) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
         ext.flush()
     cipher = WorkspaceCipher(key)
@@ -253,7 +256,7 @@ def test_an_encrypted_workspace_verifies_with_the_keyed_address(
 @pytest.fixture
 def operated(dsn: str, tmp_path: Path, spool_dir: Path) -> tuple[Workspace, dict[str, Any]]:
     """Threads after delete (id reused), prune, and copy (the copy went on running)."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer)
         start = {"note": "", "big": "", "n": 0}
         app.invoke(start, ext.config("src"))
@@ -299,7 +302,7 @@ def test_restore_recorded_when_only_the_saver_lost_the_thread(
     from langgraph_external.ops.restore import restore_recorded
     from langgraph_external.record.events import verify_chain
 
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         app = _graph(ext.checkpointer)
         app.invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
         ext.flush()
@@ -328,7 +331,7 @@ def test_restore_recorded_refuses_a_ledger_that_holds_another_record(
     from langgraph_external.ops.restore import restore_recorded
     from langgraph_external.record.events import Event
 
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": "", "n": 0}, ext.config("r"))
         ext.flush()
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -357,7 +360,7 @@ def test_a_thread_with_subgraphs_sends_and_an_interrupt_restores_in_bulk_and_res
 
     ws = tmp_path / "ws"
     config: Any = {"configurable": {"thread_id": "f"}}
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         fanout_with_interrupt(ext.checkpointer).invoke({"items": [], "total": 0}, ext.config("f"))
         ext.flush()
     with (
@@ -398,7 +401,7 @@ def test_a_thread_with_subgraphs_sends_and_an_interrupt_restores_in_bulk_and_res
 def test_a_saver_that_stores_serialized_bytes_gets_every_checkpoint_back_identically(
     dsn: str, tmp_path: Path, spool_dir: Path, kind: str
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         original = blob_chat(ext.checkpointer)
         for turn in range(4):
             original.invoke({"messages": [HumanMessage(f"turn {turn}")]}, ext.config("c"))

@@ -14,6 +14,7 @@ from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ops.roles import apply_grants, grant_script
+from langgraph_external.options import Options
 from tests.graphs import REACT_PATH, react_agent
 
 
@@ -27,7 +28,7 @@ def _as(dsn: str, user: str) -> str:
 def app_dsn(dsn: str, tmp_path: Path, spool_dir: Path) -> str:
     """The owner sets the ledger and the saver's tables up, then grants ``lgx_app_<db>``."""
     role = "lgx_app_" + str(conninfo_to_dict(dsn)["dbname"])[-12:]
-    with External(dsn=dsn, workspace=tmp_path / "owner-ws", spool_dir=spool_dir):
+    with External(dsn=dsn, workspace=tmp_path / "owner-ws", options=Options(spool_dir=spool_dir)):
         pass
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"drop role if exists {role}")
@@ -50,7 +51,7 @@ def test_the_app_runs_normally_under_the_append_only_role_and_cannot_rewrite(
     app_dsn: str, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     ws = tmp_path / "ws"
-    with External(dsn=app_dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=app_dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         out = react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage("weather?")]}, ext.config("r")
         )

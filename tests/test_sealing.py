@@ -21,6 +21,7 @@ from langchain_core.messages import HumanMessage
 
 from langgraph_external import External, verify_chain
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.options import Options
 from langgraph_external.pipeline.seal import Sealer
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
@@ -74,7 +75,7 @@ def _comparable(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def test_a_checkpoint_commits_with_its_capture_and_is_sealed_after(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         assert ext.pipeline is not None and getattr(ext.pipeline.sealing, "pid", None)
         react_agent(ext.checkpointer).invoke(ASK, ext.config("t"))
         # every committed checkpoint has its event or its capture, at any moment
@@ -117,8 +118,8 @@ def test_the_record_is_the_same_whoever_seals_it(
             with External(
                 dsn=dsn,
                 workspace=None if mode == "worker" else ws,
-                spool_dir=spool_dir,
                 sealing=mode,
+                options=Options(spool_dir=spool_dir),
             ) as ext:
                 react_agent(ext.checkpointer).invoke(ASK, ext.config(tid), durability="sync")
                 fanout_with_subgraph(ext.checkpointer).invoke(
@@ -225,7 +226,9 @@ def test_worker_mode_the_app_captures_and_lgx_worker_seals_and_mirrors(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker") as ext:
+    with External(
+        dsn=dsn, workspace=None, sealing="worker", options=Options(spool_dir=spool_dir)
+    ) as ext:
         react_agent(ext.checkpointer).invoke(ASK, ext.config("w"))
         assert not ext.flush(timeout=1.0)  # no worker yet: captured, not sealed
         assert ext.health()["sealing"]["unsealed_captures"] > 0
@@ -264,14 +267,18 @@ def test_closing_an_app_in_worker_mode_leaves_its_captures_to_the_workers_withou
     does not do (it waited for a worker up to 30 s, then gave up)."""
     ws = tmp_path / "ws"
     caplog.set_level(logging.INFO, logger="langgraph_external")
-    ext = External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker").setup()
+    ext = External(
+        dsn=dsn, workspace=None, sealing="worker", options=Options(spool_dir=spool_dir)
+    ).setup()
     react_agent(ext.checkpointer).invoke(ASK, ext.config("left"))
     backend = ext.pipeline.sealing
     ext.close()
     # closed without a worker: nothing sealed, every capture committed and counted
     assert backend.waiting["captures"] > 0
     assert "wait for an lgx worker" in caplog.text
-    with External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker") as reader:
+    with External(
+        dsn=dsn, workspace=None, sealing="worker", options=Options(spool_dir=spool_dir)
+    ) as reader:
         assert reader.events("left") == []
         assert _lgx(dsn, ws, "worker", "--once").returncode == 0
         events = reader.events("left")
@@ -289,7 +296,9 @@ def test_lgx_worker_writes_a_quiet_threads_deferred_state_without_being_stopped(
     from langgraph_external.workspace.projection import WorkspaceProjection
 
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=None, spool_dir=spool_dir, sealing="worker") as ext:
+    with External(
+        dsn=dsn, workspace=None, sealing="worker", options=Options(spool_dir=spool_dir)
+    ) as ext:
         worker = subprocess.Popen(
             [*LGX, "--dsn", dsn, "-w", str(ws), "worker", "--poll", "0.5"],
             cwd=ROOT,
@@ -354,7 +363,7 @@ def test_a_helper_that_dies_is_started_again_and_nothing_is_lost(
     """A helper that died (OOM killer, an operator) is started again by the app's next
     capture — an app that never calls ``flush()`` or ``health()`` keeps being sealed
     while it runs, not only at its next start — or by a ``flush()``."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         assert ext.pipeline is not None
         helper = ext.pipeline.sealing
         app = react_agent(ext.checkpointer)
@@ -388,7 +397,7 @@ def test_health_and_flush_after_close_start_no_helper_again(
     must not start a sealing helper that nothing closes: it lived until the app exited
     (22 of them after tests/test_graph_equivalence.py), then retried a database that
     was gone."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         pipeline = ext.pipeline
         assert pipeline is not None
         helper = pipeline.sealing
@@ -413,7 +422,11 @@ def test_health_asked_while_the_app_closes_never_starts_a_helper(
     not started again, also once its zygote has reaped it."""
     with cpu_burner():
         for n in range(6):
-            ext = External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir).setup()
+            ext = External(
+                dsn=dsn,
+                workspace=tmp_path / "ws",
+                options=Options(spool_dir=spool_dir),
+            ).setup()
             pipeline = ext.pipeline
             assert pipeline is not None and pipeline.sealing is not None
             helper = pipeline.sealing
@@ -510,7 +523,12 @@ def test_an_orphaned_helper_logs_plain_lines_to_the_stderr_the_app_left_it(
 def test_a_long_transaction_holds_sealing_back_and_health_says_so(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, sealing="thread") as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        sealing="thread",
+        options=Options(spool_dir=spool_dir),
+    ) as ext:
         blocker = psycopg.connect(dsn)
         try:
             blocker.execute("create table if not exists held (x int)")
@@ -537,7 +555,11 @@ def test_causal_order_holds_for_async_graphs_with_subgraphs(
     from tests.test_faithful_record import _check_causal_order
 
     async def main() -> None:
-        async with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+        async with External(
+            dsn=dsn,
+            workspace=tmp_path / "ws",
+            options=Options(spool_dir=spool_dir),
+        ) as ext:
             app = fanout_with_subgraph(ext.checkpointer)
             with cpu_burner():
                 for i in range(20):
@@ -591,7 +613,7 @@ def test_health_shows_the_sealing_helpers_connections(
 ) -> None:
     """Where a deployment's connections go: the helper's pools are in ``health()`` beside
     the app's, open ones never above their maximum."""
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
         react_agent(ext.checkpointer).invoke(ASK, ext.config("pools"))
         assert ext.flush(timeout=60)
         pools = ext.health()["sealing"]["connections"]

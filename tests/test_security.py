@@ -28,6 +28,7 @@ from langgraph_external import External, Workspace
 from langgraph_external.cli import app
 from langgraph_external.errors import ConfigurationError, RestoreError
 from langgraph_external.ops.restore import restore_thread
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import canonical_json, compute_hash
 from langgraph_external.record.keys import load_key
@@ -67,11 +68,15 @@ class Rec:
 def rec(dsn: str, tmp_path: Path, spool_dir: Path) -> Rec:
     """Thread ``t``: a ReAct run (tool events, artifacts) then a state with a blob file."""
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir, offload_threshold=512) as ext:
+    with External(
+        dsn=dsn,
+        workspace=ws,
+        options=Options(spool_dir=spool_dir, offload_threshold=512),
+    ) as ext:
         config = ext.config("t")
         react_agent(ext.checkpointer).invoke({"messages": [HumanMessage("x" * 600)]}, config)
         ext.flush()
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         _graph(ext.checkpointer).invoke({"note": "", "big": "", "x": {}}, ext.config("t2"))
         ext.flush()
     return Rec(dsn, ws)
@@ -287,7 +292,7 @@ def test_a_symlinked_thread_directory_is_never_written_through(
     outside.mkdir()
     (ws / "threads").mkdir(parents=True)
     (ws / "threads" / "evil").symlink_to(outside, target_is_directory=True)
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         for tid in ("evil", "fine", "fine-2"):
             react_agent(ext.checkpointer).invoke(
                 {"messages": [HumanMessage("hi")]}, ext.config(tid)

@@ -17,6 +17,7 @@ from langgraph.store.memory import InMemoryStore
 from typing_extensions import TypedDict
 
 from langgraph_external import External, InvalidThreadIdError
+from langgraph_external.options import Options
 from langgraph_external.record.thread_ids import check_thread_id
 from tests.graphs import react_agent
 
@@ -77,7 +78,11 @@ def test_a_lone_surrogate_thread_id_never_wedges_the_recording(
     strict: bool, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     # the case: a graph with the checkpointer and the audit callbacks
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=strict) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, strict=strict),
+    ) as ext:
         agent = react_agent(ext.checkpointer)
         with pytest.raises(InvalidThreadIdError):
             agent.invoke({"messages": [HumanMessage("hi")]}, _config(ext, SURROGATE))
@@ -98,7 +103,11 @@ def test_the_callback_handler_refuses_before_buffering(
 ) -> None:
     # no checkpointer: only the callbacks see the thread id
     graph = _one_node(lambda s: {"n": s["n"] + 1})
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=strict) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, strict=strict),
+    ) as ext:
         if strict:  # strict callbacks raise into the run
             with pytest.raises(InvalidThreadIdError):
                 graph.invoke({"n": 1}, _config(ext, SURROGATE))
@@ -114,7 +123,11 @@ def test_the_audited_store_refuses_before_the_store_runs(
     strict: bool, dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:
     inner = InMemoryStore()
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=strict) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, strict=strict),
+    ) as ext:
         store = ext.store(inner)
 
         def remember(s: S) -> S:
@@ -144,7 +157,11 @@ def test_the_guard_refuses_to_record_a_violation_under_an_invalid_thread(
     builder, spec = build("illegal_edge", ran)
     spec["on_violation"] = {"action": "route", "fallback": "fallback"}
     policy = TransitionPolicy.from_dict(spec)
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir, strict=strict) as ext:
+    with External(
+        dsn=dsn,
+        workspace=tmp_path / "ws",
+        options=Options(spool_dir=spool_dir, strict=strict),
+    ) as ext:
         graph = guard(builder, policy, pipeline=ext.pipeline).compile()
         with pytest.raises(InvalidThreadIdError):
             graph.invoke(START_STATE, _config(ext, SURROGATE))
@@ -163,7 +180,7 @@ def test_the_mem0_adapter_refuses_before_touching_mem0(
     from langgraph_external.memory_adapters.testing import HashingEmbeddings, ScriptedChatModel
 
     with (
-        External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as ext,
+        External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext,
         Mem0Adapter(
             dsn, llm=ScriptedChatModel(), embedder=HashingEmbeddings(), pipeline=ext.pipeline
         ) as memory,

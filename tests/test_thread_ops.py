@@ -15,6 +15,7 @@ from typing_extensions import TypedDict
 from langgraph_external import External, verify_chain
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.restore import iter_checkpoint_ids
+from langgraph_external.options import Options
 
 
 class S(TypedDict):
@@ -38,7 +39,7 @@ def _rows(dsn: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def ext(dsn: str, tmp_path: Path, spool_dir: Path) -> Any:
-    with External(dsn=dsn, workspace=tmp_path / "ws", spool_dir=spool_dir) as e:
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as e:
         yield e
 
 

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.options import Options
 from langgraph_external.ui.timeline import build_timeline, render_timeline, timeline_html
 from tests import browser
 from tests.graphs import fanout_with_subgraph, react_agent
@@ -65,7 +66,7 @@ class Recorded:
 @pytest.fixture
 def recorded(dsn: str, tmp_path: Path, spool_dir: Path) -> Recorded:
     ws = tmp_path / "ws"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage("weather in Oslo? </script><script>alert(1)</script>")]},
             ext.config("react"),

@@ -22,6 +22,7 @@ from langgraph_external.cli import app
 from langgraph_external.errors import ArchiveError, ImportConflictError
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.transfer import import_thread, read_archive
+from langgraph_external.options import Options
 from langgraph_external.workspace.files import Workspace
 from tests.conftest import _with_db
 from tests.graphs import fanout_with_subgraph, react_agent
@@ -48,7 +49,7 @@ def other_dsn(pg_server: str) -> Iterator[str]:
 @pytest.fixture
 def source(dsn: str, tmp_path: Path, spool_dir: Path) -> Place:
     ws = tmp_path / "ws-a"
-    with External(dsn=dsn, workspace=ws, spool_dir=spool_dir) as ext:
+    with External(dsn=dsn, workspace=ws, options=Options(spool_dir=spool_dir)) as ext:
         react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage("weather?")]}, ext.config("react")
         )
@@ -145,10 +146,10 @@ def test_a_thread_moves_whole_and_resumes_in_the_other_database(
     assert verified.exit_code == 0, verified.output
 
     # the same state in both places; the imported thread runs on
-    with External(dsn=source.dsn, workspace=source.ws, spool_dir=spool_dir) as ext:
+    with External(dsn=source.dsn, workspace=source.ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = (react_agent if thread_id == "react" else fanout_with_subgraph)(ext.checkpointer)
         before = graph.get_state(ext.config(thread_id)).values
-    with External(dsn=target.dsn, workspace=target.ws, spool_dir=spool_dir) as ext:
+    with External(dsn=target.dsn, workspace=target.ws, options=Options(spool_dir=spool_dir)) as ext:
         graph = (react_agent if thread_id == "react" else fanout_with_subgraph)(ext.checkpointer)
         assert graph.get_state(ext.config(thread_id)).values == before
         if thread_id == "react":
@@ -279,7 +280,9 @@ def test_an_encrypted_workspace_moves_with_its_key_only(
 
     key = WorkspaceCipher.generate_key()
     source = Place(dsn, tmp_path / "enc-a")
-    with External(dsn=dsn, workspace=source.ws, spool_dir=spool_dir, encryption_key=key) as ext:
+    with External(
+        dsn=dsn, workspace=source.ws, key=key, options=Options(spool_dir=spool_dir)
+    ) as ext:
         react_agent(ext.checkpointer).invoke(
             {"messages": [HumanMessage("weather?")]}, ext.config("secret")
         )

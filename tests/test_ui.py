@@ -27,6 +27,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external import External
+from langgraph_external.options import Options
 from langgraph_external.read.prices import PricesError, PriceTable, load_prices
 from langgraph_external.ui import _queries, read_only_options
 from tests import browser
@@ -66,7 +67,7 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     prices.write_text(PRICES)
     with _fresh_database(pg_server) as dsn:
         ws = tmp / "ws"
-        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+        with External(dsn=dsn, workspace=ws, options=Options(spool_dir=tmp / "spool")) as ext:
             memory = Mem0Adapter.from_external(
                 ext, llm=ScriptedChatModel(), embedder=HashingEmbeddings()
             )

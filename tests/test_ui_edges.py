@@ -22,6 +22,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from langgraph_external import External
+from langgraph_external.options import Options
 from langgraph_external.read.prices import load_prices
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.ui import _queries, read_only_options
@@ -59,7 +60,7 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     prices.write_text(PRICES)
     with _fresh_database(pg_server) as dsn:
         ws = tmp / "ws"
-        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+        with External(dsn=dsn, workspace=ws, options=Options(spool_dir=tmp / "spool")) as ext:
             app = failing_app(ext.checkpointer, ext.store(notes_store()))
             with pytest.raises(RuntimeError):
                 app.invoke({"messages": [HumanMessage("where is A-1?")]}, ext.config("edge-fail"))

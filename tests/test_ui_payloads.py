@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from langgraph_external import External
 from langgraph_external.cli import app
+from langgraph_external.options import Options
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.ui import _queries, read_only_options
 from langgraph_external.workspace.files import Workspace
@@ -53,7 +54,7 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tmp = tmp_path_factory.mktemp("ui-payloads")
     with _fresh_database(pg_server) as dsn:
         ws = tmp / "ws"
-        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool") as ext:
+        with External(dsn=dsn, workspace=ws, options=Options(spool_dir=tmp / "spool")) as ext:
             for thread, city in (("big-A", "Oslo"), ("big-B", "Bergen"), ("big-gone", "Trondheim")):
                 fetch_app(ext.checkpointer, city).invoke(
                     {"messages": [HumanMessage(question())]}, ext.config(thread, user_id="bob")

@@ -28,6 +28,7 @@ from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.verify import verify_thread
+from langgraph_external.options import Options
 from langgraph_external.read.thread_view import build_thread_view
 from langgraph_external.record.events import Event
 from langgraph_external.record.locations import sha256_hex
@@ -95,7 +96,12 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         ws = tmp / "ws"
         # sealed in this process: the older offload step replaces the current one where
         # events are processed, on the app's thread and in its sealer
-        with External(dsn=dsn, workspace=ws, spool_dir=tmp / "spool", sealing="thread") as ext:
+        with External(
+            dsn=dsn,
+            workspace=ws,
+            sealing="thread",
+            options=Options(spool_dir=tmp / "spool"),
+        ) as ext:
             assert ext.pipeline is not None and ext.pipeline.service is not None
             lists = (ext.pipeline.processors, ext.pipeline.service.sealer.processors)
             at = next(i for i, p in enumerate(lists[0]) if isinstance(p, Offload))
@@ -110,7 +116,10 @@ def recorded(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             for procs in lists:
                 procs[at] = Offload()
         with External(
-            dsn=dsn, workspace=ws, spool_dir=tmp / "spool", redactor=failing_redactor()
+            dsn=dsn,
+            workspace=ws,
+            redaction=failing_redactor(),
+            options=Options(spool_dir=tmp / "spool"),
         ) as ext:
             fetch_app(ext.checkpointer).invoke(
                 {"messages": [HumanMessage("Where is order A-1?")]}, ext.config("failed-rec")

@@ -21,6 +21,7 @@ from langgraph_external import (
     encode_thread_id,
 )
 from langgraph_external.ledger.memory import InMemoryLedger
+from langgraph_external.options import Options
 from langgraph_external.workspace.projection import WorkspaceProjection
 
 HOSTILE = [
@@ -156,7 +157,11 @@ def test_fsspec_memory_workspace_works(spool_dir: Path) -> None:
 
 def test_checkpointer_builds_its_own_pipeline_from_a_workspace(tmp_path: Path) -> None:
     ws_dir = tmp_path / "ws"
-    with ExternalCheckpointer(InMemorySaver(), workspace=ws_dir, spool_dir=tmp_path / "s") as cp:
+    with ExternalCheckpointer(
+        InMemorySaver(),
+        workspace=ws_dir,
+        options=Options(spool_dir=tmp_path / "s"),
+    ) as cp:
         _graph(cp).invoke({"n": 41}, {"configurable": {"thread_id": "solo"}})
     state = Workspace(ws_dir).read_json(f"{Workspace(ws_dir).thread_dir('solo')}/state.json")
     assert state["values"] == {"n": 42}

@@ -25,6 +25,7 @@ from langgraph_external.cli.console import (
     out,
 )
 from langgraph_external.cli.graphs import load_app
+from langgraph_external.options import Options
 from langgraph_external.read import inspection
 
 
@@ -71,7 +72,7 @@ def replay_cmd(
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
-        with External(dsn=dsn, workspace=s.workspace, schema=s.schema) as ext:
+        with External(dsn=dsn, workspace=s.workspace, options=Options(schema=s.schema)) as ext:
             graph = load_app(app_ref, ext.checkpointer)
             try:
                 with Progress(

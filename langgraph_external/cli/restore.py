@@ -27,6 +27,7 @@ from langgraph_external.cli.console import (
     plural,
 )
 from langgraph_external.errors import ArchiveError, ImportConflictError, RestoreError
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 
 
@@ -61,7 +62,12 @@ def restore(
                     f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
                 )
             dsn = s.resolve_dsn(create=True)
-            with External(dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None) as ext:
+            with External(
+                dsn=dsn,
+                workspace=ws.location,
+                key=key or None,
+                options=Options(schema=s.schema),
+            ) as ext:
                 if ext.checkpointer.get_tuple({"configurable": {"thread_id": target}}):
                     raise CliError(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",

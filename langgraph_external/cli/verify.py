@@ -43,6 +43,7 @@ from langgraph_external.ops.verify import (
     snapshot_heads,
     verify_thread,
 )
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import default_key_file, key_from_env, load_key
 from langgraph_external.workspace.files import Workspace
@@ -263,7 +264,12 @@ def resolve(
         dsn = s.resolve_dsn(create=False)
         ws = s.ws()
         try:
-            with External(dsn=dsn, workspace=ws.location, schema=s.schema, key=key or None) as ext:
+            with External(
+                dsn=dsn,
+                workspace=ws.location,
+                key=key or None,
+                options=Options(schema=s.schema),
+            ) as ext:
                 resolve_record_failure(ext, thread_id, seq, note)
         except ExternalError as exc:
             raise CliError(one_line(exc), EXIT_PROBLEM) from exc

@@ -24,8 +24,6 @@ from langgraph_external.cli.console import (
 )
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.postgres import PostgresLedger
-from langgraph_external.proof.heads import sign_interval_from_env
-from langgraph_external.record.keys import load_key
 from langgraph_external.workspace.files import Workspace
 
 
@@ -49,6 +47,14 @@ def worker(
         str,
         typer.Option("--redaction", help="Redaction of readable views: standard, strict, off."),
     ] = "standard",
+    offload_threshold: Annotated[
+        int,
+        typer.Option(
+            "--offload-threshold",
+            help="Payloads larger than this many bytes become artifacts (the apps' "
+            "offload_threshold: a worker seals their checkpoints).",
+        ),
+    ] = 64 * 1024,
     poll_interval: Annotated[
         float, typer.Option("--poll", help="Seconds between looks when no NOTIFY wakes it.")
     ] = 1.0,
@@ -80,8 +86,8 @@ def worker(
     per thread, wake on NOTIFY, poll as a fallback, and stop on SIGTERM or Ctrl-C after
     sealing what they hold. See docs/architecture.md for a systemd unit and a container.
     """
-    from langgraph_external.assembly import resolve_redactor  # lazy: LangGraph, 0.5 s
-    from langgraph_external.processes.worker import WorkerConfig, run_worker, tune_gc  # lazy: 11 ms
+    from langgraph_external.processes.worker import run_worker, tune_gc  # lazy: 11 ms
+    from langgraph_external.settings import Settings  # lazy: LangGraph, 0.5 s
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
@@ -93,20 +99,24 @@ def worker(
                 for line in sealing_lines(info):
                     out.print(line, soft_wrap=True)
             return
-        exports: list[Any] = []
+        exports: tuple[Any, ...] = ()
         if langfuse:
+            from langgraph_external.exporters.build import resolve_exports  # lazy: opt-in
             from langgraph_external.exporters.langfuse import LangfuseExport  # lazy: opt-in
 
-            exports.append(LangfuseExport().resolved())
-        config = WorkerConfig(
+            exports = resolve_exports(LangfuseExport())
+        config = Settings.resolve(
             dsn=dsn,
             schema=s.schema,
-            workspace=None if no_workspace else s.ws().location,
-            cipher=load_key(key, create=False),
-            redactor=resolve_redactor(redaction),
+            workspace=None if no_workspace else s.ws(),
+            key=key,
+            create_key=False,
+            redaction=redaction,
+            offload_threshold=offload_threshold,
+            sealing="worker",
             exports=exports,
             poll_interval=poll_interval,
-            sign_interval=sign_interval_from_env() if sign_interval is None else sign_interval,
+            sign_interval=sign_interval,
             signing_key_file=signing_key,
         )
         if not once:

@@ -32,6 +32,7 @@ from typing import Any
 from langgraph_external.assembly import assemble
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.settings import Settings
 from langgraph_external.upstream.saver_ops import (
     CAPTURE_MISSING_CHECKPOINTS,
     CAPTURE_MISSING_WRITES,
@@ -86,7 +87,14 @@ def repair(
                 conn.execute(ledger.q(ledger.UPSERT_CURSOR, schema), (name, tid, 0, None))
                 report.threads_rebuilt.append(tid)
     rec = assemble(
-        workspace=ws, dsn=dsn, schema=schema, spool_dir=spool_dir, cipher=cipher, sealing="thread"
+        Settings.resolve(
+            workspace=ws,
+            dsn=dsn,
+            schema=schema,
+            spool_dir=spool_dir,
+            cipher=cipher,
+            sealing="thread",
+        )
     )
     try:
         pipeline = rec.pipeline

@@ -37,10 +37,11 @@ from langgraph_external.record.artifacts import artifact_digests
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event, verify_chain
 from langgraph_external.record.keys import head_tag, heads_tag, state_tag
+from langgraph_external.record.locations import sha256_hex
 from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.upstream import saver_ops
 from langgraph_external.workspace.checkpoint_log import verify_thread as verify_copies
-from langgraph_external.workspace.files import Workspace, sha256_hex
+from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.lines import events_path, read_file
 
 

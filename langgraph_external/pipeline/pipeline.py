@@ -121,8 +121,9 @@ class Pipeline:
         redactor: applied to every payload before anything is recorded.
         offload_threshold: payloads or raw bytes larger than this go to artifacts.
         strict: capture every event before :meth:`emit` returns; raise if it cannot be.
-        wal_dir: where the write-ahead log and events that outlived a close are kept
-            (default ``$LGX_SPOOL_DIR`` or ``~/.cache/langgraph-external/spool``).
+        spool_dir: where the write-ahead log, events that outlived a close and refused
+            captures are kept (default ``$LGX_SPOOL_DIR`` or
+            ``~/.cache/langgraph-external/spool``).
         linger: seconds buffered events wait for a capture to ride before the flusher
             captures them on their own.
         hold: most seconds an event waits for the checkpoint that precedes it.
@@ -151,7 +152,6 @@ class Pipeline:
         offload_threshold: int = 64 * 1024,
         extra_processors: Sequence[Processor] = (),
         strict: bool = False,
-        wal_dir: str | os.PathLike[str] | None = None,
         spool_dir: str | os.PathLike[str] | None = None,
         linger: float = 0.05,
         hold: float = 1.0,
@@ -184,7 +184,7 @@ class Pipeline:
         self.max_buffered = max_buffered
         self.retry_interval = retry_interval
         self.quarantined: dict[str, str] = {}  # "ledger:thread" -> error
-        spool = Path(wal_dir or spool_dir or default_spool_dir())
+        spool = Path(spool_dir or default_spool_dir())
         self._wal, self.quarantine_dir = spool_for(spool, ledger)
         if isinstance(sealing, str) and sealing != "thread":
             raise ValueError(f"sealing must be 'thread', a backend or None, not {sealing!r}")
@@ -237,10 +237,6 @@ class Pipeline:
     def delivered(self) -> int:
         """Events captured so far."""
         return self.buffer.delivered
-
-    @property
-    def _flusher(self) -> threading.Thread:
-        return self.flusher.thread
 
     def _flushable_now(self) -> list[Entry]:
         """What the flusher may capture now (under the buffer's lock)."""

@@ -38,7 +38,24 @@ from langgraph_external.record.processors import (
     run_all,
 )
 
-__all__ = ["EventProcessing"]
+__all__ = ["EventProcessing", "build_processors"]
+
+
+def build_processors(
+    *,
+    redactor: Redactor | None = None,
+    offload_threshold: int = 64 * 1024,
+    extra: Sequence[Processor] = (),
+) -> list[Processor]:
+    """The processors every event runs through, wherever it is processed (the app's
+    thread, its sealer in a helper process or a thread, ``lgx worker``): the one place
+    they are built, so a setting means the same in every sealing mode.
+
+    Example:
+        >>> [getattr(p, "__name__", type(p).__name__) for p in build_processors()]
+        ['materialize', 'Redact', 'normalize', 'Offload']
+    """
+    return [materialize, Redact(redactor), *extra, normalize, Offload(offload_threshold)]
 
 
 class EventProcessing:
@@ -57,13 +74,9 @@ class EventProcessing:
     ) -> None:
         self.failures = failures
         self.strict = strict
-        self.processors: list[Processor] = [
-            materialize,
-            Redact(redactor),
-            *extra_processors,
-            normalize,
-            Offload(offload_threshold),
-        ]
+        self.processors = build_processors(
+            redactor=redactor, offload_threshold=offload_threshold, extra=extra_processors
+        )
         self.deferred = defer and not strict and cipher is not None and not extra_processors
         self._rest = self.processors[1:]  # what a deferred event still needs
 

@@ -50,10 +50,9 @@ from langgraph_external.record.checkpoints import (
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
-from langgraph_external.record.locations import checkpoints_relpath
+from langgraph_external.record.locations import checkpoints_relpath, sha256_hex
 from langgraph_external.record.processors import Processor, Sequencer, run_all
 from langgraph_external.upstream import langgraph as _compat
-from langgraph_external.workspace.files import sha256_hex
 
 logger = logging.getLogger("langgraph_external")
 

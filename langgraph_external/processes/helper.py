@@ -4,8 +4,8 @@ app captures, asked to flush, report health and close; started again if it died.
 helper's own side is :mod:`~langgraph_external.processes.helper_main`.
 
 Example:
-    >>> from langgraph_external.processes.running import WorkerConfig
-    >>> HelperProcess.picklable(WorkerConfig("postgresql://db/app")) is None
+    >>> from langgraph_external.settings import Settings
+    >>> HelperProcess.picklable(Settings("postgresql://db/app")) is None
     True
 """
 
@@ -27,8 +27,8 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
 
-from langgraph_external.processes.running import WorkerConfig
 from langgraph_external.processes.zygote import Zygote, child_env
+from langgraph_external.settings import Settings
 
 logger = logging.getLogger("langgraph_external")
 
@@ -47,7 +47,7 @@ class HelperProcess:
     the pipe closes: it seals what is sealable first.
     """
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: Settings) -> None:
         self.config = config
         self._payload = pickle.dumps(config)  # ConfigurationError below if it cannot be
         self._lock = threading.Lock()
@@ -64,7 +64,7 @@ class HelperProcess:
         self._start()
 
     @staticmethod
-    def picklable(config: WorkerConfig) -> str | None:
+    def picklable(config: Settings) -> str | None:
         """Why ``config`` cannot go to a helper process (``None``: it can).
 
         Besides what cannot be pickled at all, a function or class of the app's own

@@ -1,9 +1,10 @@
 """The sealing helper's own side (and the zygote's): ``python -m
 langgraph_external.processes.helper_main --managed <pipe> <wake>`` serves one app
-(:func:`serve_helper`): it reads its :class:`~langgraph_external.processes.running.
-WorkerConfig`, runs the sealing service, answers requests, forwards its log records to
-the app, and exits when the app closes it or dies. ``--zygote <socket>`` imports all that
-once and forks helpers on request (:func:`serve_zygote`).
+(:func:`serve_helper`): it reads the app's
+:class:`~langgraph_external.settings.Settings`, runs the sealing service, answers
+requests, forwards its log records to the app, and exits when the app closes it or
+dies. ``--zygote <socket>`` imports all that once and forks helpers on request
+(:func:`serve_zygote`).
 
 Example:
     >>> main(["--help"])
@@ -29,7 +30,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from langgraph_external.processes.gc_tuning import tune_gc, yield_to_the_app
-from langgraph_external.processes.running import Running, WorkerConfig
+from langgraph_external.processes.running import Running
+from langgraph_external.settings import Settings
 
 __all__ = ["main", "serve_helper", "serve_zygote"]
 
@@ -40,7 +42,7 @@ def serve_helper(conn_fd: int, wake_fd: int) -> int:
     """The helper's main loop: config first, then requests (each in a thread of its own)
     until close or EOF (the app is gone: seal what is sealable, then exit)."""
     conn = Connection(conn_fd)
-    config: WorkerConfig = pickle.loads(conn.recv_bytes())
+    config: Settings = pickle.loads(conn.recv_bytes())
     send_lock = threading.Lock()
     _forward_logs(conn, send_lock)
     running = Running(config)

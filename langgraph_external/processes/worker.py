@@ -30,21 +30,21 @@ from typing import Any
 
 from langgraph_external.processes.gc_tuning import tune_gc
 from langgraph_external.processes.helper import HelperProcess
-from langgraph_external.processes.running import Running, WorkerConfig, notify_channel
+from langgraph_external.processes.running import Running, notify_channel
+from langgraph_external.settings import Settings
 
 logger = logging.getLogger("langgraph_external")
 
 __all__ = [
     "HelperProcess",
     "NotifyingBackend",
-    "WorkerConfig",
     "notify_channel",
     "run_worker",
     "tune_gc",
 ]
 
 
-def run_worker(config: WorkerConfig, *, once: bool = False) -> int:
+def run_worker(config: Settings, *, once: bool = False) -> int:
     """Seal, mirror and export for ``config`` until SIGTERM/SIGINT (``lgx worker``).
 
     ``once``: seal and project what is there, then return. Returns an exit code.

@@ -34,11 +34,11 @@ from langgraph_external.ledger.statements import q
 from langgraph_external.proof.keys import Signer, load_signer
 from langgraph_external.proof.tree import frontier_root
 from langgraph_external.proof.verify import SIGNATURE_DASH, Head, parse_head
+from langgraph_external.settings import DEFAULT_SIGN_INTERVAL
 
 logger = logging.getLogger("langgraph_external")
 
 __all__ = [
-    "DEFAULT_SIGN_INTERVAL",
     "HeadSigner",
     "SignedHead",
     "head_note",
@@ -46,11 +46,8 @@ __all__ = [
     "log_state",
     "make_signer",
     "sign_head",
-    "sign_interval_from_env",
 ]
 
-DEFAULT_SIGN_INTERVAL = 5.0
-"""Seconds between signed heads while anything is sealed (``LGX_SIGN_INTERVAL``)."""
 
 LOG_STATE = "select origin, size, frontier from {schema}.log_state where one"
 LOG_SNAPSHOT = "select origin, size, frontier from {schema}.log_snapshot()"
@@ -139,29 +136,6 @@ def latest_head(
     khash = key.key_hash if key is not None else None
     row = conn.execute(q(LATEST_HEAD, schema), (name, name, khash)).fetchone()
     return None if row is None else SignedHead(row[0], parse_head(row[0]))
-
-
-def sign_interval_from_env() -> float:
-    """``$LGX_SIGN_INTERVAL`` in seconds (default :data:`DEFAULT_SIGN_INTERVAL`; ``0`` or
-    ``off``: no heads are signed).
-
-    Raises:
-        ConfigurationError: the value is neither a number of seconds nor ``off``.
-    """
-    text = os.environ.get("LGX_SIGN_INTERVAL", "").strip().lower()
-    if not text:
-        return DEFAULT_SIGN_INTERVAL
-    if text in ("off", "no", "false"):
-        return 0.0
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigurationError(
-            f"LGX_SIGN_INTERVAL={text!r} is neither a number of seconds nor 'off'"
-        ) from None
-    if value < 0 or value != value:
-        raise ConfigurationError(f"LGX_SIGN_INTERVAL={text!r} must be 0 or more seconds")
-    return value
 
 
 def make_signer(

@@ -39,7 +39,7 @@ import asyncio
 import inspect
 import os
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from langchain_core.runnables import RunnableConfig
@@ -54,8 +54,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.errors import ConfigurationError
+from langgraph_external.options import Options, options_from_keywords
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.events import Event, EventKind
+from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.sources.capabilities import capabilities_of, class_for, overrides
 from langgraph_external.sources.checkpoint_records import CheckpointRecorder, read_parent
@@ -65,6 +67,9 @@ from langgraph_external.sources.serde_tap import SerdeTap, capturing, untapped_s
 from langgraph_external.upstream import langgraph as _compat
 
 __all__ = ["ExternalCheckpointer", "untapped_serde"]
+
+_EARLIER = ("schema", "strict", "spool_dir", "encrypt")
+"""Keywords of 0.1 that are :class:`Options` fields now."""
 
 
 class ExternalCheckpointer(BaseCheckpointSaver[Any]):
@@ -77,17 +82,21 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             by :meth:`close`.
         workspace: local path, fsspec URL or
             :class:`~langgraph_external.workspace.files.Workspace` for the mirror.
-        dsn: Postgres DSN of the ledger (schema ``schema``, created if missing).
-        schema: the ledger's schema (default ``lgx``).
-        strict: raise into the app when recording fails.
-        spool_dir: where failed batches wait for replay.
-        reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
-        digest: deprecated and unused (the sealer addresses exact bytes with the
-            deployment key, see :mod:`langgraph_external.record.keys`); passing it warns.
+        dsn: Postgres DSN of the ledger (its schema created if missing); ``None``: the
+            embedded server.
         key: the deployment key of the pipeline built here (default: ``$LGX_KEY`` or
             the key file, created on first use).
-        encrypt: encrypt the exact copies with the key (AES-256-GCM) when building the
-            pipeline here.
+        redaction: the redaction of the pipeline built here: a level name
+            (``"standard"``, ``"strict"``, ``"off"``) or your own callable.
+        options: the rest of the pipeline built here
+            (:class:`~langgraph_external.options.Options`: schema, strict, spool
+            directory, encryption, offload threshold, processors). ``schema=``,
+            ``strict=``, ``spool_dir=`` and ``encrypt=`` as keywords still work until 0.3,
+            with a ``DeprecationWarning``; so do ``digest=`` and ``saver_blob_refs=``,
+            which do nothing.
+        reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
+        outbox: capture in the wrapped saver's own transaction (``None``: when it
+            stores in the ledger's database).
 
     The instance's class is a subclass of ``ExternalCheckpointer`` that carries
     exactly the optional methods that work for ``inner`` (see :attr:`capabilities`).
@@ -105,19 +114,26 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         pipeline: Pipeline | None = None,
         workspace: str | os.PathLike[str] | Any | None = None,
         dsn: str | None = None,
-        schema: str | None = None,
-        strict: bool = False,
-        spool_dir: str | os.PathLike[str] | None = None,
-        reject_nul: bool = True,
-        digest: Callable[[bytes], str] | None = None,
-        redaction: str = "standard",
-        outbox: bool | None = None,
-        saver_blob_refs: bool = False,
         key: str | bytes | None = None,
-        encrypt: bool = True,
+        redaction: str | Redactor = "standard",
+        options: Options | None = None,
+        reject_nul: bool = True,
+        outbox: bool | None = None,
+        **deprecated: Any,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
+        digest = deprecated.pop("digest", None)
+        if deprecated.pop("saver_blob_refs", None) is not None:
+            warnings.warn(
+                "ExternalCheckpointer(saver_blob_refs=...) is deprecated and does nothing "
+                "(the sealer decides); it goes in 0.3",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        opts = options_from_keywords(
+            options, deprecated, owner="ExternalCheckpointer", allowed=_EARLIER
+        )
         # no super().__init__: serde is the inner saver's (see the property below)
         if not isinstance(inner.serde, SerdeTap):
             inner.serde = SerdeTap(inner.serde)
@@ -125,20 +141,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         if pipeline is None:
             if workspace is None:
                 raise ConfigurationError("pass pipeline=... or workspace=... (and dsn=...)")
-            # the composition root (ledger, workspace, sealing) sits above the sources
-            from langgraph_external.assembly import assemble  # lazy: only without pipeline=
-
-            options: dict[str, Any] = {} if schema is None else {"schema": schema}
-            self._recording = assemble(
-                workspace=workspace,
-                dsn=dsn,
-                redaction=redaction,
-                strict=strict,
-                spool_dir=spool_dir,
-                serde=untapped_serde(inner.serde),
-                key=key,
-                encrypt=encrypt,
-                **options,
+            self._recording = _standalone_recording(
+                workspace, dsn, key, redaction, opts, untapped_serde(inner.serde)
             )
             pipeline = self._recording.pipeline
             if outbox is None:
@@ -173,7 +177,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         }
         # None: decided on first write (the async saver can only be asked asynchronously)
         self.outbox: bool | None = outbox
-        self.saver_blob_refs = saver_blob_refs  # kept for callers; the sealer decides now
         if outbox is not None:
             self.outbox = self._use_outbox(outbox)
 
@@ -473,3 +476,35 @@ def _tombstone(tid: str) -> Event:
         status="deleted",
         payload={"thread_id": tid},
     )
+
+
+def _standalone_recording(
+    workspace: Any,
+    dsn: str | None,
+    key: str | bytes | None,
+    redaction: Any,
+    options: Options,
+    serde: SerializerProtocol,
+) -> Any:
+    """The recording of a checkpointer built without ``pipeline=`` (closed by it)."""
+    # the composition root (ledger, workspace, sealing) sits above the sources: reached
+    # only by this constructor path, so a source module never imports it at load time
+    from langgraph_external.assembly import assemble  # lazy: the composition root
+    from langgraph_external.settings import Settings  # lazy: with the assembly
+
+    settings = Settings.resolve(
+        workspace=workspace,
+        dsn=dsn,
+        key=key,
+        redaction=redaction,
+        schema=options.schema,
+        strict=options.strict,
+        spool_dir=options.spool_dir,
+        encrypt=options.encrypt,
+        offload_threshold=options.offload_threshold,
+        processors=options.processors,
+        embedded_dir=options.embedded_dir,
+        fsync=options.fsync,
+        storage_options=dict(options.storage_options) if options.storage_options else None,
+    )
+    return assemble(settings.replace(serde=serde), projections=options.projections)

@@ -27,8 +27,8 @@ from langgraph_external.errors import ConfigurationError, RestoreError
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.record.events import hashed_line
 from langgraph_external.record.keys import load_key
-from langgraph_external.record.locations import decode_ns
-from langgraph_external.workspace.files import Workspace, encode_ns, sha256_hex
+from langgraph_external.record.locations import decode_ns, sha256_hex
+from langgraph_external.workspace.files import Workspace, encode_ns
 from langgraph_external.workspace.lines import BadLine, events_path, read_lines
 
 __all__ = [

@@ -47,7 +47,6 @@ from langgraph_external.record.locations import decode_thread_id as decode_threa
 from langgraph_external.record.locations import encode_ns as encode_ns
 from langgraph_external.record.locations import encode_thread_id as encode_thread_id
 from langgraph_external.record.locations import legacy_thread_folder as legacy_thread_folder
-from langgraph_external.record.locations import sha256_hex as sha256_hex
 from langgraph_external.workspace.folders import ThreadFolders
 from langgraph_external.workspace.lines import events_path, parse_lines
 

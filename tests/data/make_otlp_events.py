@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from langgraph_external.options import Options
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -26,7 +28,9 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="lgx-otlp-events-"))
     out: dict[str, list[dict[str, object]]] = {}
-    with External(workspace=tmp / "ws", embedded_dir=tmp / "pg", key=b"k" * 32) as ext:
+    with External(
+        workspace=tmp / "ws", key=b"k" * 32, options=Options(embedded_dir=tmp / "pg")
+    ) as ext:
         trip = build_app(ext.checkpointer)
         cfg = ext.config("trip-1", user_id="user-7", tags=["beta"])
         trip.invoke({"messages": [("user", "weather in Oslo?")]}, cfg)
