@@ -165,20 +165,14 @@ class PostgresLedger:
             raise translate(exc) from exc
 
     # -- capturing -------------------------------------------------------------------------
-    def capture_in(self, cur: Any, capture: Capture) -> None:
-        """Queue one capture on a cursor of the saver's transaction (it commits with it)."""
-        cur.execute(self.sql.capture, capture.row())
-
-    async def acapture_in(self, cur: Any, capture: Capture) -> None:
-        """Async twin of :meth:`capture_in`."""
-        await cur.execute(self.sql.capture, capture.row())
-
-    def capture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
-        """:meth:`capture_in` of a capture's prepared row (:meth:`Capture.row`)."""
+    def capture_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """Queue one capture's row (:meth:`Capture.row
+        <langgraph_external.record.capture.Capture.row>`) on a cursor of the saver's
+        transaction: it commits with it."""
         cur.execute(self.sql.capture, row)
 
-    async def acapture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
-        """Async twin of :meth:`capture_row_in`."""
+    async def acapture_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """Async twin of :meth:`capture_in`."""
         await cur.execute(self.sql.capture, row)
 
     def capture(self, captures: Sequence[Capture]) -> None:

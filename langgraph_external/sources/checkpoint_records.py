@@ -31,10 +31,9 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -48,7 +47,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.pipeline.by_value import store_capture
-from langgraph_external.pipeline.pipeline import Commit, Pipeline
+from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.by_value import checkpoint_capture, writes_capture
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
@@ -62,11 +61,12 @@ from langgraph_external.record.checkpoints import (
 )
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
+from langgraph_external.sources.captured_put import CapturedPut, CheckpointPut, WritesPut
 from langgraph_external.sources.ports import CaptureInTransaction
-from langgraph_external.sources.serde_tap import SerializedValues, capturing
+from langgraph_external.sources.serde_tap import SerializedValues
 from langgraph_external.upstream import langgraph as _compat
 
-__all__ = ["CheckpointRecorder", "InTransaction", "read_parent"]
+__all__ = ["CheckpointRecorder", "read_parent"]
 
 _PULL = _compat.TASK_PATH_PULL
 _PUSH = _compat.TASK_PATH_PUSH
@@ -177,7 +177,7 @@ class CheckpointRecorder:
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> InTransaction:
+    ) -> CapturedPut:
         """The capture of one checkpoint, queued in the saver's transaction: a reference,
         nothing computed (no hashing, encryption, canonical JSON or rendering here).
         Use it around the wrapped saver's ``put``."""
@@ -200,47 +200,15 @@ class CheckpointRecorder:
         capture = Capture(
             "checkpoint", tid, ns, cid, parent, changed=list(new_versions), inline=inline or None
         )
-        commit = self.pipeline.open_commit(tid)
-
-        def run(cur: Any) -> None:
-            ledger.capture_in(
-                cur, commit.take(capture, ns=ns, step=step, checkpoint_id=cid, parent_id=parent)
-            )
-
-        async def arun(cur: Any) -> None:
-            await ledger.acapture_in(
-                cur,
-                await commit.atake(capture, ns=ns, step=step, checkpoint_id=cid, parent_id=parent),
-            )
-
-        box = _compat.Outbox(run, arun)
-        return InTransaction(
-            box,
-            "checkpoint",
-            settle=lambda: self._settle_checkpoint(
-                commit, box, tid, config, checkpoint, metadata, new_versions
+        return CheckpointPut(
+            ledger,
+            capture,
+            self.pipeline,
+            step=step,
+            by_value=lambda cap: self.checkpoint_by_value(
+                tid, config, checkpoint, metadata, new_versions, cap
             ),
-            failed=lambda exc: commit.failed(doubtful=_doubtful(exc)),
         )
-
-    def _settle_checkpoint(
-        self,
-        commit: Commit,
-        box: _compat.Outbox,
-        tid: str,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> None:
-        # done if the capture ran in the saver's transaction, else (a saver subclass
-        # that stores elsewhere) the event is built here, durably
-        if box.ran:
-            commit.done()
-            return
-        commit.failed()
-        with capturing("checkpoint") as cap:  # a saver subclass that stores elsewhere
-            self.checkpoint_by_value(tid, config, checkpoint, metadata, new_versions, cap)
 
     def writes_in_transaction(
         self,
@@ -250,7 +218,7 @@ class CheckpointRecorder:
         writes: Writes,
         task_id: str,
         task_path: str,
-    ) -> InTransaction:
+    ) -> CapturedPut:
         """The capture of one task's writes, queued in the saver's transaction (use it
         around the wrapped saver's ``put_writes``). It carries no buffered events, so it
         needs no commit of the pipeline: the writes' own transaction is its only order."""
@@ -271,39 +239,12 @@ class CheckpointRecorder:
             node=node,
             idx=[WRITES_IDX_MAP.get(ch, i) for i, (ch, _) in enumerate(writes)],
         )
-        row = capture.row()
-
-        def run(cur: Any) -> None:
-            ledger.capture_row_in(cur, row)
-
-        async def arun(cur: Any) -> None:
-            await ledger.acapture_row_in(cur, row)
-
-        box = _compat.Outbox(run, arun)
-        return InTransaction(
-            box,
-            "write",
-            settle=lambda: self._settle_writes(
-                box, capture.event_id, tid, config, writes, task_id, task_path
-            ),
-            pipeline=self.pipeline,
+        return WritesPut(
+            ledger,
+            capture,
+            self.pipeline,
+            by_value=lambda cap: self.writes_by_value(tid, config, writes, task_id, task_path, cap),
         )
-
-    def _settle_writes(
-        self,
-        box: _compat.Outbox,
-        event_id: str,
-        tid: str,
-        config: RunnableConfig,
-        writes: Writes,
-        task_id: str,
-        task_path: str,
-    ) -> None:
-        if box.ran:
-            self.pipeline.captured_alone(tid, event_id)
-            return
-        with capturing("write") as cap:  # the saver opened no transaction of its own
-            self.writes_by_value(tid, config, writes, task_id, task_path, cap)
 
     # -- other savers: captured by value -----------------------------------------------
     def checkpoint_by_value(
@@ -440,59 +381,3 @@ class _Storing:
                 },
             )
         )
-
-
-class InTransaction:
-    """Around the wrapped saver's call: the capture runs in the transaction the saver
-    opens (:data:`~langgraph_external.upstream.langgraph.OUTBOX`), a serializer failure
-    becomes a typed error, and afterwards the call is settled (``failed`` on an error).
-    With ``pipeline``, the call is one that ``health()`` sees while it lasts.
-    (A class, not a generator: it runs around every ``put`` and ``put_writes``.)
-    """
-
-    __slots__ = ("box", "failed", "pipeline", "settle", "tap", "token")
-
-    def __init__(
-        self,
-        box: _compat.Outbox,
-        what: str,
-        *,
-        settle: Callable[[], None],
-        failed: Callable[[BaseException], None] | None = None,
-        pipeline: Pipeline | None = None,
-    ) -> None:
-        self.box = box
-        self.tap = capturing(what, record=False)
-        self.settle = settle
-        self.failed = failed
-        self.pipeline = pipeline
-        self.token: Any = None
-
-    def __enter__(self) -> None:
-        self.token = _compat.OUTBOX.set(self.box)
-        if self.pipeline is not None:
-            self.pipeline.call_started(id(self.box))
-        self.tap.__enter__()
-
-    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> None:
-        try:
-            self.tap.__exit__(typ, exc, tb)  # raises the typed error in place of ``exc``
-        except BaseException as err:
-            if self.failed is not None:
-                self.failed(err)
-            raise
-        else:
-            if exc is not None and self.failed is not None:
-                self.failed(exc)
-        finally:
-            _compat.OUTBOX.reset(self.token)
-            if self.pipeline is not None:
-                self.pipeline.call_ended(id(self.box))
-        if exc is None:
-            self.settle()
-
-
-def _doubtful(exc: BaseException) -> bool:
-    """Whether the saver's transaction may have committed although the call failed (the
-    connection was lost around its COMMIT): riders are checked before they ride again."""
-    return isinstance(exc, psycopg.OperationalError)

@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from langgraph_external.record.capture import Capture
-
 __all__ = ["CaptureInTransaction"]
 
 
@@ -33,14 +31,9 @@ class CaptureInTransaction(Protocol):
 
     dsn: str
 
-    def capture_in(self, cur: Any, capture: Capture) -> None:
-        """Queue ``capture`` (a checkpoint's, with the riders it takes) on ``cur``."""
+    def capture_in(self, cur: Any, row: Sequence[Any]) -> None:
+        """Queue one capture's row (:meth:`Capture.row
+        <langgraph_external.record.capture.Capture.row>`) on ``cur``."""
 
-    async def acapture_in(self, cur: Any, capture: Capture) -> None:
+    async def acapture_in(self, cur: Any, row: Sequence[Any]) -> None:
         """Async twin of :meth:`capture_in`."""
-
-    def capture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
-        """Queue one capture row prepared before (a task's writes) on ``cur``."""
-
-    async def acapture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
-        """Async twin of :meth:`capture_row_in`."""

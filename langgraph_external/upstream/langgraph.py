@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
@@ -94,24 +94,23 @@ def replace_lock(saver: BaseCheckpointSaver[Any], lock: Any) -> None:
     saver.lock = lock  # type: ignore[attr-defined]
 
 
-class Outbox:
-    """Statements to run inside the next transactional cursor the saver opens.
+class Outbox(Protocol):
+    """The statement to run inside the next transactional cursor the saver opens.
 
-    The checkpointer sets one around ``inner.put``; the saver's ``_cursor(pipeline=True)``
-    runs its own statements, then ours, before the pipeline's Sync (or the transaction's
-    commit): both commit together or not at all.
+    The checkpointer sets one around ``inner.put`` (a
+    :class:`~langgraph_external.sources.captured_put.CapturedPut`); the saver's
+    ``_cursor(pipeline=True)`` runs its own statements, then this one (:meth:`run`),
+    before the pipeline's Sync (or the transaction's commit): both commit together or
+    not at all. ``ran`` tells the caller afterwards whether it ran.
     """
 
-    __slots__ = ("arun", "ran", "run")
+    ran: bool
 
-    def __init__(
-        self,
-        run: Callable[[Any], None],
-        arun: Callable[[Any], Awaitable[None]],
-    ) -> None:
-        self.run = run
-        self.arun = arun
-        self.ran = False
+    def run(self, cur: Any) -> None:
+        """Queue the statement on ``cur``."""
+
+    async def arun(self, cur: Any) -> None:
+        """Async twin of :meth:`run`."""
 
 
 OUTBOX: contextvars.ContextVar[Outbox | None] = contextvars.ContextVar("lgx_outbox", default=None)
