@@ -23,7 +23,7 @@ import warnings
 __all__ = ["REMOVED_IN", "warn_deprecated", "warn_moved"]
 
 REMOVED_IN = "0.3"
-"""The version that drops the old paths."""
+"""The version that drops the old paths and the deprecated names."""
 
 
 def warn_moved(old: str, new: str) -> None:
