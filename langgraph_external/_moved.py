@@ -1,8 +1,11 @@
-"""Import paths that moved, kept working for one minor version with a warning.
+"""Import paths that moved, and names that go: kept working for one minor version with a
+warning.
 
 The layout change of 0.1 (folders that show the data flow) moved five modules whose
 import paths the README and docs had shown; each old path is a module that re-exports
-what it had and warns once, on import (CHANGELOG, "Deprecated import paths").
+what it had and warns once, on import (CHANGELOG, "Deprecated import paths"). A name
+that goes (an alias, an earlier environment variable) warns where it is used
+(:func:`warn_deprecated`).
 
 Example:
     >>> import warnings
@@ -17,10 +20,10 @@ from __future__ import annotations
 
 import warnings
 
-__all__ = ["REMOVED_IN", "warn_moved"]
+__all__ = ["REMOVED_IN", "warn_deprecated", "warn_moved"]
 
 REMOVED_IN = "0.3"
-"""The version that drops the old paths."""
+"""The version that drops the old paths and the deprecated names."""
 
 
 def warn_moved(old: str, new: str) -> None:
@@ -30,4 +33,24 @@ def warn_moved(old: str, new: str) -> None:
         f"langgraph-external {REMOVED_IN}",
         DeprecationWarning,
         stacklevel=3,
+    )
+
+
+def warn_deprecated(old: str, instead: str, *, stacklevel: int = 3) -> None:
+    """Warn that ``old`` is deprecated and goes in :data:`REMOVED_IN`; ``instead`` says
+    what to use (a :class:`DeprecationWarning`; the default ``stacklevel`` points at the
+    caller of the function that calls this).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as seen:
+        ...     warnings.simplefilter("always")
+        ...     warn_deprecated("x.old()", "call x.new()")
+        >>> str(seen[0].message)
+        'x.old() is deprecated and goes in langgraph-external 0.3: call x.new()'
+    """
+    warnings.warn(
+        f"{old} is deprecated and goes in langgraph-external {REMOVED_IN}: {instead}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
     )

@@ -88,3 +88,11 @@ class ImportConflictError(ExternalError):
 
     Nothing is overwritten or merged; import into another database or workspace.
     """
+
+
+class MissingExtraError(ExternalError, ImportError):
+    """A feature needs packages of an optional extra that is not installed.
+
+    The message names the extra to install (``pip install 'langgraph-external[ui]'``);
+    being an :class:`ImportError` too, it is caught where a missing module would be.
+    """

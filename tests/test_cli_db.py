@@ -545,3 +545,14 @@ def _two_nodes(checkpointer: Any) -> Any:
     builder.add_edge("one", "two")
     builder.add_edge("two", END)
     return builder.compile(checkpointer=checkpointer)
+
+
+def test_stop_is_the_deprecated_earlier_name_of_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    released: list[EmbeddedPostgres] = []
+    monkeypatch.setattr(EmbeddedPostgres, "release", lambda self: released.append(self))
+    handle = EmbeddedPostgres(tmp_path / "pgdata")
+    with pytest.warns(DeprecationWarning, match=r"EmbeddedPostgres\.stop\(\).*release\(\)"):
+        handle.stop()
+    assert released == [handle]

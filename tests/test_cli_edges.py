@@ -5,6 +5,7 @@ what ``--kind`` and ``--since`` accept, ``lgx diff``'s exit codes, help printed 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -231,6 +232,39 @@ def test_verify_without_any_key_says_how_to_give_it(recorded: Recorded, tmp_path
     assert result.exit_code == 0 and "FAIL" not in text and "pass cipher" not in text, text
     for way in ("--key", "$LGX_KEY", "key file"):
         assert way in text, (way, result.output)
+
+
+def test_the_earlier_key_variable_still_gives_the_key_and_says_to_use_lgx_key(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    deployment = Path(os.environ["LGX_KEY_FILE"]).read_text().strip()  # what recorded it
+    no_file = str(tmp_path / "none")
+    ok = lgx(
+        recorded,
+        "verify",
+        "--all",
+        env={"LGX_WORKSPACE_KEY": deployment, "LGX_KEY_FILE": no_file},
+    )
+    assert ok.exit_code == 0, ok.output
+    note = " ".join(ok.stderr.split())
+    assert "note: $LGX_WORKSPACE_KEY is deprecated" in note and "set $LGX_KEY" in note, note
+    assert "keyed checks are skipped" not in note
+    other = lgx(
+        recorded,
+        "verify",
+        "--all",
+        env={"LGX_WORKSPACE_KEY": WorkspaceCipher.generate_key(), "LGX_KEY_FILE": no_file},
+    )
+    assert other.exit_code == 1
+    assert "$LGX_WORKSPACE_KEY (deprecated: set $LGX_KEY)" in " ".join(other.output.split())
+    # $LGX_KEY set: the earlier name is not read, and nothing is said about it
+    both = lgx(
+        recorded,
+        "verify",
+        "--all",
+        env={"LGX_KEY": deployment, "LGX_WORKSPACE_KEY": WorkspaceCipher.generate_key()},
+    )
+    assert both.exit_code == 0 and "LGX_WORKSPACE_KEY" not in both.stderr, both.output
 
 
 # -- db status / worker --status agree with verify ----------------------------------------

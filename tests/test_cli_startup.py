@@ -22,6 +22,11 @@ LOADED_ON_DEMAND = (
     "langgraph_external.guards",
     "langgraph_external.replay",
     "langgraph_external.ui",
+    # the ui extra's packages (tests/test_ui_extra.py: lgx runs without them)
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "markupsafe",
     "langgraph_external.exporters.otlp",
     "langgraph_external.exporters.langfuse",
     "langchain_core.runnables.base",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_external.ledger import postgres as ledger_postgres
@@ -61,3 +63,21 @@ def test_a_heads_snapshot_tag_covers_every_head() -> None:
     assert keys.same_tag(tag, keys.heads_tag(KEY, dict(body)))
     assert not keys.same_tag(tag, keys.heads_tag(KEY, {**body, "heads": {"t": [2, "ab"]}}))
     assert not keys.same_tag(None, tag)
+
+
+def test_the_key_variable_wins_over_its_earlier_name_which_still_works_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    new, old = WorkspaceCipher.generate_key(), WorkspaceCipher.generate_key()
+    monkeypatch.setenv("LGX_WORKSPACE_KEY", old)
+    with pytest.warns(DeprecationWarning, match=r"\$LGX_WORKSPACE_KEY.*\$LGX_KEY"):
+        assert keys.key_from_env() == old
+    with pytest.warns(DeprecationWarning):
+        assert keys.load_key().key_id == WorkspaceCipher(old).key_id
+    monkeypatch.setenv("LGX_KEY", new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert keys.key_from_env() == new
+    monkeypatch.delenv("LGX_KEY")
+    monkeypatch.delenv("LGX_WORKSPACE_KEY")
+    assert keys.key_from_env() is None

@@ -110,3 +110,20 @@ def test_a_deprecated_top_level_name_works_and_warns(name: str) -> None:
     with pytest.warns(DeprecationWarning, match=name):
         assert getattr(langgraph_external, name) is not None
     assert name not in langgraph_external.__all__
+
+
+@pytest.mark.parametrize(
+    "module", ["langgraph_external.callbacks", "langgraph_external.sources.callbacks"]
+)
+def test_the_async_handler_name_is_the_handler_with_a_warning(module: str) -> None:
+    from langgraph_external.callbacks import AuditCallbackHandler
+
+    where = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.AsyncAuditCallbackHandler"):
+        assert where.AsyncAuditCallbackHandler is AuditCallbackHandler
+    with pytest.warns(DeprecationWarning):
+        exec(f"from {module} import AsyncAuditCallbackHandler", {})
+    assert "AsyncAuditCallbackHandler" not in where.__all__
+    assert "AsyncAuditCallbackHandler" not in dir(where)
+    with pytest.raises(AttributeError):
+        where.NoSuchHandler  # noqa: B018

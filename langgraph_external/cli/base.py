@@ -8,6 +8,7 @@ The commands live in one module per command group and are registered on :data:`a
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Iterator
@@ -22,9 +23,11 @@ from psycopg.conninfo import conninfo_to_dict
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
+from langgraph_external._moved import REMOVED_IN
 from langgraph_external.cli.console import (
     EXIT_OK,
     CliError,
+    err,
     fail,
     one_line,
     silence_stdout,
@@ -33,6 +36,7 @@ from langgraph_external.errors import ExternalError
 from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.record.keys import KEY_VARIABLE, OLD_KEY_VARIABLE
 from langgraph_external.workspace.files import Workspace
 
 DEFAULT_WORKSPACE = "./agent_workspace"
@@ -261,6 +265,13 @@ def _global(
         ledger.validate_schema(schema)
     except ExternalError as exc:
         fail(one_line(exc))
+    if os.environ.get(OLD_KEY_VARIABLE) and not os.environ.get(KEY_VARIABLE):
+        # the library's DeprecationWarning is not shown outside __main__: say it here
+        err.print(
+            f"note: ${OLD_KEY_VARIABLE} is deprecated and no longer read from "
+            f"langgraph-external {REMOVED_IN}: set ${KEY_VARIABLE} (the same key) instead",
+            soft_wrap=True,
+        )
     settings = Settings(dsn=dsn or None, workspace=workspace, schema=schema)
     ctx.obj = settings
     ctx.call_on_close(settings.close)

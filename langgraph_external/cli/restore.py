@@ -106,10 +106,7 @@ def restore(
 def import_command(
     ctx: typer.Context,
     archive: Annotated[Path, typer.Argument(help="An archive written by `lgx export`.")],
-    key: Annotated[
-        str | None,
-        typer.Option("--key", envvar="LGX_WORKSPACE_KEY", help="Key of an encrypted workspace."),
-    ] = None,
+    key: KeyOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Import a thread archive into this ledger, saver tables and workspace.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,7 +46,12 @@ from langgraph_external.ops.verify import (
 )
 from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
-from langgraph_external.record.keys import default_key_file, key_from_env, load_key
+from langgraph_external.record.keys import (
+    KEY_VARIABLE,
+    OLD_KEY_VARIABLE,
+    default_key_file,
+    load_key,
+)
 from langgraph_external.workspace.files import Workspace
 
 
@@ -100,8 +106,8 @@ def _key_result(
     source = (
         "--key or $LGX_KEY"
         if key
-        else "$LGX_WORKSPACE_KEY"
-        if key_from_env()
+        else f"${OLD_KEY_VARIABLE} (deprecated: set ${KEY_VARIABLE})"
+        if os.environ.get(OLD_KEY_VARIABLE)
         else f"the key file {default_key_file()}"
     )
     heads = "the one thread head" if seen == 1 else f"the {seen} newest thread heads"

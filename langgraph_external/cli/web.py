@@ -1,5 +1,8 @@
 """``lgx ui`` and ``lgx timeline``: the record as web pages (a local app, or one HTML file).
 
+Both need the ``ui`` extra (``pip install 'langgraph-external[ui]'``); without it they end
+with that one line (exit 2), and every other command works as before.
+
 Example (shell)::
 
     lgx timeline thread-42 -o run.html
@@ -57,13 +60,16 @@ def timeline(
     conversation, each model call's prompt and answer with tokens and cost, the state
     each checkpoint changed, and the thread's verification. Reads the ledger (the
     workspace's events.jsonl when the ledger lacks the thread). Exit 1: no such thread.
+    Needs the ui extra: pip install 'langgraph-external[ui]'.
     """
-    from langgraph_external import ui  # lazy: the web app, 80 ms
     from langgraph_external.read.prices import load_prices  # lazy: 11 ms
     from langgraph_external.read.thread_view import checkpoint_states  # lazy: 28 ms
-    from langgraph_external.ui.timeline import build_timeline, render_timeline  # lazy: 31 ms
 
     with command(ctx) as s:
+        # inside the command: without the ui extra, a one-line error (MissingExtraError)
+        from langgraph_external import ui  # lazy: the web app, 80 ms
+        from langgraph_external.ui.timeline import build_timeline, render_timeline  # lazy: 31 ms
+
         table = load_prices(prices)
         envelopes, source = _thread_envelopes(s, thread_id)
         if not envelopes:
@@ -131,11 +137,14 @@ def ui_command(
 
     Serves http://127.0.0.1:8765/ until Ctrl-C. Its database sessions are read-only; it
     answers GET only and needs nothing from the network (its assets ship in the package).
+    Needs the ui extra: pip install 'langgraph-external[ui]'.
     """
-    from langgraph_external import ui  # lazy: the web app, 80 ms
     from langgraph_external.read.prices import load_prices  # lazy: 11 ms
 
     with command(ctx) as s:
+        # inside the command: without the ui extra, a one-line error (MissingExtraError)
+        from langgraph_external import ui  # lazy: the web app, 80 ms
+
         table = load_prices(prices)
         with connect(s) as conn:  # fails early and clearly when the ledger is unreachable
             inspection.thread_in_ledger(conn, "", s.schema)

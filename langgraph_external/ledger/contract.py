@@ -10,7 +10,7 @@ behaviour every implementation must show.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
@@ -79,27 +79,3 @@ class Projection(Protocol):
 
     def close(self) -> None:
         """Release resources."""
-
-
-@runtime_checkable
-class TransactionalLedger(Ledger, Protocol):
-    """A ledger in the saver's database: a capture rides the saver's own transaction.
-
-    The checkpointer's hot path: the statement is queued on the cursor of the official
-    saver's pipeline, so the capture commits with the checkpoint it describes, or not at
-    all (:class:`~langgraph_external.ledger.postgres.PostgresLedger`).
-    """
-
-    dsn: str
-
-    def capture_in(self, cur: Any, capture: Capture) -> None:
-        """Queue ``capture`` on a cursor of the saver's transaction."""
-
-    async def acapture_in(self, cur: Any, capture: Capture) -> None:
-        """Async twin of :meth:`capture_in`."""
-
-    def capture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
-        """:meth:`capture_in` of a capture's prepared row (:meth:`Capture.row`)."""
-
-    async def acapture_row_in(self, cur: Any, row: Sequence[Any]) -> None:
-        """Async twin of :meth:`capture_row_in`."""

@@ -54,6 +54,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from langgraph_external._moved import warn_deprecated
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.postmaster import (
     answers,
@@ -478,5 +479,11 @@ class EmbeddedPostgres:
             del _shared[self.datadir]
             _release(self.datadir, shared)
 
-    stop = release
-    """The earlier name of :meth:`release` (it never stopped a server others use)."""
+    def stop(self) -> None:
+        """Deprecated: the earlier name of :meth:`release` (it never stopped a server
+        others use; ``lgx db stop`` or :func:`stop_server` stops one). Goes in 0.3."""
+        warn_deprecated(
+            "EmbeddedPostgres.stop()",
+            "call release() (it releases this handle; `lgx db stop` stops the server)",
+        )
+        self.release()

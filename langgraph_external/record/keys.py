@@ -6,7 +6,8 @@ from (HMAC-SHA256 instead of a bare sha256), encrypts the exact checkpoint copie
 ``state.json``. It is looked up in this order:
 
 1. the ``key`` given in code (``External(key=...)``);
-2. ``$LGX_KEY`` (``$LGX_WORKSPACE_KEY`` is read too, the earlier name);
+2. ``$LGX_KEY`` (``$LGX_WORKSPACE_KEY``, its earlier name, is read too when ``$LGX_KEY``
+   is unset, with a :class:`DeprecationWarning`, until 0.3);
 3. the key file ``$LGX_KEY_FILE``, else ``$XDG_CONFIG_HOME/langgraph-external/key``
    (``~/.config/langgraph-external/key``). When no file exists there it is created with
    a new random key, mode 0600, in a directory of mode 0700.
@@ -41,6 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from langgraph_external._moved import warn_deprecated
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.record.crypto import WorkspaceCipher, parse_key
 from langgraph_external.record.events import canonical_json
@@ -48,8 +50,10 @@ from langgraph_external.record.events import canonical_json
 __all__ = [
     "HEAD",
     "HEADS",
+    "KEY_VARIABLE",
     "MEMORY",
     "NONCE",
+    "OLD_KEY_VARIABLE",
     "PROMPT",
     "STATE",
     "TAG_DOMAINS",
@@ -84,6 +88,12 @@ NONCE: Final = "nonce"
 TAG_DOMAINS: Final = (HEAD, HEADS, STATE, PROMPT, MEMORY, NONCE)
 """Every tag domain of the record; a new kind of keyed hash gets a new one here."""
 
+KEY_VARIABLE: Final = "LGX_KEY"
+"""The environment variable that gives the deployment key."""
+OLD_KEY_VARIABLE: Final = "LGX_WORKSPACE_KEY"
+"""The earlier name of :data:`KEY_VARIABLE`: read when that is unset, with a warning, until
+0.3."""
+
 STATE_FIELDS = ("thread_id", "checkpoint_id", "step", "values")
 """What the tag of ``state.json`` covers (not its ``updated`` time or the tag itself)."""
 
@@ -109,8 +119,16 @@ def config_file(variable: str, name: str) -> Path:
 
 
 def key_from_env() -> str | None:
-    """``$LGX_KEY`` (or the earlier ``$LGX_WORKSPACE_KEY``), if set."""
-    return os.environ.get("LGX_KEY") or os.environ.get("LGX_WORKSPACE_KEY") or None
+    """``$LGX_KEY``, if set; else the earlier ``$LGX_WORKSPACE_KEY`` (with a
+    :class:`DeprecationWarning`: it goes in 0.3)."""
+    key = os.environ.get(KEY_VARIABLE)
+    if key:
+        return key
+    old = os.environ.get(OLD_KEY_VARIABLE)
+    if old:
+        warn_deprecated(f"${OLD_KEY_VARIABLE}", f"set ${KEY_VARIABLE} (the same key) instead")
+        return old
+    return None
 
 
 def load_key(

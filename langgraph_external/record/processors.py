@@ -197,27 +197,22 @@ def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:
 class Sequencer:
     """Number events per thread (1, 2, 3, ... without gaps) and chain their hashes.
 
-    The sequencer holds each thread's head ``(seq, hash)``. :meth:`seal` numbers events
-    from the head and moves it at once (a reservation), so two commits of one thread in
-    flight chain one after the other; the ledger accepts a commit only if the thread is
-    still where its first event says (see :class:`~langgraph_external.ledger.postgres.
-    PostgresLedger`). After a failed commit the head is forgotten (:meth:`invalidate`) and
-    asked of ``lookup`` again.
+    A sequencer lives for one transaction: the sealer builds one over the heads
+    ``(seq, hash)`` of the threads its transaction claimed (``Sequencer(lambda _ids:
+    dict(tx.heads))``; the threads stay locked against other sealers until it ends),
+    seals that transaction's events and drops it; pruning and importing a thread seal
+    their one event after the head they read the same way. :meth:`seal` asks ``lookup``
+    once for the heads of threads it has not seen, numbers each thread's events from its
+    head and moves the head past them, so later events of the same sequencer chain after
+    the earlier ones. The ledger stores them only if each thread is still where its first
+    event says (see :class:`~langgraph_external.ledger.postgres.PostgresLedger`); a
+    refused transaction is sealed again, by a new sequencer over the heads read again.
     """
 
     def __init__(self, lookup: PositionLookup) -> None:
         self.lookup = lookup
         self._head: dict[str, tuple[int, str | None]] = {}
         self._lock = threading.Lock()
-
-    def known(self, thread_id: str) -> bool:
-        """Whether the head of ``thread_id`` is held."""
-        return thread_id in self._head
-
-    def assume_new(self, thread_id: str) -> None:
-        """Start ``thread_id`` at 0 unless its head is held (a thread the saver lacks)."""
-        with self._lock:
-            self._head.setdefault(thread_id, (0, None))
 
     def prime(self, thread_ids: Collection[str]) -> None:
         """Load the heads of all unknown ``thread_ids`` at once."""
@@ -228,11 +223,6 @@ class Sequencer:
         with self._lock:
             for t in unknown:
                 self._head.setdefault(t, found.get(t, (0, None)))
-
-    def invalidate(self, thread_id: str) -> None:
-        """Forget the head (the next :meth:`seal` of the thread asks ``lookup`` again)."""
-        with self._lock:
-            self._head.pop(thread_id, None)
 
     def seal(self, events: Sequence[Event]) -> list[Event]:
         """Number, chain and hash ``events`` (normalized already), moving the heads."""

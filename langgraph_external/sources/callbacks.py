@@ -31,6 +31,7 @@ from uuid import UUID
 
 from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
 
+from langgraph_external._moved import warn_deprecated
 from langgraph_external.errors import InvalidThreadIdError
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
@@ -70,7 +71,6 @@ __all__ = [
     "POLICY_HASH_KEY",
     "TAGS_KEY",
     "USER_ID_KEY",
-    "AsyncAuditCallbackHandler",
     "AuditCallbackHandler",
     "exact",
     "prompt_context_hash",
@@ -475,10 +475,6 @@ class AuditCallbackHandler(GraphCallbackHandler):
             self._emit(resume_event(run, event))
 
 
-class AsyncAuditCallbackHandler(AuditCallbackHandler):
-    """The same handler for async graphs (it never blocks, so it runs inline)."""
-
-
 def emit_checked(pipeline: Pipeline, event: Event) -> None:
     """Hand ``event`` to ``pipeline``; a thread id the record cannot hold is refused as
     the checkpointer refuses it, before anything is buffered (the ledger could never
@@ -502,3 +498,17 @@ def emit_checked(pipeline: Pipeline, event: Event) -> None:
 def _is_step(tags: Sequence[str] | None) -> bool:
     """Whether a chain's tags mark it as a graph step's task (a node)."""
     return any(t.startswith("graph:step:") for t in (tags or ()))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AsyncAuditCallbackHandler":  # the same handler under its earlier name
+        warn_deprecated(
+            f"{__name__}.AsyncAuditCallbackHandler",
+            "use AuditCallbackHandler (the same handler; it serves async graphs too)",
+        )
+        return AuditCallbackHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,7 +1,9 @@
 """``lgx ui``: a local, read-only web app over the ledger.
 
-Three pages, rendered on the server (Starlette + Jinja2, served by uvicorn; the stylesheet
-and the one script ship in the package, nothing is fetched from elsewhere):
+Three pages, rendered on the server (Starlette + Jinja2, served by uvicorn: the ``ui``
+extra, ``pip install 'langgraph-external[ui]'``; without it, importing this package raises
+:class:`~langgraph_external.errors.MissingExtraError` saying so. The stylesheet and the one
+script ship in the package, nothing is fetched from elsewhere):
 
 - ``/`` — the threads: search by thread id, user, session, tag, status, node, tool,
   error and policy violation (``user:alice tool:lookup_order``), sorted by time,
@@ -25,6 +27,10 @@ Example:
 """
 
 from __future__ import annotations
+
+from langgraph_external.ui._extra import require_ui_extra
+
+require_ui_extra()  # before the modules that import the extra's packages: one clear message
 
 from langgraph_external.ui._app import (
     DEFAULT_HOST,
