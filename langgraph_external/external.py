@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from langgraph_external.exporters.langfuse import LangfuseExport
 from langgraph_external.exporters.otlp import OtlpExport, OtlpExporter
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.options import Options, options_from_keywords
+from langgraph_external.pipeline.background import Deadline
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.processors import Redactor
@@ -370,11 +370,10 @@ class External:
         nothing is dropped, it is retried."""
         if self.pipeline is None:
             return True
-        start = time.monotonic()
+        deadline = Deadline(timeout)
         ok = self.pipeline.flush(timeout)
         for exporter in self.exporters if self._exports_here else ():  # else the helper's
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            ok = exporter.flush(left) and ok
+            ok = exporter.flush(deadline.left()) and ok
         return ok
 
     def events(self, thread_id: str) -> list[dict[str, Any]]:

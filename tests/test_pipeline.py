@@ -538,8 +538,8 @@ def test_the_projector_survives_an_unexpected_error_and_catches_up(
         assert [e["payload"]["i"] for e in ws.iter_events("t")] == [0, 1, 2]
         assert any("unexpected failure" in f.error for f in p.failures)
         projector = p.service.projector if p.service is not None else None
-        assert projector is not None and projector._thread is not None
-        assert ledger.fail == 0 and projector._thread.is_alive()
+        assert projector is not None and projector.started
+        assert ledger.fail == 0 and projector.running
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")

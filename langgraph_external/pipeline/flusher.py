@@ -6,7 +6,7 @@ Example:
     >>> from langgraph_external.ledger.memory import InMemoryLedger
     >>> from langgraph_external.pipeline.pipeline import Pipeline
     >>> with Pipeline(InMemoryLedger()) as p:
-    ...     p.flusher.thread.is_alive()
+    ...     p.flusher.thread is not None and p.flusher.thread.is_alive()
     True
 """
 
@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langgraph_external.errors import RecordingError
+from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.seal import is_poison
@@ -77,30 +78,31 @@ class Flusher:
         self.linger = linger
         self.retry_interval = retry_interval
         self.store_started: float | None = None
-        self.thread = self._start()
+        self._bg = BackgroundThread("flusher", self._loop, wake=self._stopping).start()
 
-    def _start(self) -> threading.Thread:
-        thread = threading.Thread(target=self._loop, name="langgraph-external-flusher", daemon=True)
-        thread.start()
-        return thread
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The flusher's thread."""
+        return self._bg.thread
 
     def revive(self) -> None:
         """Start the thread again if it died (under the buffer's lock; never expected: it
         retries every error, but a stalled recording must not wait on a dead thread)."""
-        if not self.buffer.stopping and not self.thread.is_alive():
-            logger.error("langgraph-external: the flusher thread died; starting it again")
-            self.thread = self._start()
+        if not self.buffer.stopping:
+            self._bg.revive()
 
     def stop(self) -> list[Entry]:
         """Stop the thread once it captured what it could; returns what is still buffered."""
+        self._bg.stop(timeout=60)
+        with self.buffer.cv:
+            return self.buffer.entries()
+
+    def _stopping(self) -> None:
         b = self.buffer
-        with b.cv:
+        with b.cv:  # the loop reads the buffer's flag, under its lock
             b.stopping = True
             b.cv.notify_all()
             b.fcv.notify_all()
-        self.thread.join(timeout=60)
-        with b.cv:
-            return b.entries()
 
     def capture_now(self, tid: str) -> None:
         """Strict mode: capture ``tid``'s buffer on the caller's thread or raise."""

@@ -38,6 +38,7 @@ from typing import Any
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.contract import Projection
 from langgraph_external.pipeline.apply import FreshEvents, apply_thread
+from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.outcomes import ThreadOutcomes, label_of
 from langgraph_external.pipeline.settling import (
@@ -118,42 +119,31 @@ class ProjectionRunner:
         self._recheck = False
         self._fresh = FreshEvents(p.name for p in self.projections) if fresh else None
         self._idle = False
-        self._stop = False
-        self._thread: threading.Thread | None = None
+        self._bg = BackgroundThread(name, self._loop, wake=self._notify)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         """Start the background thread (a no-op without projections)."""
-        if self.projections and self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name=f"langgraph-external-{self.name}", daemon=True
-            )
-            self._thread.start()
+        if self.projections:
+            self._bg.start()
 
     @property
     def started(self) -> bool:
         """Whether the background thread was started (it may have died since)."""
-        return self._thread is not None
+        return self._bg.started
 
     @property
     def running(self) -> bool:
         """Whether the background thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._bg.alive
 
     def revive(self) -> None:
         """Start the thread again if it died (never expected: every error is retried)."""
-        if self._thread is not None and not self._thread.is_alive() and not self._stop:
-            logger.error("langgraph-external: the %s thread died; starting it again", self.name)
-            self._thread = None
-            self.start()
+        self._bg.revive()
 
     def stop(self, timeout: float = 60.0, *, close: bool = True) -> None:
         """Stop the thread (after the pass it is in); ``close``: close the projections."""
-        with self._cv:
-            self._stop = True
-            self._cv.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout)
+        self._bg.stop(timeout)
         for proj in self.projections if close else ():
             try:
                 proj.close()
@@ -256,8 +246,12 @@ class ProjectionRunner:
         """Run the passes on the calling thread until ``stop`` is set (``--follow``)."""
         self._loop(stop)
 
+    def _notify(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
     def _stopping(self, until: threading.Event | None) -> bool:
-        return self._stop or (until is not None and until.is_set())
+        return self._bg.stopping or (until is not None and until.is_set())
 
     def _deferred(self) -> bool:
         """Whether a projection holds writes back until its threads go quiet."""
@@ -342,7 +336,9 @@ class ProjectionRunner:
         does not notify the condition)."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
-            if (self._stop and not self._drain_on_stop) or (until is not None and until.is_set()):
+            if (self._bg.stopping and not self._drain_on_stop) or (
+                until is not None and until.is_set()
+            ):
                 return
             self._cv.wait(left if until is None else min(left, 0.2))
 

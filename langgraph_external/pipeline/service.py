@@ -32,6 +32,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.contract import Projection
+from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.runner import ProjectionRunner
 from langgraph_external.pipeline.seal import Sealer, SealResult
@@ -117,17 +118,12 @@ class SealingService:
         self._down_since: float | None = None
         self._busy_since: float | None = None  # a batch waiting on the database
         self._pending: tuple[float, dict[str, Any]] | None = None  # (when, ledger.pending())
-        self._stop = False
-        self._thread: threading.Thread | None = None
+        self._bg = BackgroundThread("sealer", self._loop, wake=self._notify)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> SealingService:
         """Start the sealer and projector threads."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name="langgraph-external-sealer", daemon=True
-            )
-            self._thread.start()
+        self._bg.start()
         self.projector.start()
         return self
 
@@ -144,20 +140,13 @@ class SealingService:
         ok = self.projector.settle(max(0.0, deadline - time.monotonic())) and ok
         if self.signer is not None:
             self.signer.maybe_sign(force=True)  # the last head covers all that was sealed
-        with self._cv:
-            self._stop = True
-            self._cv.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
+        self._bg.stop(timeout=60)
         self.projector.stop()
         return ok
 
     def revive(self) -> None:
         """Start a background thread again if it died (never expected)."""
-        if self._thread is not None and not self._thread.is_alive() and not self._stop:
-            logger.error("langgraph-external: the sealer thread died; starting it again")
-            self._thread = None
-            self.start()
+        self._bg.revive()
         self.projector.revive()
 
     def add_listener(self, fn: Listener) -> None:
@@ -170,6 +159,10 @@ class SealingService:
             self._listeners.remove(fn)
 
     # -- waking and waiting ----------------------------------------------------------------
+    def _notify(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
     def wake(self) -> None:
         """Captures were committed: seal soon."""
         with self._cv:
@@ -225,13 +218,13 @@ class SealingService:
                 target = self._wakes
                 self._cv.notify_all()
                 while self._drained < target:
-                    if self._thread is None or self._stop:
+                    if not self._bg.started or self._bg.stopping:
                         break  # not running (closing): drain on this thread below
                     self.revive()
                     if deadline is not None and time.monotonic() >= deadline:
                         return False
                     self._cv.wait(0.05)
-            if self._thread is None or self._stop:
+            if not self._bg.started or self._bg.stopping:
                 try:
                     while self.sealer.seal_batch():
                         if deadline is not None and time.monotonic() >= deadline:
@@ -265,14 +258,14 @@ class SealingService:
         busy = False  # the last look sealed something: more is likely on its way
         while True:
             with self._cv:
-                if self._drained >= self._wakes and not self._stop:
+                if self._drained >= self._wakes and not self._bg.stopping:
                     # a busy app's wake-ups are spaced out: look again soon after a batch
                     self._cv.wait(self.linger * 2 if busy else self.poll_interval)
-                if self._stop:
+                if self._bg.stopping:
                     return
             if self.linger:
                 with self._cv:  # gather more captures into the batch, unless someone waits
-                    self._cv.wait_for(lambda: self._stop or self._hurry > 0, self.linger)
+                    self._cv.wait_for(lambda: self._bg.stopping or self._hurry > 0, self.linger)
             with self._cv:
                 target = self._wakes
             busy = False
@@ -286,7 +279,7 @@ class SealingService:
                     busy = True
                     with self._cv:
                         self._busy_since = time.monotonic()
-                        if self._stop or not self.sealer.full:
+                        if self._bg.stopping or not self.sealer.full:
                             break
                 self._look_pending()
                 if self.signer is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import io
 import logging
 import os
@@ -27,6 +28,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
 
+from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.processes.zygote import Zygote, child_env
 from langgraph_external.settings import Settings
 
@@ -112,9 +114,7 @@ class HelperProcess:
         self._conn = parent
         self._wake_w = wake_w
         parent.send_bytes(self._payload)
-        threading.Thread(
-            target=self._read, args=(parent,), name="langgraph-external-helper", daemon=True
-        ).start()
+        BackgroundThread("helper", functools.partial(self._read, parent)).start()
 
     @property
     def pid(self) -> int | None:

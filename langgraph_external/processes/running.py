@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Collection
 from typing import Any
 
@@ -22,6 +21,7 @@ import psycopg
 
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.pipeline.processing import build_processors
 from langgraph_external.pipeline.service import SealingService
 from langgraph_external.pipeline.wal import default_spool_dir
@@ -88,11 +88,8 @@ class Running:
             for exporter in self.exporters:
                 exporter.attach(self.service)
         self._stop = threading.Event()
-        self._listener: threading.Thread | None = None
+        self._listener = BackgroundThread("listen", self._listen, wake=self._stop.set)
         if listen:
-            self._listener = threading.Thread(
-                target=self._listen, name="langgraph-external-listen", daemon=True
-            )
             self._listener.start()
 
     def _listen(self) -> None:
@@ -116,11 +113,10 @@ class Running:
         timeout: float | None,
         exports: bool = True,
     ) -> bool:
-        start = time.monotonic()
+        deadline = Deadline(timeout)
         ok = self.service.flush(threads, horizon, timeout)
         for exporter in self.exporters if exports else ():
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            ok = exporter.flush(left) and ok
+            ok = exporter.flush(deadline.left()) and ok
         return ok
 
     def health(self) -> dict[str, Any]:
@@ -140,11 +136,10 @@ class Running:
 
     def close(self, timeout: float = 30.0) -> bool:
         self._stop.set()
-        start = time.monotonic()
+        deadline = Deadline(timeout)
         ok = self.service.close(timeout)
         for exporter in self.exporters:
             exporter.close()
         self.ledger.close()
-        if self._listener is not None:
-            self._listener.join(timeout=max(0.0, timeout - (time.monotonic() - start)))
+        self._listener.stop(timeout=deadline.left())
         return ok

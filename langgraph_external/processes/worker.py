@@ -28,6 +28,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.processes.gc_tuning import tune_gc
 from langgraph_external.processes.helper import HelperProcess
 from langgraph_external.processes.running import Running, notify_channel
@@ -86,10 +87,11 @@ class NotifyingBackend:
         self._pending = threading.Event()
         self._stop = threading.Event()
         self.waiting: dict[str, Any] = {}  # what was unsealed when the app closed
-        self._thread = threading.Thread(
-            target=self._loop, name="langgraph-external-notify", daemon=True
-        )
-        self._thread.start()
+        self._bg = BackgroundThread("notify", self._loop, wake=self._stopping).start()
+
+    def _stopping(self) -> None:
+        self._stop.set()
+        self._pending.set()  # wake the loop now, not at its next half-second look
 
     def wake(self) -> None:
         self._pending.set()
@@ -115,7 +117,7 @@ class NotifyingBackend:
         *,
         exports: bool = True,
     ) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         self.wake()
         while True:
             try:
@@ -123,7 +125,7 @@ class NotifyingBackend:
                     return True
             except Exception as exc:
                 logger.debug("could not ask for unsealed captures: %s", exc)
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline.passed():
                 return False
             time.sleep(0.02)
 
@@ -142,9 +144,7 @@ class NotifyingBackend:
         }
 
     def close(self, timeout: float = 30.0) -> bool:
-        self._stop.set()
-        self._pending.set()  # wake the loop now, not at its next half-second look
-        self._thread.join(timeout=5)
+        self._bg.stop(timeout=5)
         try:
             self.ledger.notify(self.channel)
             waiting = self.ledger.pending()
