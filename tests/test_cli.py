@@ -241,7 +241,9 @@ def test_show_a_thread_only_in_the_workspace(runner: CliRunner, recorded: Record
     assert also and all("saver:" in line for line in also)
 
 
-def test_show_missing_thread(runner: CliRunner, recorded: Recorded) -> None:
+def test_show_of_a_missing_thread_is_one_clean_error_line(
+    runner: CliRunner, recorded: Recorded
+) -> None:
     result = lgx(runner, recorded, "show", "no-such-thread")
     assert_clean_failure(result, 1, "no-such-thread", "not found")
     assert result.stderr.strip().count("\n") == 0
@@ -249,7 +251,9 @@ def test_show_missing_thread(runner: CliRunner, recorded: Recorded) -> None:
 
 
 # -- verify ------------------------------------------------------------------------------
-def test_verify_ok(runner: CliRunner, recorded: Recorded) -> None:
+def test_verify_passes_an_untouched_thread_and_all_threads(
+    runner: CliRunner, recorded: Recorded
+) -> None:
     n = len(_ledger_events(recorded.dsn, "thread-1"))
     result = lgx(runner, recorded, "verify", "thread-1")
     assert result.exit_code == 0, result.output
@@ -400,7 +404,7 @@ def test_sql_examples_run_against_the_ledger(runner: CliRunner, recorded: Record
             conn.execute(s).fetchall()
 
 
-def test_sql_uses_the_schema(runner: CliRunner) -> None:
+def test_sql_examples_name_the_chosen_schema(runner: CliRunner) -> None:
     result = runner.invoke(app, ["--schema", "audit_x", "sql", "--examples"])
     assert result.exit_code == 0
     assert '"audit_x".events' in result.stdout
@@ -422,7 +426,7 @@ def test_unreachable_ledger_is_one_clean_line(
     assert result.stderr.startswith("error:")
 
 
-def test_invalid_dsn(runner: CliRunner, tmp_path: Path) -> None:
+def test_an_invalid_dsn_is_a_clean_usage_error(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["--dsn", "not a dsn", "--workspace", str(tmp_path), "threads"])
     assert_clean_failure(result, 2, "invalid DSN")
 
@@ -434,7 +438,7 @@ def test_no_dsn_and_no_embedded_database(runner: CliRunner, tmp_path: Path) -> N
     assert not (ws / ".lgx").exists()  # a read command creates nothing
 
 
-def test_embedded_server_of_the_workspace(
+def test_without_a_dsn_the_cli_uses_the_workspaces_embedded_server(
     runner: CliRunner, tmp_path: Path, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LGX_DSN", raising=False)

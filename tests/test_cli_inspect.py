@@ -167,7 +167,9 @@ def test_sql_reads_piped_statements_from_stdin(runner: CliRunner, recorded: Reco
     assert_clean_failure(empty, 2, "no SQL given", "--examples")
 
 
-def test_sql_interactive_prompt(runner: CliRunner, recorded: Recorded) -> None:
+def test_sql_interactive_survives_errors_and_stops_at_quit(
+    runner: CliRunner, recorded: Recorded
+) -> None:
     session = "\n".join(
         [
             "select 1 as one;",
@@ -319,7 +321,7 @@ def test_events_filters_by_time(runner: CliRunner, recorded: Recorded) -> None:
     assert_clean_failure(bad, 2, "--since", "ISO 8601")
 
 
-def test_events_table(runner: CliRunner, recorded: Recorded) -> None:
+def test_events_prints_a_table_with_each_events_seq(runner: CliRunner, recorded: Recorded) -> None:
     events = ledger_events(recorded.dsn, "thread-1")
     result = lgx(runner, recorded, "events", "thread-1", "--kind", "checkpoint")
     assert result.exit_code == 0, result.output
@@ -382,7 +384,9 @@ def test_state_shows_pending_writes(runner: CliRunner, recorded: Recorded) -> No
     assert written[("second", "items")] == ["second"]
 
 
-def test_state_text(runner: CliRunner, recorded: Recorded) -> None:
+def test_state_text_names_the_checkpoint_its_values_and_writers(
+    runner: CliRunner, recorded: Recorded
+) -> None:
     result = lgx(runner, recorded, "state", "thread-1")
     assert result.exit_code == 0, result.output
     assert recorded.history[0][0] in result.stdout and "(latest)" in result.stdout

@@ -42,7 +42,7 @@ def lgx(dsn: str, ws: Path, *args: str) -> Result:
     return runner.invoke(app, ["--dsn", dsn, "--workspace", str(ws), *args])
 
 
-def test_lgx_replay_recorded_json(dsn: str, recorded: Path) -> None:
+def test_lgx_replay_of_a_recorded_thread_calls_no_model_or_tool(dsn: str, recorded: Path) -> None:
     result = lgx(
         dsn, recorded, "replay", "t-1", "--app", "replay_apps:react_app", "--into", "r-1", "--json"
     )

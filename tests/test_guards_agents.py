@@ -248,7 +248,7 @@ def create_agent_graph(ran: list[str], action: dict[str, Any]) -> Any:
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("mode", MODES)
-def test_create_agent_raise(mode: str) -> None:
+def test_create_agent_raise_stops_before_the_forbidden_tool_runs(mode: str) -> None:
     ran: list[str] = []
     graph = create_agent_graph(ran, {"action": "raise"})
     with pytest.raises(TransitionViolation):
@@ -258,7 +258,7 @@ def test_create_agent_raise(mode: str) -> None:
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("mode", MODES)
-def test_create_agent_route(mode: str) -> None:
+def test_create_agent_route_answers_the_refused_call_and_escalates(mode: str) -> None:
     ran: list[str] = []
     graph = create_agent_graph(ran, ROUTE)
     out = run(graph, QUESTION, cfg(), mode)
@@ -271,7 +271,7 @@ def test_create_agent_route(mode: str) -> None:
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("mode", MODES)
-def test_create_agent_interrupt_then_reject(mode: str) -> None:
+def test_create_agent_interrupt_then_reject_escalates(mode: str) -> None:
     ran: list[str] = []
     graph = create_agent_graph(ran, {"action": "interrupt", "fallback": "escalate"})
     config = cfg()

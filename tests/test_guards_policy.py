@@ -219,7 +219,7 @@ def test_cli_policy_check_fails_on_a_malformed_file(tmp_path: Path) -> None:
     assert "colour: unknown key" in res.output
 
 
-def test_cli_policy_mermaid(tmp_path: Path) -> None:
+def test_cli_policy_mermaid_prints_a_flowchart(tmp_path: Path) -> None:
     res = runner.invoke(app, ["policy", "mermaid", str(write(tmp_path, GOOD))])
     assert res.exit_code == 0 and res.output.startswith("flowchart TD")
 

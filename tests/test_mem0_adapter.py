@@ -276,7 +276,7 @@ def test_concurrent_adds_from_threads(adapter: Mem0Adapter, dsn: str) -> None:
     assert rows(dsn, f"select count(*) from {S}.memory_retrievals") == [(16,)]
 
 
-async def test_async_twins(adapter: Mem0Adapter, dsn: str) -> None:
+async def test_every_async_method_works_like_its_sync_twin(adapter: Mem0Adapter, dsn: str) -> None:
     results = await asyncio.gather(
         *(adapter.aadd(f"async fact {i}", user_id="async", infer=False) for i in range(4))
     )

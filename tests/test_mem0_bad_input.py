@@ -44,7 +44,7 @@ def adapter(dsn: str, llm: ScriptedChatModel) -> Iterator[Mem0Adapter]:
         yield ad
 
 
-def test_embedder_returning_the_wrong_dimensions(dsn: str) -> None:
+def test_an_embedder_of_the_wrong_dimensions_is_refused_before_writing(dsn: str) -> None:
     # configured for 256 dimensions, but the embedder returns 32
     with Mem0Adapter(
         dsn, llm=ScriptedChatModel(), embedder=HashingEmbeddings(32), embedding_dims=256
@@ -66,7 +66,9 @@ def test_existing_collection_with_other_dimensions_is_refused_at_setup(dsn: str)
     assert count(dsn, "mem0_memories") == 1
 
 
-def test_oversized_memories(adapter: Mem0Adapter, llm: ScriptedChatModel, dsn: str) -> None:
+def test_an_oversized_memory_is_refused_and_nothing_is_written(
+    adapter: Mem0Adapter, llm: ScriptedChatModel, dsn: str
+) -> None:
     big = "x" * 101
     with pytest.raises(MemoryTooLargeError, match="101 characters"):
         adapter.add(
@@ -87,7 +89,9 @@ def test_oversized_memories(adapter: Mem0Adapter, llm: ScriptedChatModel, dsn: s
     assert count(dsn, f"{S}.memory_messages") == 0
 
 
-def test_operations_without_a_scope_id(adapter: Mem0Adapter, dsn: str) -> None:
+def test_operations_without_a_scope_id_are_refused_and_record_nothing(
+    adapter: Mem0Adapter, dsn: str
+) -> None:
     with pytest.raises(MemoryScopeError):
         adapter.add("I like tea", infer=False)
     with pytest.raises(MemoryScopeError):
@@ -133,7 +137,9 @@ def unprivileged_dsn(dsn: str) -> Iterator[str]:
             conn.execute(f'drop role "{role}"')
 
 
-def test_server_without_pgvector_for_this_role(unprivileged_dsn: str, dsn: str) -> None:
+def test_setup_without_pgvector_rights_explains_and_creates_nothing(
+    unprivileged_dsn: str, dsn: str
+) -> None:
     ad = Mem0Adapter(unprivileged_dsn, llm=ScriptedChatModel(), embedder=HashingEmbeddings())
     with pytest.raises(PgVectorUnavailableError, match="CREATE EXTENSION vector") as info:
         ad.setup()

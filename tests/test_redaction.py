@@ -200,7 +200,7 @@ def test_each_secret_alone_in_text(name: str) -> None:
     assert out.startswith("see: ") and out.endswith(" (rotated 2024-05-01)")
 
 
-def test_jwt_and_pem_standalone() -> None:
+def test_unlabelled_jwts_and_pem_keys_are_redacted() -> None:
     out, n = Redactor().text(f"id_token={SECRETS['jwt']}")
     assert (out, n) == ("id_token=[REDACTED:token]", 1)
     out, n = Redactor().text(f"jwt {SECRETS['jwt']} end")
@@ -328,7 +328,7 @@ PII = (
 )
 
 
-def test_levels() -> None:
+def test_strict_level_also_redacts_emails_phones_ips_and_numbers() -> None:
     off = Redactor.from_level("off")
     value, _, _ = corpus()
     assert off(value) == (value, 0)
@@ -351,7 +351,7 @@ def test_unknown_level_is_a_clear_error() -> None:
         as_redactor("paranoid")  # type: ignore[arg-type]
 
 
-def test_as_redactor() -> None:
+def test_as_redactor_turns_levels_into_redactors_and_off_into_none() -> None:
     assert as_redactor(None) is None
     assert as_redactor("off") is None
     r = as_redactor("strict")
@@ -378,7 +378,7 @@ def test_callables_run_after_the_builtins() -> None:
     assert "[REDACTED:github_token]" in seen  # it saw the built-ins' result
 
 
-def test_extra_patterns() -> None:
+def test_extra_patterns_redact_the_whole_match_or_the_secret_group() -> None:
     r = Redactor(extra_patterns={"ticket": r"TCK-\d{6}", "pin": r"pin (?P<secret>\d{4})"})
     assert r.text("TCK-123456 with pin 9876") == (
         "[REDACTED:ticket] with pin [REDACTED:pin]",
@@ -399,7 +399,7 @@ def test_input_is_never_mutated() -> None:
     assert value == before
 
 
-def test_idempotent() -> None:
+def test_redacting_twice_changes_nothing_and_returns_the_same_object() -> None:
     r = Redactor("strict")
     once, n1 = r(corpus()[0])
     twice, n2 = r(once)
@@ -408,7 +408,7 @@ def test_idempotent() -> None:
     assert twice is once
 
 
-def test_types_are_kept() -> None:
+def test_tuples_bytes_bytearrays_and_sets_keep_their_type() -> None:
     r = Redactor()
     gh = SECRETS["github"]
     out, n = r(
@@ -450,7 +450,7 @@ class Opaque:
         return f"Opaque(token={SECRETS['slack']})"
 
 
-def test_objects() -> None:
+def test_objects_holding_secrets_become_dicts_or_redacted_text() -> None:
     r = Redactor()
     out, n = r({"c": Creds("ann", "pw-1234"), "o": Opaque(), "plain": Creds("bob", "")})
     assert out["c"] == {"user": "ann", "password": "[REDACTED:password]"}

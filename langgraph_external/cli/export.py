@@ -14,9 +14,10 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -34,6 +35,9 @@ from langgraph_external.cli.console import (
 )
 from langgraph_external.errors import ArchiveError
 from langgraph_external.workspace.files import encode_thread_id
+
+if TYPE_CHECKING:
+    from langgraph_external.exporters.otlp import ExportReport, OtlpExporter
 
 
 class _DefaultCommandGroup(LiteralHelpGroup):
@@ -243,49 +247,67 @@ def _run_export(
         exporter = cls(config, dsn, s.schema)
         try:
             if follow:
-                stop = threading.Event()
-                err.print(f"following the ledger into {escape(exporter.url)} (Ctrl-C stops)")
-                with contextlib.suppress(KeyboardInterrupt):
-                    # SIGTERM stops it like Ctrl-C. Not ``stop.set()`` in the handler: a
-                    # handler runs between two bytecodes of the main thread, possibly inside
-                    # ``stop.wait()`` holding the event's lock, and set() would wait for
-                    # that lock forever (seen: one exporter in ~600 never exited)
-                    signal.signal(signal.SIGTERM, signal.default_int_handler)
-                    exporter.follow(stop)
-                typer.echo(
-                    json.dumps({"spans": exporter.spans_sent})
-                    if as_json
-                    else f"sent {plural(exporter.spans_sent, 'span')}"
-                )
+                _follow(exporter, as_json)
                 return
-            if resend:
-                chosen = [
-                    t
-                    for t, _, _ in exporter.threads(
-                        thread_ids or (), since=since_at, all_threads=True
-                    )
-                ]
-                exporter.resend(chosen)
-            todo = exporter.threads(thread_ids or (), since=since_at, all_threads=all_threads)
-            missing = sorted(set(thread_ids or ()) - {t for t, _, _ in todo})
-            if missing:
-                raise CliError(f"no such thread: {', '.join(missing)}", EXIT_PROBLEM)
-            total = sum(max(0, head - done) for _, head, done in todo)
-            with Progress(
-                TextColumn(f"exporting to {exporter.label}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("threads"),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("export", total=len(todo))
-                report = exporter.export(
-                    [t for t, _, _ in todo], on_thread=lambda *_: bar.advance(task)
-                )
+            report, total = _backfill(exporter, thread_ids or (), since_at, all_threads, resend)
         finally:
             exporter.close()
+    _print_report(exporter, report, total, as_json)
+    if report.behind:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def _follow(exporter: OtlpExporter, as_json: bool) -> None:
+    """Send what the ledger receives until Ctrl-C or SIGTERM, then say how many spans."""
+    stop = threading.Event()
+    err.print(f"following the ledger into {escape(exporter.url)} (Ctrl-C stops)")
+    with contextlib.suppress(KeyboardInterrupt):
+        # SIGTERM stops it like Ctrl-C. Not ``stop.set()`` in the handler: a
+        # handler runs between two bytecodes of the main thread, possibly inside
+        # ``stop.wait()`` holding the event's lock, and set() would wait for
+        # that lock forever (seen: one exporter in ~600 never exited)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        exporter.follow(stop)
+    typer.echo(
+        json.dumps({"spans": exporter.spans_sent})
+        if as_json
+        else f"sent {plural(exporter.spans_sent, 'span')}"
+    )
+
+
+def _backfill(
+    exporter: OtlpExporter,
+    thread_ids: Sequence[str],
+    since_at: datetime | None,
+    all_threads: bool,
+    resend: bool,
+) -> tuple[ExportReport, int]:
+    """Bring the chosen threads up to date (``resend``: from their start), with a progress
+    bar; the report and how many events were behind."""
+    if resend:
+        chosen = [t for t, _, _ in exporter.threads(thread_ids, since=since_at, all_threads=True)]
+        exporter.resend(chosen)
+    todo = exporter.threads(thread_ids, since=since_at, all_threads=all_threads)
+    missing = sorted(set(thread_ids) - {t for t, _, _ in todo})
+    if missing:
+        raise CliError(f"no such thread: {', '.join(missing)}", EXIT_PROBLEM)
+    total = sum(max(0, head - done) for _, head, done in todo)
+    with Progress(
+        TextColumn(f"exporting to {exporter.label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("threads"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("export", total=len(todo))
+        report = exporter.export([t for t, _, _ in todo], on_thread=lambda *_: bar.advance(task))
+    return report, total
+
+
+def _print_report(exporter: OtlpExporter, report: ExportReport, total: int, as_json: bool) -> None:
+    """What the export sent, and which threads are still behind and why."""
     if as_json:
         typer.echo(
             json.dumps(
@@ -317,5 +339,3 @@ def _run_export(
             "nothing is dropped: the spans wait in the ledger; run the command again once "
             "the receiver takes them"
         )
-    if report.behind:
-        raise typer.Exit(EXIT_PROBLEM)

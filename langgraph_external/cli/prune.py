@@ -9,7 +9,7 @@ Example (shell)::
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -25,6 +25,9 @@ from langgraph_external.cli.console import (
     print_data,
 )
 from langgraph_external.upstream.saver_ops import SAVER_TABLES
+
+if TYPE_CHECKING:
+    from langgraph_external.ops.prune import PrunePlan
 
 
 def prune_command(
@@ -103,6 +106,11 @@ def prune_command(
                 rec.pipeline.catch_up()
             finally:
                 rec.close()
+    _print_plans(plans, dry_run=dry_run, as_json=as_json)
+
+
+def _print_plans(plans: list[PrunePlan], *, dry_run: bool, as_json: bool) -> None:
+    """One line of JSON per plan, or a table of what each thread lost and kept."""
     if as_json:
         for p in plans:
             typer.echo(json.dumps(p.to_dict(), ensure_ascii=False))

@@ -138,14 +138,7 @@ def show(
                 EXIT_PROBLEM,
             )
         if as_json:
-            envelopes = ledger.fetch_events(conn, thread_id, s.schema)
-            if not envelopes:
-                envelopes, bad_line = read_jsonl(ws, events_path(ws, thread_id))
-                where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
-                err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
-            for env in envelopes[-limit:] if limit else envelopes:
-                env = expanded(ws, thread_id, env) if full else env
-                typer.echo(json_line(env))
+            _echo_envelopes(conn, ws, thread_id, s.schema, limit=limit, full=full)
             return
         rows = (
             conn.cursor(row_factory=dict_row)
@@ -166,34 +159,61 @@ def show(
         state, state_problem = _read_state(ws, f"{tdir}/state.json")
 
     out.print(f"[bold]thread[/] {escape(thread_id)}")
+    _print_ledger_summary(thread, kinds)
+    out.print(f"  workspace: {escape(tdir)}" + ("" if in_workspace else " [yellow](absent)[/]"))
+    _print_last_state(state, state_problem)
+    if events:
+        label = f"last {len(events)} events" if limit else f"all {len(events)} events"
+        print_data(_events_table(events, f"{label} in step order", status=False))
+        print_offloaded(ws, thread_id, shown, full=full)
+
+
+def _echo_envelopes(
+    conn: Any, ws: Workspace, thread_id: str, schema: str, *, limit: int, full: bool
+) -> None:
+    """``lgx show --json``: the thread's last ``limit`` envelopes, from the ledger (else
+    from the workspace, saying so)."""
+    envelopes = ledger.fetch_events(conn, thread_id, schema)
+    if not envelopes:
+        envelopes, bad_line = read_jsonl(ws, events_path(ws, thread_id))
+        where = "read from the workspace" + (f" up to its {bad_line}" if bad_line else "")
+        err.print(f"[yellow]not in the ledger;[/] {escape(where)}", soft_wrap=True)
+    for env in envelopes[-limit:] if limit else envelopes:
+        env = expanded(ws, thread_id, env) if full else env
+        typer.echo(json_line(env))
+
+
+def _print_ledger_summary(thread: dict[str, Any] | None, kinds: list[Any]) -> None:
+    """The ledger's counts and times of a thread (its row of ``threads``) and its events
+    per kind."""
     if thread is None:
         out.print("  [yellow]not in the ledger[/] (only in the workspace; run `lgx verify`)")
-    else:
-        out.print(
-            f"  events: {thread['events']}  checkpoints: {thread['checkpoints']}  "
-            f"last seq: {thread['last_seq']}"
-        )
-        out.print(
-            f"  created: {format_ts(thread['created_at'])} UTC  "
-            f"updated: {format_ts(thread['updated_at'])} UTC"
-        )
-        if thread["deleted_at"] is not None:
-            out.print(f"  [yellow]deleted:[/] {format_ts(thread['deleted_at'])} UTC")
-        if kinds:
-            out.print("  kinds: " + escape(", ".join(f"{k} {n}" for k, n in kinds)))
-    out.print(f"  workspace: {escape(tdir)}" + ("" if in_workspace else " [yellow](absent)[/]"))
+        return
+    out.print(
+        f"  events: {thread['events']}  checkpoints: {thread['checkpoints']}  "
+        f"last seq: {thread['last_seq']}"
+    )
+    out.print(
+        f"  created: {format_ts(thread['created_at'])} UTC  "
+        f"updated: {format_ts(thread['updated_at'])} UTC"
+    )
+    if thread["deleted_at"] is not None:
+        out.print(f"  [yellow]deleted:[/] {format_ts(thread['deleted_at'])} UTC")
+    if kinds:
+        out.print("  kinds: " + escape(", ".join(f"{k} {n}" for k, n in kinds)))
+
+
+def _print_last_state(state: dict[str, Any] | None, problem: str | None) -> None:
+    """The thread's ``state.json``: its checkpoint, step and values (or why it cannot be
+    read)."""
     if state is not None:
         out.print(
             f"[bold]last state[/] (checkpoint {escape(str(state.get('checkpoint_id')))}, "
             f"step {escape(str(state.get('step')))})"
         )
         out.print(JSON(json.dumps(state.get("values", {}), ensure_ascii=False, default=str)))
-    elif state_problem:
-        out.print(f"[yellow]last state unavailable:[/] {escape(state_problem)}")
-    if events:
-        label = f"last {len(events)} events" if limit else f"all {len(events)} events"
-        print_data(_events_table(events, f"{label} in step order", status=False))
-        print_offloaded(ws, thread_id, shown, full=full)
+    elif problem:
+        out.print(f"[yellow]last state unavailable:[/] {escape(problem)}")
 
 
 def _read_state(ws: Workspace, path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -290,32 +310,55 @@ def events(
                 until=until_at,
                 limit=limit or None,
             )
-            found = inspection.query_events(conn, thread_id, flt, s.schema)
-            if not found and not inspection.thread_in_ledger(conn, thread_id, s.schema):
-                raise CliError(
-                    f"thread {thread_id!r} not found in the ledger (schema {s.schema}); "
-                    "`lgx show` also reads the workspace",
-                    EXIT_PROBLEM,
-                )
-            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
+            found, context = _matching_events(conn, thread_id, s.schema, flt, by_step=by_step)
         placed = (
             inspection.place_events(found, context)
             if by_step
             else [inspection.Placed(e, 0, e["step"], e["step"]) for e in found]
         )
         ws = s.ws() if full or not as_json else None
-        if as_json:
-            for p in placed:
-                env = expanded(ws, thread_id, p.event) if ws is not None else p.event
-                typer.echo(json_line(env))
-            return
-        if not found:
-            err.print("no events match", soft_wrap=True)
-            return
-        label = f"{plural(len(found), 'event')} in {'step' if by_step else 'commit (seq)'} order"
-        print_data(_events_table(placed, label, grouped=by_step))
-        if ws is not None:
-            print_offloaded(ws, thread_id, [p.event for p in placed], full=full)
+        _print_events(thread_id, placed, ws, as_json=as_json, by_step=by_step, full=full)
+
+
+def _matching_events(
+    conn: Any, thread_id: str, schema: str, flt: inspection.EventFilter, *, by_step: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The thread's events ``flt`` matches and, to place them step by step, the thread's
+    step context; a thread the ledger does not hold: exit 1."""
+    found = inspection.query_events(conn, thread_id, flt, schema)
+    if not found and not inspection.thread_in_ledger(conn, thread_id, schema):
+        raise CliError(
+            f"thread {thread_id!r} not found in the ledger (schema {schema}); "
+            "`lgx show` also reads the workspace",
+            EXIT_PROBLEM,
+        )
+    context = inspection.step_context(conn, thread_id, schema) if by_step else None
+    return found, context
+
+
+def _print_events(
+    thread_id: str,
+    placed: list[inspection.Placed],
+    ws: Workspace | None,
+    *,
+    as_json: bool,
+    by_step: bool,
+    full: bool,
+) -> None:
+    """``lgx events``' output: JSON lines, or a table and the offloaded values (``ws``:
+    where to read them from; ``None`` when they are not shown)."""
+    if as_json:
+        for p in placed:
+            env = expanded(ws, thread_id, p.event) if ws is not None else p.event
+            typer.echo(json_line(env))
+        return
+    if not placed:
+        err.print("no events match", soft_wrap=True)
+        return
+    label = f"{plural(len(placed), 'event')} in {'step' if by_step else 'commit (seq)'} order"
+    print_data(_events_table(placed, label, grouped=by_step))
+    if ws is not None:
+        print_offloaded(ws, thread_id, [p.event for p in placed], full=full)
 
 
 def _kinds(conn: Any, thread_id: str, schema: str, requested: Sequence[str]) -> tuple[str, ...]:

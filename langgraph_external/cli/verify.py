@@ -183,24 +183,51 @@ def verify(
             except ThreadNotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
         else:
-            rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, s.schema)).fetchall()
-            ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
-            with Progress(
-                TextColumn("verifying"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as progress:
-                task = progress.add_task("verify", total=len(ids))
-                for tid in ids:
-                    results.append(_verify_one(conn, ws, tid, s.schema, cipher, copies))
-                    progress.advance(task)
+            results.extend(_verify_every_thread(conn, ws, s.schema, cipher, copies))
         if heads is not None:
             extra.append(_verify_heads(conn, s.schema, heads, given))
+    _print_results(
+        results, extra, all_threads=all_threads, keyed=cipher is not None, as_json=as_json
+    )
 
-    snap = extra
+
+def _verify_every_thread(
+    conn: psycopg.Connection[Any],
+    ws: Workspace,
+    schema: str,
+    cipher: WorkspaceCipher | None,
+    copies: bool,
+) -> list[VerifyResult]:
+    """``verify --all``: every thread the ledger, the workspace or the saver's tables
+    hold, with a progress bar."""
+    results: list[VerifyResult] = []
+    rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, schema)).fetchall()
+    ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
+    with Progress(
+        TextColumn("verifying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("verify", total=len(ids))
+        for tid in ids:
+            results.append(_verify_one(conn, ws, tid, schema, cipher, copies))
+            progress.advance(task)
+    return results
+
+
+def _print_results(
+    results: list[VerifyResult],
+    snap: list[VerifyResult],
+    *,
+    all_threads: bool,
+    keyed: bool,
+    as_json: bool,
+) -> None:
+    """Each thread's result (with ``--all``: the failed ones and a total), then the key's
+    and the heads snapshot's (``snap``); exit 1 when any failed."""
     failed = [r for r in [*results, *snap] if not r.ok]
     if as_json:
         for r in [*results, *snap]:
@@ -216,7 +243,7 @@ def verify(
             out.print(
                 f"[green]OK[/] {escape(r.thread_id)}: {r.ledger_events} events, "
                 "hash chain intact, ledger and workspace agree"
-                + ("" if cipher is not None else " (without the keyed checks)")
+                + ("" if keyed else " (without the keyed checks)")
                 + _pending_note(r.pending)
             )
         else:

@@ -92,12 +92,7 @@ def worker(
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
         if status:
-            info = sealing_status(dsn, s.schema, None if no_workspace else s.ws())
-            if as_json:
-                typer.echo(json.dumps(info, default=str))
-            else:
-                for line in sealing_lines(info):
-                    out.print(line, soft_wrap=True)
+            _print_status(sealing_status(dsn, s.schema, None if no_workspace else s.ws()), as_json)
             return
         exports: tuple[Any, ...] = ()
         if langfuse:
@@ -120,17 +115,31 @@ def worker(
             signing_key_file=signing_key,
         )
         if not once:
-            err.print(
-                f"lgx worker: sealing {escape(s.schema)}"
-                + ("" if no_workspace else f", mirroring {escape(s.ws().location)}")
-                + (", exporting to Langfuse" if langfuse else "")
-                + " (Ctrl-C to stop)",
-                soft_wrap=True,
-            )
+            _announce(s.schema, None if no_workspace else s.ws().location, langfuse=langfuse)
         tune_gc()
         code = run_worker(config, once=once)
     if code:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+def _print_status(info: dict[str, Any], as_json: bool) -> None:
+    """``lgx worker --status``: :func:`sealing_status` as JSON, or as lines."""
+    if as_json:
+        typer.echo(json.dumps(info, default=str))
+    else:
+        for line in sealing_lines(info):
+            out.print(line, soft_wrap=True)
+
+
+def _announce(schema: str, workspace: str | None, *, langfuse: bool) -> None:
+    """What a worker that keeps running does, on stderr."""
+    err.print(
+        f"lgx worker: sealing {escape(schema)}"
+        + ("" if workspace is None else f", mirroring {escape(workspace)}")
+        + (", exporting to Langfuse" if langfuse else "")
+        + " (Ctrl-C to stop)",
+        soft_wrap=True,
+    )
 
 
 def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any]:

@@ -111,12 +111,32 @@ def guard(
     if unknown:
         raise PolicyError(f"tool_nodes: {', '.join(map(repr, unknown))} not in the graph")
 
+    static = _edges_to_check(builder, policy)
+    _guard_routers(builder, policy, g)
+    _route_static_edges(builder, policy, g, static)
+    has_successors = set(static) | {s for s in builder.branches if s != START}
+    _guard_nodes(builder, g, has_successors, declared_tool_nodes)
+    builder._lgx_topology = topology  # type: ignore[attr-defined]
+    builder._lgx_policy = policy  # type: ignore[attr-defined]
+    builder._lgx_guard = g  # type: ignore[attr-defined]
+    _check_inputs_after_compile(builder)
+    return builder
+
+
+def _edges_to_check(builder: StateGraph[Any], policy: TransitionPolicy) -> dict[str, list[str]]:
+    """The static edges the guard must decide at run time, by source: those the policy
+    forbids, and every edge of a node whose violations reroute to a fallback."""
     reroutable = {n for n in builder.nodes if policy.action_for(n).fallback is not None}
     static: dict[str, list[str]] = {}
     for src, dst in builder.edges:
         if src != START and (src in reroutable or not policy.allows(src, dst)):
             static.setdefault(src, []).append(dst)
+    return static
 
+
+def _guard_routers(builder: StateGraph[Any], policy: TransitionPolicy, g: Enforcer) -> None:
+    """Wrap every router (conditional edge) of ``builder`` so its decisions are checked;
+    a router with a path map also maps to its source's fallback."""
     for src, branches in list(builder.branches.items()):
         fallback = policy.action_for(None if src == START else src).fallback
         for name, branch in list(branches.items()):
@@ -128,6 +148,15 @@ def guard(
             path = guard_router(g, src, branch.path, branch.ends, key)
             branches[name] = branch._replace(path=path, ends=mapped)
 
+
+def _route_static_edges(
+    builder: StateGraph[Any],
+    policy: TransitionPolicy,
+    g: Enforcer,
+    static: dict[str, list[str]],
+) -> None:
+    """Replace the ``static`` edges of each source by one checked router over the same
+    targets (and the source's fallback)."""
     for src, targets in sorted(static.items()):
         fallback = policy.action_for(src).fallback
         ends: dict[Hashable, str] = {t: t for t in sorted(targets)}
@@ -141,7 +170,16 @@ def guard(
             path=static_edges(g, src, sorted(targets), key), ends=ends
         )
 
-    has_successors = set(static) | {s for s in builder.branches if s != START}
+
+def _guard_nodes(
+    builder: StateGraph[Any],
+    g: Enforcer,
+    has_successors: set[str],
+    tool_nodes: set[str],
+) -> None:
+    """Wrap every node's runnable with the guard's checks (``has_successors``: the nodes
+    whose next node the guard decides; ``tool_nodes``: declared to run tool calls like
+    ``ToolNode``)."""
     for name, spec in list(builder.nodes.items()):
         inner = spec.runnable
         if not isinstance(inner, Runnable):  # add_node stores a runnable; be safe
@@ -151,15 +189,10 @@ def guard(
             name,
             inner,
             name in has_successors,
-            tool_node=name in declared_tool_nodes or is_tool_node(inner),
+            tool_node=name in tool_nodes or is_tool_node(inner),
             messages_key=messages_key_of(inner),
         )
         builder.nodes[name] = dataclasses.replace(spec, runnable=wrapped)
-    builder._lgx_topology = topology  # type: ignore[attr-defined]
-    builder._lgx_policy = policy  # type: ignore[attr-defined]
-    builder._lgx_guard = g  # type: ignore[attr-defined]
-    _check_inputs_after_compile(builder)
-    return builder
 
 
 def _check_inputs_after_compile(builder: StateGraph[Any]) -> None:

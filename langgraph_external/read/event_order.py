@@ -90,66 +90,20 @@ def place_events(
         >>> [(p.event["seq"], p.step) for p in place_events(evs)]
         [(1, None), (2, 0), (3, 1), (6, 1), (4, 1), (5, 2), (7, 2), (8, None)]
     """
-    ctx = sorted(context if context is not None else events, key=lambda e: int(e["seq"]))
-    starts = [e for e in ctx if e.get("kind") == "run_start" and not e.get("parent_run_id")]
-    rank = {str(e.get("run_id")): i + 1 for i, e in enumerate(starts)}
-    start_seqs = [int(e["seq"]) for e in starts]
-    tasks: dict[str, list[Mapping[str, Any]]] = {}
-    checkpoint_steps: dict[tuple[str, str], int] = {}
-    for e in ctx:
-        if e.get("kind") == "node_start" and e.get("task_id"):
-            tasks.setdefault(str(e["task_id"]), []).append(e)
-        elif e.get("kind") == "checkpoint" and e.get("step") is not None:
-            at = (str(e.get("checkpoint_ns") or ""), str(e.get("checkpoint_id")))
-            checkpoint_steps[at] = int(e["step"])
-
-    def task(task_id: Any, seq: int) -> Mapping[str, Any] | None:
-        found = tasks.get(str(task_id)) if task_id else None
-        if not found:
-            return None
-        before = [t for t in found if int(t["seq"]) < seq]
-        return before[-1] if before else found[0]
-
-    def run_of(e: Mapping[str, Any], seq: int) -> int:
-        rid = e.get("root_run_id")
-        if rid and str(rid) in rank:
-            return rank[str(rid)]
-        if e.get("kind") == "writes":
-            t = task(e.get("task_id"), seq)
-            if t is not None and str(t.get("root_run_id")) in rank:
-                return rank[str(t.get("root_run_id"))]
-        return bisect.bisect_right(start_seqs, seq)
-
-    def own_step(e: Mapping[str, Any], seq: int) -> int | None:
-        if e.get("step") is not None:
-            return int(e["step"])
-        if e.get("kind") != "writes":
-            return None
-        ns = str(e.get("checkpoint_ns") or "")
-        parent = checkpoint_steps.get((ns, str(e.get("checkpoint_id"))))
-        if parent is not None:
-            return parent + 1
-        t = task(e.get("task_id"), seq)
-        return int(t["step"]) if t is not None and t.get("step") is not None else None
-
-    def root_task(e: Mapping[str, Any], seq: int) -> Mapping[str, Any] | None:
-        """The root graph's task a subgraph's event ran under (``None`` for the root's)."""
-        ns = str(e.get("checkpoint_ns") or "")
-        if not ns:
-            return None
-        return task(split_task(ns.partition(SEPARATOR)[0]).task_id, seq)
-
+    ctx = _StepContext(
+        sorted(context if context is not None else events, key=lambda e: int(e["seq"]))
+    )
     keyed = []
-    carry: dict[int, float] = {}
+    carry: dict[int, float] = {}  # each run's latest step, for the events of no step
     for e in sorted(events, key=lambda e: int(e["seq"])):
         seq, kind = int(e["seq"]), e.get("kind")
-        run = run_of(e, seq)
-        own = own_step(e, seq)
+        run = ctx.run_of(e, seq)
+        own = ctx.own_step(e, seq)
         phase = _PHASE.get(str(kind), 0)
         nested = bool(e.get("checkpoint_ns"))
         step = own
         if nested:  # with its root task, right after that task's start, in its own steps
-            t = root_task(e, seq)
+            t = ctx.root_task(e, seq)
             step = int(t["step"]) if t is not None and t.get("step") is not None else None
             anchor = int(t["seq"]) if t is not None else seq
             inner = (anchor, -math.inf if own is None else float(own), phase, seq)
@@ -168,3 +122,61 @@ def place_events(
         keyed.append(((run, key, phase, *inner), Placed(e, run, step, own)))
     keyed.sort(key=lambda k: k[0])
     return [p for _, p in keyed]
+
+
+class _StepContext:
+    """What places an event: the thread's runs, the tasks that started (by task id) and
+    the step of each checkpoint, from its run starts, node starts and checkpoints (in
+    ``seq`` order)."""
+
+    def __init__(self, ctx: Sequence[Mapping[str, Any]]) -> None:
+        starts = [e for e in ctx if e.get("kind") == "run_start" and not e.get("parent_run_id")]
+        self.rank = {str(e.get("run_id")): i + 1 for i, e in enumerate(starts)}
+        self.start_seqs = [int(e["seq"]) for e in starts]
+        self.tasks: dict[str, list[Mapping[str, Any]]] = {}
+        self.checkpoint_steps: dict[tuple[str, str], int] = {}
+        for e in ctx:
+            if e.get("kind") == "node_start" and e.get("task_id"):
+                self.tasks.setdefault(str(e["task_id"]), []).append(e)
+            elif e.get("kind") == "checkpoint" and e.get("step") is not None:
+                at = (str(e.get("checkpoint_ns") or ""), str(e.get("checkpoint_id")))
+                self.checkpoint_steps[at] = int(e["step"])
+
+    def task(self, task_id: Any, seq: int) -> Mapping[str, Any] | None:
+        """The start of task ``task_id`` that an event at ``seq`` belongs to."""
+        found = self.tasks.get(str(task_id)) if task_id else None
+        if not found:
+            return None
+        before = [t for t in found if int(t["seq"]) < seq]
+        return before[-1] if before else found[0]
+
+    def run_of(self, e: Mapping[str, Any], seq: int) -> int:
+        """The run of ``e`` (1 for the thread's first, 0: before any run)."""
+        rid = e.get("root_run_id")
+        if rid and str(rid) in self.rank:
+            return self.rank[str(rid)]
+        if e.get("kind") == "writes":
+            t = self.task(e.get("task_id"), seq)
+            if t is not None and str(t.get("root_run_id")) in self.rank:
+                return self.rank[str(t.get("root_run_id"))]
+        return bisect.bisect_right(self.start_seqs, seq)
+
+    def own_step(self, e: Mapping[str, Any], seq: int) -> int | None:
+        """The step of ``e`` in its own namespace (a ``writes`` event: its task's)."""
+        if e.get("step") is not None:
+            return int(e["step"])
+        if e.get("kind") != "writes":
+            return None
+        ns = str(e.get("checkpoint_ns") or "")
+        parent = self.checkpoint_steps.get((ns, str(e.get("checkpoint_id"))))
+        if parent is not None:
+            return parent + 1
+        t = self.task(e.get("task_id"), seq)
+        return int(t["step"]) if t is not None and t.get("step") is not None else None
+
+    def root_task(self, e: Mapping[str, Any], seq: int) -> Mapping[str, Any] | None:
+        """The root graph's task a subgraph's event ran under (``None`` for the root's)."""
+        ns = str(e.get("checkpoint_ns") or "")
+        if not ns:
+            return None
+        return self.task(split_task(ns.partition(SEPARATOR)[0]).task_id, seq)

@@ -174,35 +174,12 @@ def read_state(
     cid = newest if checkpoint_id is None else _resolve_checkpoint(log, checkpoint_id)
     doc = log.doc(cid)
 
-    state_json: Mapping[str, Any] = {}
-    state_path = f"{ws.thread_dir(thread_id)}/state.json"
-    if checkpoint_ns == "" and ws.exists(state_path):
-        try:
-            loaded = ws.read_json(state_path)
-        except (OSError, ValueError):
-            loaded = None
-        if isinstance(loaded, dict) and loaded.get("checkpoint_id") == cid:
-            state_json = loaded
-
+    state_json = _state_json(ws, thread_id, checkpoint_ns, cid)
     values: dict[str, Any]
     if isinstance(state_json.get("values"), dict):
         values = dict(state_json["values"])
     else:
-        known = _renderings(log)
-        values = {}
-        for ch, ref in (doc.get("channels") or {}).items():
-            if is_internal_channel(ch):
-                continue
-            sha = ref.get("sha256")
-            if sha is None:
-                values[ch] = (
-                    None if ref.get("type") == "empty" else {"$unmirrored": ref.get("version")}
-                )
-            elif (ch, sha) in known:
-                values[ch] = known[(ch, sha)]
-            else:
-                rendered = _rendered_blob(ws, thread_id, ch, ref)
-                values[ch] = {"$unrendered": sha} if rendered is None else rendered
+        values = _channel_values(ws, thread_id, log, doc)
 
     writes = [
         {
@@ -228,3 +205,42 @@ def read_state(
         pending_writes=writes,
         path=ws.relative(ws.checkpoint_log_path(thread_id, checkpoint_ns)),
     )
+
+
+def _state_json(
+    ws: Workspace, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+) -> Mapping[str, Any]:
+    """The thread's ``state.json`` when it is the state at ``checkpoint_id`` (a root
+    checkpoint), else ``{}``."""
+    state_path = f"{ws.thread_dir(thread_id)}/state.json"
+    if checkpoint_ns != "" or not ws.exists(state_path):
+        return {}
+    try:
+        loaded = ws.read_json(state_path)
+    except (OSError, ValueError):
+        loaded = None
+    if isinstance(loaded, dict) and loaded.get("checkpoint_id") == checkpoint_id:
+        return loaded
+    return {}
+
+
+def _channel_values(
+    ws: Workspace, thread_id: str, log: CheckpointLog, doc: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Each channel's readable value at the checkpoint ``doc``: the rendering recorded
+    with the checkpoint that stored it, else its blob's (``$unmirrored``, ``$unrendered``:
+    neither is there)."""
+    known = _renderings(log)
+    values: dict[str, Any] = {}
+    for ch, ref in (doc.get("channels") or {}).items():
+        if is_internal_channel(ch):
+            continue
+        sha = ref.get("sha256")
+        if sha is None:
+            values[ch] = None if ref.get("type") == "empty" else {"$unmirrored": ref.get("version")}
+        elif (ch, sha) in known:
+            values[ch] = known[(ch, sha)]
+        else:
+            rendered = _rendered_blob(ws, thread_id, ch, ref)
+            values[ch] = {"$unrendered": sha} if rendered is None else rendered
+    return values

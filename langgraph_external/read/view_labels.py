@@ -183,61 +183,15 @@ def describe_mark(
         'policy violation: tool_tier — no refunds (blocked)'
     """
     if family == "violation":
-        rule = p.get("rule") or env.get("name")
-        label = f"policy violation: {rule} — {p.get('message') or ''}".rstrip(" —")
-        outcome = p.get("outcome") or env.get("status")
-        if outcome:
-            label += f" ({outcome})"
-        detail = {
-            k: p.get(k)
-            for k in (
-                "rule",
-                "message",
-                "from",
-                "to",
-                "action",
-                "outcome",
-                "fallback",
-                "would_be",
-                "policy_name",
-                "policy_rule",
-                "policy_hash",
-            )
-        }
-        return label, detail
+        return _violation_mark(env, p)
     if family == "memory":
-        op = str(env.get("kind")).removeprefix("memory_")
-        hits = p.get("hits") if isinstance(p.get("hits"), list) else None
-        if hits is not None:
-            scores = ", ".join(
-                f"{h.get('score'):.2f}"
-                for h in hits[:5]
-                if isinstance(h, Mapping) and isinstance(h.get("score"), (int, float))
-            )
-            label = f"memory {op} · {len(hits)} hit{'s' if len(hits) != 1 else ''}"
-            label += f" ({scores})" if scores else ""
-        else:
-            what = p.get("memory") or p.get("text") or p.get("event") or ""
-            label = f"memory {op}" + (f": {brief(what, 60)}" if what else "")
-        return label, {"operation": op, "payload": p}
+        return _memory_mark(env, p)
     if family == "retriever":
         hits = p.get("hits") or []
         label = f"retriever · {len(hits)} document{'s' if len(hits) != 1 else ''}"
         return label, {"query": p.get("query"), "hits": hits}
     if family == "interrupt":
-        values = [
-            i.get("value") if isinstance(i, Mapping) else i for i in p.get("interrupts") or ()
-        ]
-        what = ""
-        if (
-            values
-            and isinstance(values[0], Mapping)
-            and values[0].get("type") == ("policy_violation")
-        ):
-            what = f": awaiting approval of {values[0].get('rule')} ({values[0].get('to')})"
-        elif values:
-            what = f": {brief(values[0], 60)}"
-        return f"interrupt{what}", {"values": values, "status": env.get("status")}
+        return _interrupt_mark(env, p)
     if family == "resume":
         if "value" in p:
             return f"resume with {brief(p.get('value'), 60)}", {"value": p.get("value")}
@@ -262,3 +216,58 @@ def describe_mark(
         why = f"{p.get('processor') or '?'}: {p.get('error_type') or 'error'}"
         return f"not recorded: {p.get('kind') or env.get('name')} — {why}", {"payload": p}
     return f"{env.get('kind')} {env.get('name') or ''}".strip(), {"payload": p}
+
+
+def _violation_mark(env: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A policy violation: its rule, message and outcome."""
+    rule = p.get("rule") or env.get("name")
+    label = f"policy violation: {rule} — {p.get('message') or ''}".rstrip(" —")
+    outcome = p.get("outcome") or env.get("status")
+    if outcome:
+        label += f" ({outcome})"
+    detail = {
+        k: p.get(k)
+        for k in (
+            "rule",
+            "message",
+            "from",
+            "to",
+            "action",
+            "outcome",
+            "fallback",
+            "would_be",
+            "policy_name",
+            "policy_rule",
+            "policy_hash",
+        )
+    }
+    return label, detail
+
+
+def _memory_mark(env: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A memory operation: a search with its hits' scores, or the memory it changed."""
+    op = str(env.get("kind")).removeprefix("memory_")
+    hits = p.get("hits") if isinstance(p.get("hits"), list) else None
+    if hits is not None:
+        scores = ", ".join(
+            f"{h.get('score'):.2f}"
+            for h in hits[:5]
+            if isinstance(h, Mapping) and isinstance(h.get("score"), (int, float))
+        )
+        label = f"memory {op} · {len(hits)} hit{'s' if len(hits) != 1 else ''}"
+        label += f" ({scores})" if scores else ""
+    else:
+        what = p.get("memory") or p.get("text") or p.get("event") or ""
+        label = f"memory {op}" + (f": {brief(what, 60)}" if what else "")
+    return label, {"operation": op, "payload": p}
+
+
+def _interrupt_mark(env: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """An interrupt: what it waits for (a policy violation's approval, or its value)."""
+    values = [i.get("value") if isinstance(i, Mapping) else i for i in p.get("interrupts") or ()]
+    what = ""
+    if values and isinstance(values[0], Mapping) and values[0].get("type") == "policy_violation":
+        what = f": awaiting approval of {values[0].get('rule')} ({values[0].get('to')})"
+    elif values:
+        what = f": {brief(values[0], 60)}"
+    return f"interrupt{what}", {"values": values, "status": env.get("status")}

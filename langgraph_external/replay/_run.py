@@ -408,6 +408,52 @@ async def _afinish(run: _Replay, report: ReplayReport | None, keep: bool, saver:
         report.kept = False
 
 
+def _rerun(graph: Any, run: _Replay, thread_id: str) -> None:
+    """Run the recorded invocations again into ``run.target`` (first the rest of the step
+    ``run.start_id`` was copied at, when given), answering interrupts with the recorded
+    resume values. A divergence ends the run early: ``run.completed`` is then false."""
+    saver, config = graph.checkpointer, run.config
+    try:
+        if run.start_id is not None:
+            fork(saver, thread_id, run.target, run.start_id)
+            if graph.get_state(config).next:
+                run.issued += 1
+                graph.invoke(None, config)
+        for inv in run.todo:
+            run.issued += 1
+            pending = graph.get_state(config).interrupts if inv.resume else ()
+            value = run.resume_value(inv, pending)
+            try:
+                graph.invoke(value, config)
+            except Exception as exc:
+                if run.failed(inv, exc):
+                    break
+    except ReplayDivergenceError:
+        run.completed = False
+
+
+async def _arerun(graph: Any, run: _Replay, thread_id: str) -> None:
+    """Async :func:`_rerun`."""
+    saver, config = graph.checkpointer, run.config
+    try:
+        if run.start_id is not None:
+            await afork(saver, thread_id, run.target, run.start_id)
+            if (await graph.aget_state(config)).next:
+                run.issued += 1
+                await graph.ainvoke(None, config)
+        for inv in run.todo:
+            run.issued += 1
+            pending = (await graph.aget_state(config)).interrupts if inv.resume else ()
+            value = run.resume_value(inv, pending)
+            try:
+                await graph.ainvoke(value, config)
+            except Exception as exc:
+                if run.failed(inv, exc):
+                    break
+    except ReplayDivergenceError:
+        run.completed = False
+
+
 def replay(
     graph: Any,
     thread_id: str,
@@ -462,29 +508,13 @@ def replay(
         (False, 0, 0)
     """
     run = _plan(graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
-    saver, config = graph.checkpointer, run.config
+    saver = graph.checkpointer
     _unused(run.target, saver.get_tuple({"configurable": {"thread_id": run.target}}))
     keep = into is not None if keep is None else keep
     report: ReplayReport | None = None
     try:
         with intercepting(run.session):
-            try:
-                if run.start_id is not None:
-                    fork(saver, thread_id, run.target, run.start_id)
-                    if graph.get_state(config).next:
-                        run.issued += 1
-                        graph.invoke(None, config)
-                for inv in run.todo:
-                    run.issued += 1
-                    pending = graph.get_state(config).interrupts if inv.resume else ()
-                    value = run.resume_value(inv, pending)
-                    try:
-                        graph.invoke(value, config)
-                    except Exception as exc:
-                        if run.failed(inv, exc):
-                            break
-            except ReplayDivergenceError:
-                run.completed = False
+            _rerun(graph, run, thread_id)
         report = run.report(
             graph.get_state({"configurable": {"thread_id": thread_id}}).values,
             graph.get_state({"configurable": {"thread_id": run.target}}).values,
@@ -515,29 +545,13 @@ async def areplay(
     run = await asyncio.to_thread(
         _plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable
     )
-    saver, config = graph.checkpointer, run.config
+    saver = graph.checkpointer
     _unused(run.target, await saver.aget_tuple({"configurable": {"thread_id": run.target}}))
     keep = into is not None if keep is None else keep
     report: ReplayReport | None = None
     try:
         with intercepting(run.session):
-            try:
-                if run.start_id is not None:
-                    await afork(saver, thread_id, run.target, run.start_id)
-                    if (await graph.aget_state(config)).next:
-                        run.issued += 1
-                        await graph.ainvoke(None, config)
-                for inv in run.todo:
-                    run.issued += 1
-                    pending = (await graph.aget_state(config)).interrupts if inv.resume else ()
-                    value = run.resume_value(inv, pending)
-                    try:
-                        await graph.ainvoke(value, config)
-                    except Exception as exc:
-                        if run.failed(inv, exc):
-                            break
-            except ReplayDivergenceError:
-                run.completed = False
+            await _arerun(graph, run, thread_id)
         source = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values
         target = (await graph.aget_state({"configurable": {"thread_id": run.target}})).values
         report = await asyncio.to_thread(run.report, source, target)

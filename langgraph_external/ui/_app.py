@@ -7,9 +7,11 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -28,6 +30,11 @@ from langgraph_external.ui._pages import (
 )
 from langgraph_external.ui._render import render
 from langgraph_external.workspace.files import encode_thread_id
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 __all__ = [
     "ARTIFACT_CSP",
@@ -144,6 +151,19 @@ class ThreadCache:
         return data
 
 
+@dataclass
+class _AppState:
+    """What the routes of one app share: where they read, their connection pool, and what
+    they keep between requests."""
+
+    cfg: UiConfig
+    pool: ConnectionPool[Any]
+    summaries: _queries.Summaries
+    cache: ThreadCache = field(default_factory=ThreadCache)
+    verified: dict[tuple[str, Any], dict[str, Any]] = field(default_factory=dict)
+    """``verification`` results, per thread position."""
+
+
 def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     """The Starlette application (GET and HEAD only, read-only database sessions).
 
@@ -154,17 +174,9 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
     """
     from psycopg_pool import ConnectionPool
     from starlette.applications import Starlette
-    from starlette.datastructures import QueryParams
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-    from starlette.routing import Mount, Route
-    from starlette.staticfiles import StaticFiles
 
-    cache = ThreadCache()
-    summaries = _queries.Summaries(cfg.workspace)
-    verified: dict[tuple[str, Any], dict[str, Any]] = {}  # per thread position
     pool: ConnectionPool[Any] = ConnectionPool(
         cfg.dsn,
         min_size=1,
@@ -172,216 +184,267 @@ def create_app(cfg: UiConfig, *, allowed_hosts: Sequence[str] = ()) -> Any:
         open=False,
         kwargs={"autocommit": True, "options": read_only_options()},
     )
+    state = _AppState(cfg, pool, _queries.Summaries(cfg.workspace))
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1", *allowed_hosts]
+    return Starlette(
+        routes=_routes(state),
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+            Middleware(_refuse_unstorable, cfg=cfg),
+        ],
+        lifespan=_lifespan(state),
+    )
 
-    def headers(resp: Response) -> Response:
-        resp.headers.update(SECURITY_HEADERS)
-        return resp
 
-    def html(text: str, status: int = 200) -> Response:
-        return headers(HTMLResponse(text, status_code=status))
+def _routes(state: _AppState) -> list[Any]:
+    """The app's routes: every page and data endpoint answers GET and HEAD."""
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
 
-    def not_found(message: str, status: int = 404) -> Response:
-        return html(
-            render(
-                "compare.html",
-                title="lgx — not found" if status == 404 else "lgx — bad request",
-                where="",
-                a="",
-                b="",
-                acp="",
-                bcp="",
-                c=None,
-                error=message,
-                currency=cfg.prices.currency,
-                root="",
-            ),
-            status,
-        )
+    get = ["GET", "HEAD"]
+    return [
+        Route("/", partial(_threads, state), methods=get),
+        Route("/thread", partial(_thread, state), methods=get),
+        Route("/thread/timeline.html", partial(_timeline, state), methods=get),
+        Route("/thread/events.json", partial(_events, state), methods=get),
+        Route("/thread/verify.json", partial(_verify, state), methods=get),
+        Route("/thread/row", partial(_row, state), methods=get),
+        Route("/compare", partial(_compare, state), methods=get),
+        Route("/artifact", partial(_artifact, state), methods=get),
+        Mount("/static", StaticFiles(packages=[("langgraph_external.ui", "static")])),
+    ]
 
-    def refuse_unstorable(app: Any) -> Any:
-        """Bad query text is a 400 for every page, before any page reads the ledger."""
 
-        async def checked(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                params = QueryParams(scope.get("query_string") or b"")
-                problem = unstorable_parameter(params.multi_items())
-                if problem is not None:
-                    await not_found(problem, 400)(scope, receive, send)
-                    return
-            await app(scope, receive, send)
-
-        return checked
-
-    def threads(request: Request) -> Response:
-        p = request.query_params
-        try:
-            page = max(1, int(p.get("page", "1")))
-        except ValueError:
-            page = 1
-        with pool.connection() as conn:
-            text = threads_page(
-                conn,
-                cfg,
-                p.get("q", ""),
-                sort=p.get("sort", "time"),
-                order=p.get("order", "desc"),
-                page=page,
-                summaries=summaries,
-            )
-        return html(text)
-
-    def thread(request: Request) -> Response:
-        tid = request.query_params.get("id", "")
-        try:
-            with pool.connection() as conn:
-                data = cache.get(conn, cfg, tid)
-            if "html" not in data:  # rendered once per thread position too
-                data["html"] = render_thread(data)
-            return html(data["html"])
-        except NotFound as exc:
-            return not_found(str(exc))
-
-    def row(request: Request) -> Response:
-        tid = request.query_params.get("id", "")
-        try:
-            wanted = int(request.query_params.get("row", ""))
-            with pool.connection() as conn:
-                text = render_row(cache.get(conn, cfg, tid), wanted)
-        except (NotFound, ValueError):
-            text = None
-        return html(text) if text is not None else not_found("no such row")
-
-    def timeline(request: Request) -> Response:
-        tid = request.query_params.get("id", "")
-        try:
-            with pool.connection() as conn:
-                text = thread_page(conn, cfg, tid, standalone=True)
-        except NotFound as exc:
-            return not_found(str(exc))
-        resp = html(text)
-        resp.headers["content-disposition"] = f'attachment; filename="{encode_thread_id(tid)}.html"'
-        return resp
-
-    def events(request: Request) -> Response:
-        tid = request.query_params.get("id", "")
-        wanted = request.query_params.get("seq")
-        try:
-            seqs = [int(x) for x in wanted.split(",") if x] if wanted else None
-        except ValueError:
-            return headers(JSONResponse({"error": "seq is a list of numbers"}, 400))
-        with pool.connection() as conn:
-            if seqs is None:
-                envs = ledger.fetch_events(conn, tid, cfg.schema)
-            else:
-                envs = _queries.events_at(conn, cfg.schema, tid, seqs[:1000])
-        if not envs:
-            return headers(JSONResponse({"error": f"thread {tid!r} has no such events"}, 404))
-        return headers(JSONResponse(envs))
-
-    def verify(request: Request) -> Response:
-        tid = request.query_params.get("id", "")
-        with pool.connection() as conn:
-            key = (tid, _queries.thread_row(conn, cfg.schema, tid).get("last_seq"))
-            result = verified.get(key)
-            if result is None:
-                result = verification(conn, cfg, tid)
-                if result is not None and key[1] is not None:
-                    verified[key] = result
-                    while len(verified) > 64:
-                        verified.pop(next(iter(verified)))
-        if result is None:
-            return headers(JSONResponse({"error": f"thread {tid!r} is not recorded"}, 404))
-        return headers(JSONResponse(result))
-
-    def artifact(request: Request) -> Response:
-        """The whole of an offloaded value: an artifact the thread's record names, as text."""
-        tid = request.query_params.get("thread", "")
-        sha = request.query_params.get("sha", "").lower()
-
-        def refuse(message: str, status: int) -> Response:
-            return headers(PlainTextResponse(message + "\n", status_code=status))
-
-        if not DIGEST.fullmatch(sha):
-            return refuse("sha: an artifact is named by 64 lowercase hex digits (its sha256)", 400)
-        try:
-            at = artifact_path(request.query_params.get("at"))
-        except ValueError:
-            return refuse("at: a JSON list of keys and indexes (the value's path)", 400)
-        if cfg.workspace is None:
-            return refuse("the artifacts are in the workspace: start `lgx ui --workspace DIR`", 404)
-        try:
-            with pool.connection() as conn:
-                kind = cache.get(conn, cfg, tid)["artifacts"].get(sha)
-        except NotFound as exc:
-            return refuse(str(exc), 404)
-        if kind is None:
-            return refuse(f"the record of thread {tid!r} names no artifact {sha}", 404)
-        try:
-            data = cfg.workspace.read_bytes(cfg.workspace.artifact_path(tid, sha))
-        except (OSError, ValueError):
-            return refuse(f"artifact {sha} of thread {tid!r} is not in the workspace", 404)
-        if at is not None:  # one value of an older record's whole payload
-            found = value_at(data, at) if kind == "json" else None
-            if found is None:
-                return refuse(f"artifact {sha} holds no value at {at!r}", 404)
-            data, kind = found
-        resp = headers(Response(data, media_type=ARTIFACT_TYPES[kind]))
-        # never a page: no script, no form, no plugin, even if a browser sniffed it as one
-        resp.headers["content-security-policy"] = ARTIFACT_CSP
-        ext = "json" if kind == "json" else "txt"
-        resp.headers["content-disposition"] = f'inline; filename="{sha}.{ext}"'
-        return resp
-
-    def compare(request: Request) -> Response:
-        p = request.query_params
-        with pool.connection() as conn:
-            text = compare_page(
-                conn,
-                cfg,
-                p.get("a", ""),
-                p.get("b", ""),
-                acp=p.get("acp", ""),
-                bcp=p.get("bcp", ""),
-            )
-        return html(text)
-
-    def warm() -> None:  # every thread's summary, before the first list asks for it
-        try:
-            with pool.connection() as conn:
-                summaries.refresh(conn, cfg.schema)
-        except Exception:  # the first request reports what is wrong
-            pass
+def _lifespan(state: _AppState) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """Open the pool when the server starts (and warm the summaries), close it at the end."""
 
     @asynccontextmanager
-    async def lifespan(app: Any) -> Any:
-        pool.open(wait=True, timeout=30)
-        threading.Thread(target=warm, name="lgx-ui-warm", daemon=True).start()
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        state.pool.open(wait=True, timeout=30)
+        threading.Thread(target=_warm, args=(state,), name="lgx-ui-warm", daemon=True).start()
         try:
             yield
         finally:
-            pool.close()
+            state.pool.close()
 
-    get = ["GET", "HEAD"]
-    routes = [
-        Route("/", threads, methods=get),
-        Route("/thread", thread, methods=get),
-        Route("/thread/timeline.html", timeline, methods=get),
-        Route("/thread/events.json", events, methods=get),
-        Route("/thread/verify.json", verify, methods=get),
-        Route("/thread/row", row, methods=get),
-        Route("/compare", compare, methods=get),
-        Route("/artifact", artifact, methods=get),
-        Mount("/static", StaticFiles(packages=[("langgraph_external.ui", "static")])),
-    ]
-    hosts = ["127.0.0.1", "localhost", "[::1]", "::1", *allowed_hosts]
-    return Starlette(
-        routes=routes,
-        middleware=[
-            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
-            Middleware(refuse_unstorable),
-        ],
-        lifespan=lifespan,
+    return lifespan
+
+
+def _warm(state: _AppState) -> None:
+    """Every thread's summary, before the first list asks for it."""
+    try:
+        with state.pool.connection() as conn:
+            state.summaries.refresh(conn, state.cfg.schema)
+    except Exception:  # the first request reports what is wrong
+        pass
+
+
+def _refuse_unstorable(app: Any, cfg: UiConfig) -> Any:
+    """Bad query text is a 400 for every page, before any page reads the ledger."""
+    from starlette.datastructures import QueryParams
+
+    async def checked(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            params = QueryParams(scope.get("query_string") or b"")
+            problem = unstorable_parameter(params.multi_items())
+            if problem is not None:
+                await _not_found(cfg, problem, 400)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return checked
+
+
+# -- responses (Starlette is imported where one is made: `lgx timeline` renders pages through
+# this package and never needs it) --------------------------------------------------------
+def _secured(resp: Response) -> Response:
+    resp.headers.update(SECURITY_HEADERS)
+    return resp
+
+
+def _html(text: str, status: int = 200) -> Response:
+    from starlette.responses import HTMLResponse
+
+    return _secured(HTMLResponse(text, status_code=status))
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    from starlette.responses import JSONResponse
+
+    return _secured(JSONResponse(data, status))
+
+
+def _plain(message: str, status: int) -> Response:
+    from starlette.responses import PlainTextResponse
+
+    return _secured(PlainTextResponse(message + "\n", status_code=status))
+
+
+def _not_found(cfg: UiConfig, message: str, status: int = 404) -> Response:
+    return _html(
+        render(
+            "compare.html",
+            title="lgx — not found" if status == 404 else "lgx — bad request",
+            where="",
+            a="",
+            b="",
+            acp="",
+            bcp="",
+            c=None,
+            error=message,
+            currency=cfg.prices.currency,
+            root="",
+        ),
+        status,
     )
+
+
+# -- pages ----------------------------------------------------------------------------------
+def _threads(state: _AppState, request: Request) -> Response:
+    p = request.query_params
+    try:
+        page = max(1, int(p.get("page", "1")))
+    except ValueError:
+        page = 1
+    with state.pool.connection() as conn:
+        text = threads_page(
+            conn,
+            state.cfg,
+            p.get("q", ""),
+            sort=p.get("sort", "time"),
+            order=p.get("order", "desc"),
+            page=page,
+            summaries=state.summaries,
+        )
+    return _html(text)
+
+
+def _thread(state: _AppState, request: Request) -> Response:
+    tid = request.query_params.get("id", "")
+    try:
+        with state.pool.connection() as conn:
+            data = state.cache.get(conn, state.cfg, tid)
+        if "html" not in data:  # rendered once per thread position too
+            data["html"] = render_thread(data)
+        return _html(data["html"])
+    except NotFound as exc:
+        return _not_found(state.cfg, str(exc))
+
+
+def _row(state: _AppState, request: Request) -> Response:
+    tid = request.query_params.get("id", "")
+    try:
+        wanted = int(request.query_params.get("row", ""))
+        with state.pool.connection() as conn:
+            text = render_row(state.cache.get(conn, state.cfg, tid), wanted)
+    except (NotFound, ValueError):
+        text = None
+    return _html(text) if text is not None else _not_found(state.cfg, "no such row")
+
+
+def _timeline(state: _AppState, request: Request) -> Response:
+    tid = request.query_params.get("id", "")
+    try:
+        with state.pool.connection() as conn:
+            text = thread_page(conn, state.cfg, tid, standalone=True)
+    except NotFound as exc:
+        return _not_found(state.cfg, str(exc))
+    resp = _html(text)
+    resp.headers["content-disposition"] = f'attachment; filename="{encode_thread_id(tid)}.html"'
+    return resp
+
+
+def _compare(state: _AppState, request: Request) -> Response:
+    p = request.query_params
+    with state.pool.connection() as conn:
+        text = compare_page(
+            conn,
+            state.cfg,
+            p.get("a", ""),
+            p.get("b", ""),
+            acp=p.get("acp", ""),
+            bcp=p.get("bcp", ""),
+        )
+    return _html(text)
+
+
+# -- a thread's data ------------------------------------------------------------------------
+def _events(state: _AppState, request: Request) -> Response:
+    tid = request.query_params.get("id", "")
+    wanted = request.query_params.get("seq")
+    try:
+        seqs = [int(x) for x in wanted.split(",") if x] if wanted else None
+    except ValueError:
+        return _json({"error": "seq is a list of numbers"}, 400)
+    with state.pool.connection() as conn:
+        if seqs is None:
+            envs = ledger.fetch_events(conn, tid, state.cfg.schema)
+        else:
+            envs = _queries.events_at(conn, state.cfg.schema, tid, seqs[:1000])
+    if not envs:
+        return _json({"error": f"thread {tid!r} has no such events"}, 404)
+    return _json(envs)
+
+
+def _verify(state: _AppState, request: Request) -> Response:
+    tid = request.query_params.get("id", "")
+    verified = state.verified
+    with state.pool.connection() as conn:
+        key = (tid, _queries.thread_row(conn, state.cfg.schema, tid).get("last_seq"))
+        result = verified.get(key)
+        if result is None:
+            result = verification(conn, state.cfg, tid)
+            if result is not None and key[1] is not None:
+                verified[key] = result
+                while len(verified) > 64:
+                    verified.pop(next(iter(verified)))
+    if result is None:
+        return _json({"error": f"thread {tid!r} is not recorded"}, 404)
+    return _json(result)
+
+
+def _artifact(state: _AppState, request: Request) -> Response:
+    """The whole of an offloaded value: an artifact the thread's record names, as text."""
+    cfg = state.cfg
+    tid = request.query_params.get("thread", "")
+    sha = request.query_params.get("sha", "").lower()
+    if not DIGEST.fullmatch(sha):
+        return _plain("sha: an artifact is named by 64 lowercase hex digits (its sha256)", 400)
+    try:
+        at = artifact_path(request.query_params.get("at"))
+    except ValueError:
+        return _plain("at: a JSON list of keys and indexes (the value's path)", 400)
+    if cfg.workspace is None:
+        return _plain("the artifacts are in the workspace: start `lgx ui --workspace DIR`", 404)
+    try:
+        with state.pool.connection() as conn:
+            kind = state.cache.get(conn, cfg, tid)["artifacts"].get(sha)
+    except NotFound as exc:
+        return _plain(str(exc), 404)
+    if kind is None:
+        return _plain(f"the record of thread {tid!r} names no artifact {sha}", 404)
+    try:
+        data = cfg.workspace.read_bytes(cfg.workspace.artifact_path(tid, sha))
+    except (OSError, ValueError):
+        return _plain(f"artifact {sha} of thread {tid!r} is not in the workspace", 404)
+    if at is not None:  # one value of an older record's whole payload
+        found = value_at(data, at) if kind == "json" else None
+        if found is None:
+            return _plain(f"artifact {sha} holds no value at {at!r}", 404)
+        data, kind = found
+    return _artifact_response(data, kind, sha)
+
+
+def _artifact_response(data: bytes, kind: str, sha: str) -> Response:
+    """An artifact's bytes, served as text or JSON under :data:`ARTIFACT_CSP`."""
+    from starlette.responses import Response
+
+    resp = _secured(Response(data, media_type=ARTIFACT_TYPES[kind]))
+    # never a page: no script, no form, no plugin, even if a browser sniffed it as one
+    resp.headers["content-security-policy"] = ARTIFACT_CSP
+    ext = "json" if kind == "json" else "txt"
+    resp.headers["content-disposition"] = f'inline; filename="{sha}.{ext}"'
+    return resp
 
 
 def serve(

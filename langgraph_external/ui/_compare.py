@@ -151,17 +151,49 @@ def compare_data(
     """
     sa, sb = _side(conn, cfg, a, acp), _side(conn, cfg, b, bcp)
     path = diff.diff_paths(sa["path"], sb["path"])
-    state: Any = None
-    state_note = ""
-    if cfg.workspace is not None:
-        try:
-            la = diff.load_side(conn, cfg.workspace, diff.Side(a, sa["checkpoint_id"]), cfg.schema)
-            lb = diff.load_side(conn, cfg.workspace, diff.Side(b, sb["checkpoint_id"]), cfg.schema)
-            state = diff.diff_values(la.values, lb.values)
-        except diff.NotFoundError as exc:
-            state_note = str(exc)
-    else:
-        state_note = "The readable states are in the workspace: start `lgx ui --workspace DIR`."
+    state, state_note = _state_diff(
+        conn, cfg, diff.Side(a, sa["checkpoint_id"]), diff.Side(b, sb["checkpoint_id"])
+    )
+    llm, first_prompt_diff = _llm_pairs(sa, sb)
+    tools = _tool_pairs(sa, sb)
+    return {
+        "a": sa,
+        "b": sb,
+        "path": path,
+        "path_pairs": _shown(_path_rows(path), lambda r: r["op"] == "equal"),
+        "llm_shown": _shown(llm, lambda x: x["same_prompt"] and x["same_answer"]),
+        "tools_shown": _shown(tools, lambda x: x["same"]),
+        "state": state,
+        "state_note": state_note,
+        "llm": llm,
+        "first_prompt_diff": first_prompt_diff,
+        "tools": tools,
+        "same": path.same
+        and (state is None or state.same)
+        and all(x["same_prompt"] and x["same_answer"] for x in llm)
+        and all(x["same"] for x in tools),
+    }
+
+
+def _state_diff(
+    conn: psycopg.Connection[Any], cfg: UiConfig, a: diff.Side, b: diff.Side
+) -> tuple[Any, str]:
+    """The two sides' readable states compared, or ``None`` and why they cannot be."""
+    if cfg.workspace is None:
+        return None, "The readable states are in the workspace: start `lgx ui --workspace DIR`."
+    try:
+        la = diff.load_side(conn, cfg.workspace, a, cfg.schema)
+        lb = diff.load_side(conn, cfg.workspace, b, cfg.schema)
+        return diff.diff_values(la.values, lb.values), ""
+    except diff.NotFoundError as exc:
+        return None, str(exc)
+
+
+def _llm_pairs(
+    sa: Mapping[str, Any], sb: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[str] | None]:
+    """The two sides' model calls paired in the order they were made, and the unified diff
+    of the first pair whose prompts differ (``None``: every prompt is the same)."""
     llm = []
     first_prompt_diff: list[str] | None = None
     for ca, cb in _pairs(sa["view"]["llm_calls"], sb["view"]["llm_calls"]):
@@ -183,6 +215,12 @@ def compare_data(
                 "answer_b": ans_b,
             }
         )
+    return llm, first_prompt_diff
+
+
+def _tool_pairs(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The two sides' tool calls paired in the order they were made, each pair ``same``
+    when both called the same tool with the same arguments and result."""
     tools = []
     for ta, tb in _pairs(sa["tools"], sb["tools"]):
         da, db = (ta or {}).get("detail") or {}, (tb or {}).get("detail") or {}
@@ -196,23 +234,7 @@ def compare_data(
                 == (db.get("tool"), db.get("args"), db.get("result")),
             }
         )
-    return {
-        "a": sa,
-        "b": sb,
-        "path": path,
-        "path_pairs": _shown(_path_rows(path), lambda r: r["op"] == "equal"),
-        "llm_shown": _shown(llm, lambda x: x["same_prompt"] and x["same_answer"]),
-        "tools_shown": _shown(tools, lambda x: x["same"]),
-        "state": state,
-        "state_note": state_note,
-        "llm": llm,
-        "first_prompt_diff": first_prompt_diff,
-        "tools": tools,
-        "same": path.same
-        and (state is None or state.same)
-        and all(x["same_prompt"] and x["same_answer"] for x in llm)
-        and all(x["same"] for x in tools),
-    }
+    return tools
 
 
 COMPARE_ROWS = 100

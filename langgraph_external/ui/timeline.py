@@ -124,14 +124,49 @@ def build_timeline(
     """
     envs = list(envelopes)
     base = ts_ms(envs[0]["ts"]) if envs else 0.0
-    lanes: dict[tuple[str, ...], dict[str, Any]] = {}
+    lanes = _Lanes()
     items: list[dict[str, Any]] = []
     open_spans: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     embedded: list[dict[str, Any]] = []
+    for env in envs:
+        kind = str(env.get("kind"))
+        t = ts_ms(env["ts"]) - base
+        seq = int(env.get("seq") or 0)
+        index = len(embedded)
+        embedded.append(embedded_envelope(env, max_event_bytes))
+        lane = lanes.of(_lane_path(env), t)
+        if kind in _SPANS:
+            _add_span(items, open_spans, env, lane, t, seq, index)
+            continue
+        item = _item(len(items), lane, _MARKS.get(kind, "other"), env, t, seq, index)
+        item["status"] = env.get("status") or ""
+        items.append(item)
+    end_t = (ts_ms(envs[-1]["ts"]) - base) if envs else 0.0
+    end_s = int(envs[-1].get("seq") or 0) if envs else 0
+    for waiting in open_spans.values():
+        for item in waiting:
+            item["t1"], item["s1"], item["status"] = end_t, end_s, "running"
+    return {
+        "thread_id": thread_id,
+        "t0": envs[0]["ts"] if envs else None,
+        "events": len(envs),
+        "lanes": lanes.ordered(),
+        "items": items,
+        "envelopes": embedded,
+    }
 
-    first: dict[tuple[str, ...], float] = {}  # each lane's earliest event, its own or nested
 
-    def lane_of(path: tuple[str, ...], t: float) -> int:
+class _Lanes:
+    """The lanes of a timeline, one per node path (a lane's parents first), and each
+    lane's earliest event, its own or nested."""
+
+    def __init__(self) -> None:
+        self.lanes: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.first: dict[tuple[str, ...], float] = {}
+
+    def of(self, path: tuple[str, ...], t: float) -> int:
+        """The id of ``path``'s lane, created (with its parents') at its first event."""
+        lanes, first = self.lanes, self.first
         for depth in range(1, len(path) + 1):  # parents first, so nesting reads top-down
             sub = path[:depth]
             first[sub] = min(first.get(sub, t), t)
@@ -153,59 +188,51 @@ def build_timeline(
             }
         return int(lanes[path]["id"])
 
-    for env in envs:
-        kind = str(env.get("kind"))
-        t = ts_ms(env["ts"]) - base
-        seq = int(env.get("seq") or 0)
-        index = len(embedded)
-        embedded.append(embedded_envelope(env, max_event_bytes))
-        lane = lane_of(_lane_path(env), t)
-        payload = env.get("payload") or {}
-        if kind in _SPANS:
-            family, side = _SPANS[kind]
-            ident = payload.get("tool_call_id") if family == "tool" else None
-            key = (
-                family,
-                env.get("checkpoint_ns") or "",
-                env.get("task_id") or (env.get("run_id") if family == "run" else None),
-                ident or env.get("name"),
-            )
-            if side == "start":
-                item = _item(len(items), lane, family, env, t, seq, index)
-                items.append(item)
-                open_spans.setdefault(key, []).append(item)
-                continue
-            waiting = open_spans.get(key)
-            if waiting:
-                item = waiting.pop(0)
-                item["t1"] = max(item["t0"], t)
-                item["s1"] = seq
-                item["status"] = env.get("status") or ("error" if kind == "tool_error" else "ok")
-                item["events"].append(index)
-                continue
-            # an end without its start (recorded from the middle): a span ending here
-            item = _item(len(items), lane, family, env, t, seq, index)
-            duration = env.get("duration_ms")
-            item["t0"] = t - float(duration) if duration else t
-            item["status"] = env.get("status") or "ok"
-            items.append(item)
-            continue
-        item = _item(len(items), lane, _MARKS.get(kind, "other"), env, t, seq, index)
-        item["status"] = env.get("status") or ""
+    def ordered(self) -> list[dict[str, Any]]:
+        """The lanes in the order the page shows them (:func:`_lane_order`)."""
+        return sorted(self.lanes.values(), key=_lane_order(self.lanes, self.first))
+
+
+def _add_span(
+    items: list[dict[str, Any]],
+    open_spans: dict[tuple[Any, ...], list[dict[str, Any]]],
+    env: Mapping[str, Any],
+    lane: int,
+    t: float,
+    seq: int,
+    index: int,
+) -> None:
+    """Open a span at a start event, or close the oldest open span of the same key at an
+    end event (an end with no open span: a span that ends here)."""
+    kind = str(env.get("kind"))
+    family, side = _SPANS[kind]
+    payload = env.get("payload") or {}
+    ident = payload.get("tool_call_id") if family == "tool" else None
+    key = (
+        family,
+        env.get("checkpoint_ns") or "",
+        env.get("task_id") or (env.get("run_id") if family == "run" else None),
+        ident or env.get("name"),
+    )
+    if side == "start":
+        item = _item(len(items), lane, family, env, t, seq, index)
         items.append(item)
-    end_t = (ts_ms(envs[-1]["ts"]) - base) if envs else 0.0
-    end_s = int(envs[-1].get("seq") or 0) if envs else 0
-    for waiting in open_spans.values():
-        for item in waiting:
-            item["t1"], item["s1"], item["status"] = end_t, end_s, "running"
-    return {
-        "thread_id": thread_id,
-        "t0": envs[0]["ts"] if envs else None,
-        "events": len(envs),
-        "lanes": sorted(lanes.values(), key=_lane_order(lanes, first)),
-        "items": items,
-        "envelopes": embedded,
-    }
+        open_spans.setdefault(key, []).append(item)
+        return
+    waiting = open_spans.get(key)
+    if waiting:
+        item = waiting.pop(0)
+        item["t1"] = max(item["t0"], t)
+        item["s1"] = seq
+        item["status"] = env.get("status") or ("error" if kind == "tool_error" else "ok")
+        item["events"].append(index)
+        return
+    # an end without its start (recorded from the middle): a span ending here
+    item = _item(len(items), lane, family, env, t, seq, index)
+    duration = env.get("duration_ms")
+    item["t0"] = t - float(duration) if duration else t
+    item["status"] = env.get("status") or "ok"
+    items.append(item)
 
 
 def _lane_order(
