@@ -19,8 +19,10 @@ Example:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["REMOVED_IN", "warn_deprecated", "warn_moved"]
+__all__ = ["REMOVED_IN", "deprecated_names", "warn_deprecated", "warn_moved"]
 
 REMOVED_IN = "0.3"
 """The version that drops the old paths and the deprecated names."""
@@ -54,3 +56,28 @@ def warn_deprecated(old: str, instead: str, *, stacklevel: int = 3) -> None:
         DeprecationWarning,
         stacklevel=stacklevel,
     )
+
+
+def deprecated_names(
+    module: str, names: Mapping[str, tuple[Callable[[], Any], str]]
+) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that gives each of ``names`` — ``(value, instead)``: a
+    function returning it, and what to use — with a :func:`warn_deprecated` warning.
+
+    Example:
+        >>> getattr_ = deprecated_names("m", {"Old": (lambda: int, "use New")})
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     getattr_("Old")
+        <class 'int'>
+    """
+
+    def module_getattr(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value, instead = names[name]
+        warn_deprecated(f"{module}.{name}", instead)
+        return value()
+
+    return module_getattr

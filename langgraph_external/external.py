@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from langgraph_external._moved import warn_deprecated
 from langgraph_external.assembly import Recording, aopen_saver, assemble, open_saver
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.build import ExportSpec, build_exporters, resolve_exports
@@ -427,11 +427,7 @@ def _renamed_keywords(
             continue
         value = given.pop(old)
         hint = "export=LangfuseExport()" if old == "langfuse" else f"{new}=..."
-        warnings.warn(
-            f"External({old}=...) is deprecated and goes in 0.3: pass {hint}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
+        warn_deprecated(f"External({old}=...)", f"pass {hint}", stacklevel=4)
         if old == "encryption_key" and key is None:
             key = value
         elif old == "redactor" and value is not None:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from langgraph_external._moved import warn_deprecated
 from langgraph_external.record.processors import Processor
 
 if TYPE_CHECKING:
@@ -103,10 +103,6 @@ def options_from_keywords(
             raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
         if options is not None:
             raise TypeError(f"{owner}(): pass {field} in options=Options(...), not beside it")
-        warnings.warn(
-            f"{owner}({name}=...) is deprecated and goes in 0.3: pass options=Options({field}=...)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
+        warn_deprecated(f"{owner}({name}=...)", f"pass options=Options({field}=...)", stacklevel=4)
         changes[field] = value
     return dataclasses.replace(result, **changes) if changes else result

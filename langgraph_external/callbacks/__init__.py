@@ -11,22 +11,21 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
-from langgraph_external._moved import warn_deprecated
+from langgraph_external._moved import deprecated_names
 from langgraph_external.sources.callbacks import AuditCallbackHandler, prompt_context_hash
 
 __all__ = ["AuditCallbackHandler", "prompt_context_hash"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AsyncAuditCallbackHandler":
-        warn_deprecated(
-            f"{__name__}.AsyncAuditCallbackHandler",
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "AsyncAuditCallbackHandler": (  # the same handler under its earlier name
+            lambda: AuditCallbackHandler,
             "use AuditCallbackHandler (the same handler; it serves async graphs too)",
         )
-        return AuditCallbackHandler
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    },
+)
 
 
 def __dir__() -> list[str]:

@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from langgraph_external.exporters.otlp import (
     ExportReport,
@@ -77,24 +77,10 @@ class LangfuseExport:
     backoff_max: float = 30.0
 
     def to_otlp(self) -> OtlpExport:
-        """The same export as an :class:`OtlpExport` (preset ``langfuse``)."""
-        return OtlpExport(
-            preset="langfuse",
-            endpoint=self.base_url,
-            public_key=self.public_key,
-            secret_key=self.secret_key,
-            max_payload_bytes=self.max_payload_bytes,
-            timeout=self.timeout,
-            batch_spans=self.batch_spans,
-            gzip=self.gzip,
-            verify=self.verify,
-            proxies=self.proxies,
-            environment=self.environment,
-            release=self.release,
-            poll_interval=self.poll_interval,
-            linger=self.linger,
-            backoff_max=self.backoff_max,
-        )
+        """The same export as an :class:`OtlpExport` (preset ``langfuse``): every option
+        keeps its name there but ``base_url``, which is the ``endpoint``."""
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base_url"}
+        return OtlpExport(preset="langfuse", endpoint=self.base_url, **options)
 
     def resolved(self) -> LangfuseExport:
         """This configuration with unset values taken from the environment.

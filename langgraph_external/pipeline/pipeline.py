@@ -48,14 +48,15 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.errors import RecordingError
 from langgraph_external.ledger.contract import Ledger, Projection
+from langgraph_external.pipeline.backend import FlushRequest, SealingBackend
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
 from langgraph_external.pipeline.commit import Commit
 from langgraph_external.pipeline.failures import Failures
@@ -83,31 +84,6 @@ __all__ = [
     "default_spool_dir",
     "is_poison",
 ]
-
-
-class SealingBackend(Protocol):
-    """Where captures are sealed and projections run (a local service, a helper process,
-    ``lgx worker`` processes): what the capturing side asks of it."""
-
-    def wake(self) -> None:
-        """Captures were committed."""
-
-    def flush(
-        self,
-        threads: Collection[str],
-        horizon: str,
-        timeout: float | None,
-        *,
-        exports: bool = True,
-    ) -> bool:
-        """Wait until the captures of ``threads`` before ``horizon`` are sealed (and, where
-        projections run, projected; ``exports``: exported, where exports run)."""
-
-    def health(self) -> dict[str, Any]:
-        """Sealing and projection health."""
-
-    def close(self, timeout: float = 30.0) -> bool:
-        """Seal what is sealable and stop."""
 
 
 class Pipeline:
@@ -394,7 +370,7 @@ class Pipeline:
                 b.unflushed |= threads
             return False
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ok = self.sealing.flush(threads, horizon, left, exports=exports)
+        ok = self.sealing.flush(FlushRequest(tuple(threads), horizon, left, exports))
         if not ok:
             with b.cv:
                 b.unflushed |= threads

@@ -14,7 +14,7 @@ Example:
     >>> ledger = InMemoryLedger()
     >>> with SealingService(ledger) as service:
     ...     ledger.capture([Capture("events", "t", riders=[Event.new("error", "t")])])
-    ...     service.flush(["t"], service.horizon(), 5.0)
+    ...     service.flush(FlushRequest(["t"], service.horizon(), 5.0))
     True
     >>> [(e.kind, e.seq) for e in ledger.events]
     [('error', 1)]
@@ -32,6 +32,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.contract import Projection
+from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.runner import ProjectionRunner
@@ -174,19 +175,13 @@ class SealingService:
         horizon = getattr(self.ledger, "horizon", None)
         return horizon() if horizon is not None else ""
 
-    def flush(
-        self,
-        threads: Collection[str],
-        horizon: str,
-        timeout: float | None,
-        *,
-        exports: bool = True,
-    ) -> bool:
-        """Wait until the captures of ``threads`` committed before ``horizon`` are sealed
-        and the projections settled on them. ``False`` if that did not happen in time.
-        (``exports``: the exporters attached here flush themselves.)"""
+    def flush(self, request: FlushRequest) -> bool:
+        """Wait until the captures of the request's threads committed before its
+        horizon are sealed and the projections settled on them. ``False`` if that did
+        not happen in time. (The exporters attached here flush themselves.)"""
+        timeout = request.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._drain(deadline, threads, horizon):
+        if not self._drain(deadline, request.threads, request.horizon):
             return False
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         return self.projector.settle(left)

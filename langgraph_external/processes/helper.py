@@ -23,11 +23,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
 
+from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.processes.zygote import Zygote, child_env
 from langgraph_external.settings import Settings
@@ -228,19 +228,13 @@ class HelperProcess:
                 waiter.value = value
                 waiter.done.set()
 
-    def flush(
-        self,
-        threads: Collection[str],
-        horizon: str,
-        timeout: float | None,
-        *,
-        exports: bool = True,
-    ) -> bool:
+    def flush(self, request: FlushRequest) -> bool:
         """Ask the helper to seal (and mirror, export) the app's captures so far."""
+        timeout = request.timeout
         try:
             return bool(
                 self._ask(
-                    ("flush", sorted(threads), horizon, timeout, exports),
+                    ("flush", request),
                     None if timeout is None else timeout + _START_TIMEOUT,
                 )
             )

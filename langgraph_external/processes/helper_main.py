@@ -51,7 +51,7 @@ def serve_helper(conn_fd: int, wake_fd: int) -> int:
 
     def answer(rid: int, what: str, args: list[Any]) -> None:
         if what == "flush":
-            value: Any = running.flush(*args)
+            value: Any = running.flush(args[0])
         elif what == "health":
             value = running.health()
         else:  # close

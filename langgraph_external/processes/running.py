@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Collection
 from typing import Any
 
 import psycopg
 
 from langgraph_external.ledger import schema as ledger_sql
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.pipeline.processing import build_processors
 from langgraph_external.pipeline.service import SealingService
@@ -106,16 +106,11 @@ class Running:
                 logger.debug("LISTEN connection lost (%s); polling until it is back", exc)
                 self._stop.wait(self.config.retry_interval)
 
-    def flush(
-        self,
-        threads: Collection[str],
-        horizon: str,
-        timeout: float | None,
-        exports: bool = True,
-    ) -> bool:
-        deadline = Deadline(timeout)
-        ok = self.service.flush(threads, horizon, timeout)
-        for exporter in self.exporters if exports else ():
+    def flush(self, request: FlushRequest) -> bool:
+        """The service's flush, then the exporters' (with ``request.exports``)."""
+        deadline = Deadline(request.timeout)
+        ok = self.service.flush(request)
+        for exporter in self.exporters if request.exports else ():
             ok = exporter.flush(deadline.left()) and ok
         return ok
 

@@ -25,9 +25,9 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Collection
 from typing import Any
 
+from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.processes.gc_tuning import tune_gc
 from langgraph_external.processes.helper import HelperProcess
@@ -53,7 +53,7 @@ def run_worker(config: Settings, *, once: bool = False) -> int:
     running = Running(config, listen=not once)
     stop = threading.Event()
     if once:
-        ok = running.flush([], running.service.horizon(), None)
+        ok = running.flush(FlushRequest((), running.service.horizon(), None))
         return 0 if running.close() and ok else 1
 
     def _stop(*_: Any) -> None:
@@ -109,19 +109,12 @@ class NotifyingBackend:
                 logger.debug("NOTIFY failed: %s", exc)
             self._stop.wait(self.interval)
 
-    def flush(
-        self,
-        threads: Collection[str],
-        horizon: str,
-        timeout: float | None,
-        *,
-        exports: bool = True,
-    ) -> bool:
-        deadline = Deadline(timeout)
+    def flush(self, request: FlushRequest) -> bool:
+        deadline = Deadline(request.timeout)
         self.wake()
         while True:
             try:
-                if not self.ledger.unsealed(threads, horizon):
+                if not self.ledger.unsealed(request.threads, request.horizon):
                     return True
             except Exception as exc:
                 logger.debug("could not ask for unsealed captures: %s", exc)

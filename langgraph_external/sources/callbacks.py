@@ -31,7 +31,7 @@ from uuid import UUID
 
 from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
 
-from langgraph_external._moved import warn_deprecated
+from langgraph_external._moved import deprecated_names
 from langgraph_external.errors import InvalidThreadIdError
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
@@ -500,14 +500,15 @@ def _is_step(tags: Sequence[str] | None) -> bool:
     return any(t.startswith("graph:step:") for t in (tags or ()))
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AsyncAuditCallbackHandler":  # the same handler under its earlier name
-        warn_deprecated(
-            f"{__name__}.AsyncAuditCallbackHandler",
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "AsyncAuditCallbackHandler": (  # the same handler under its earlier name
+            lambda: AuditCallbackHandler,
             "use AuditCallbackHandler (the same handler; it serves async graphs too)",
         )
-        return AuditCallbackHandler
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    },
+)
 
 
 def __dir__() -> list[str]:

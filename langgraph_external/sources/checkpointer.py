@@ -53,6 +53,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_external._moved import warn_deprecated
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.options import Options, options_from_keywords
 from langgraph_external.pipeline.pipeline import Pipeline
@@ -125,11 +126,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
         digest = deprecated.pop("digest", None)
         if deprecated.pop("saver_blob_refs", None) is not None:
-            warnings.warn(
-                "ExternalCheckpointer(saver_blob_refs=...) is deprecated and does nothing "
-                "(the sealer decides); it goes in 0.3",
-                DeprecationWarning,
-                stacklevel=2,
+            warn_deprecated(
+                "ExternalCheckpointer(saver_blob_refs=...)", "it does nothing (the sealer decides)"
             )
         opts = options_from_keywords(
             options, deprecated, owner="ExternalCheckpointer", allowed=_EARLIER
