@@ -19,29 +19,43 @@ SLOW_MODULES = frozenset(
     {
         "test_agent_server",  # LangGraph's Agent Server in a subprocess
         "test_auditor_proof",
+        "test_by_value",
+        "test_cli",
+        "test_cli_complete",
+        "test_cli_db",
+        "test_cli_edges",
+        "test_cli_inspect",
         "test_cli_replay",
         "test_cli_startup",  # fresh interpreters
         "test_conformance",  # LangGraph's whole conformance suite
         "test_crash",  # SIGKILLs
         "test_crash_other_savers",
         "test_db_restart",  # restarts the server
+        "test_escaped_text",
+        "test_faithful_record",
         "test_faults",
+        "test_folder_names",
         "test_graph_equivalence",  # every graph shape, recorded and compared
         "test_guards_equivalence",
         "test_guards_processes",
         "test_langfuse",
+        "test_layout",
         "test_mem0_adapter",
+        "test_mem0_bad_input",
         "test_mem0_graph_erase",
         "test_otlp",
         "test_phoenix",  # a real Arize Phoenix
+        "test_properties",
         "test_properties_entry_points",
+        "test_prune",
         "test_readme",  # the demo, end to end
-        "test_replay",
         "test_repair",
+        "test_replay",
         "test_restore",
         "test_roles",
         "test_s3_workspace",  # a real S3 API (moto)
         "test_sealing",  # helper processes and lgx workers
+        "test_security",
         "test_timeline",  # a headless browser
         "test_transfer",
         "test_ui",
@@ -50,7 +64,9 @@ SLOW_MODULES = frozenset(
         "test_ui_records",
     }
 )
-"""Test modules the quick subset (``-m "not slow"``, README) leaves out."""
+"""Test modules the quick subset (``-m "not slow"``, README) leaves out: each takes
+seconds (servers, subprocesses, browsers, property-based search, the whole CLI). A slow
+test in another module carries ``@pytest.mark.slow`` itself."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -346,6 +346,7 @@ def test_an_interrupt_names_the_node_and_step_that_raised_it(ext: External) -> N
     assert (after["node"], after["step"], after["payload"]["nodes"]) == ("write", 1, ["write"])
 
 
+@pytest.mark.slow  # seconds: a subprocess or a 30 s wait
 def test_fail_soft_never_raises_into_the_graph_and_strict_does(
     tmp_path: Path, spool_dir: Path
 ) -> None:

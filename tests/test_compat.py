@@ -34,6 +34,21 @@ def test_reserved_names_are_what_langgraph_uses() -> None:
     assert _compat.send_targets({_compat.TASKS: [Send("a", 1), Send("b", 2)]}) == ["a", "b"]
 
 
+class _Statement:
+    """An :class:`~langgraph_external.upstream.langgraph.Outbox`: what the saver's
+    transaction runs last (the checkpointer's is a CapturedPut)."""
+
+    def __init__(self, run: Any, arun: Any = None) -> None:
+        self.ran = False
+        self._run, self._arun = run, arun
+
+    def run(self, cur: Any) -> None:
+        self._run(cur)
+
+    async def arun(self, cur: Any) -> None:
+        await self._arun(cur)
+
+
 def test_the_outbox_runs_inside_the_saver_put_transaction(dsn: str) -> None:
     """put opens _cursor(pipeline=True); a failing outbox statement rolls the put back."""
     with PostgresSaver.from_conn_string(dsn) as saver:
@@ -45,7 +60,7 @@ def test_the_outbox_runs_inside_the_saver_put_transaction(dsn: str) -> None:
             ran.append(cur)
             cur.execute("select 1/0")  # the outbox's statement fails: nothing may commit
 
-        token = _compat.OUTBOX.set(_compat.Outbox(run, run))  # type: ignore[arg-type]
+        token = _compat.OUTBOX.set(_Statement(run))
         try:
             cp = empty_checkpoint()
             with pytest.raises(psycopg.Error):
@@ -65,7 +80,7 @@ async def test_the_async_saver_has_the_same_seam(dsn: str) -> None:
         async def arun(cur: Any) -> None:
             ran.append(cur)
 
-        token = _compat.OUTBOX.set(_compat.Outbox(lambda cur: None, arun))
+        token = _compat.OUTBOX.set(_Statement(lambda cur: None, arun))
         try:
             await saver.aput(
                 {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},

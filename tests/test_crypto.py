@@ -107,6 +107,7 @@ def test_addresses_nonces_and_tags_are_stable_across_versions() -> None:
     assert c.decrypt(c.seal(b"state", addr.encode()), addr.encode()) == b"state"
 
 
+@pytest.mark.slow  # seconds: a subprocess or a 30 s wait
 def test_a_process_that_does_not_encrypt_never_loads_the_cipher_library(
     dsn: str, tmp_path: Path
 ) -> None:

@@ -484,6 +484,7 @@ def test_nul_and_lone_surrogates_are_recorded_escaped_marked_and_read_back_exact
     verify_chain([e.envelope()])
 
 
+@pytest.mark.slow  # seconds: a subprocess or a 30 s wait
 def test_an_app_that_never_closes_still_gets_everything_recorded_at_exit(
     tmp_path: Path, spool_dir: Path, dsn: str
 ) -> None:

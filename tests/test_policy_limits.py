@@ -316,6 +316,7 @@ def test_lgx_reports_a_graph_that_cannot_load_with_exit_2(tmp_path: Path) -> Non
     assert "cannot load the graph 'broken_graph_mod:g': RuntimeError: boom at import" in res.output
 
 
+@pytest.mark.slow  # seconds: a subprocess or a 30 s wait
 def test_the_real_lgx_prints_no_traceback_for_an_alias_bomb(tmp_path: Path) -> None:
     f = write(tmp_path, billion_laughs())
     proc = subprocess.run(
