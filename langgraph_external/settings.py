@@ -202,27 +202,9 @@ class Settings:
             raise ConfigurationError(
                 "a workspace is needed unless sealing='worker' (workers mirror)"
             )
-        if isinstance(offload_threshold, bool) or not isinstance(offload_threshold, int):
-            raise ConfigurationError(
-                f"offload_threshold must be a number of bytes, not {offload_threshold!r}"
-            )
-        if offload_threshold < 0:
-            raise ConfigurationError(
-                f"offload_threshold must be 0 or more, not {offload_threshold}"
-            )
-        dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
+        _check_threshold(offload_threshold)
         local_root = ws.root if ws is not None and ws.is_local else None
-        emb: str | None = None
-        if dsn is None:
-            if ws is None:
-                raise ConfigurationError("sealing='worker' needs dsn=... (the database it shares)")
-            if embedded_dir is None:
-                if local_root is None:
-                    raise ConfigurationError(
-                        "a remote workspace needs dsn=... or embedded_dir=... for Postgres"
-                    )
-                embedded_dir = Path(local_root) / ".lgx" / "pgdata"
-            emb = os.path.abspath(embedded_dir)
+        dsn, emb = _database(dsn, ws, local_root, embedded_dir)
         return cls(
             dsn=dsn,
             schema=validate_schema(schema or DEFAULT_SCHEMA),
@@ -268,3 +250,34 @@ def _workspace(
     if given is None or isinstance(given, Workspace):
         return given
     return Workspace(given, fsync=fsync, storage_options=storage_options)
+
+
+def _check_threshold(offload_threshold: Any) -> None:
+    if isinstance(offload_threshold, bool) or not isinstance(offload_threshold, int):
+        raise ConfigurationError(
+            f"offload_threshold must be a number of bytes, not {offload_threshold!r}"
+        )
+    if offload_threshold < 0:
+        raise ConfigurationError(f"offload_threshold must be 0 or more, not {offload_threshold}")
+
+
+def _database(
+    dsn: str | None,
+    ws: Workspace | None,
+    local_root: str | None,
+    embedded_dir: str | os.PathLike[str] | None,
+) -> tuple[str | None, str | None]:
+    """``(dsn, embedded_dir)``: ``dsn``, else ``$LGX_DSN``, else no DSN yet and the
+    embedded server's data directory (absolute)."""
+    dsn = dsn if dsn is not None else os.environ.get("LGX_DSN") or None
+    if dsn is not None:
+        return dsn, None
+    if ws is None:
+        raise ConfigurationError("sealing='worker' needs dsn=... (the database it shares)")
+    if embedded_dir is None:
+        if local_root is None:
+            raise ConfigurationError(
+                "a remote workspace needs dsn=... or embedded_dir=... for Postgres"
+            )
+        embedded_dir = Path(local_root) / ".lgx" / "pgdata"
+    return None, os.path.abspath(embedded_dir)

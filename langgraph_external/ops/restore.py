@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -115,6 +116,34 @@ def restore_thread_report(
     return put_all_atomic(plan, saver, target_thread_id or thread_id, raw=raw)
 
 
+def _record_back(
+    ledger: Any,
+    target: str,
+    records: Sequence[tuple[dict[str, Any], str]],
+    held: tuple[int, str] | None,
+) -> None:
+    """A ledger that lost the thread gets its verified record back as it was (same seq,
+    same hashes); one that still holds it must end where the workspace ends."""
+    envelopes = [env for env, _ in records]
+    if held is None and envelopes:
+        # with their canonical lines, so the ledger stores a run of them in one statement
+        keys = Event.new("error", target).envelope().keys()
+        ledger.append(
+            [
+                Event.from_envelope(env, line=ln if env.keys() == keys else None)
+                for env, ln in records
+            ],
+            # a record of the old folder names keeps them (it names its files there)
+            legacy_names=[target] if names_old_folder(envelopes, target) else [],
+        )
+    elif envelopes and held != (envelopes[-1]["seq"], envelopes[-1]["hash"]):
+        raise RestoreError(
+            f"the ledger's record of thread {target!r} ends at seq {held[0] if held else 0}"
+            f", the workspace's at seq {envelopes[-1]['seq']}: they are different "
+            "records; restore under another id"
+        )
+
+
 def restore_recorded(
     ext: External, thread_id: str, *, target_thread_id: str | None = None
 ) -> RestoredThread:
@@ -157,25 +186,7 @@ def restore_recorded(
     held = ledger.positions([target]).get(target)
     if target == thread_id:
         records = verified if verified is not None else read_verified_records(ws, thread_id)
-        envelopes = [env for env, _ in records]
-        if held is None and envelopes:
-            # the verified record goes back as it was: same seq, same hashes (with their
-            # canonical lines, so the ledger stores a run of them in one statement)
-            keys = Event.new("error", target).envelope().keys()
-            ledger.append(
-                [
-                    Event.from_envelope(env, line=ln if env.keys() == keys else None)
-                    for env, ln in records
-                ],
-                # a record of the old folder names keeps them (it names its files there)
-                legacy_names=[target] if names_old_folder(envelopes, target) else [],
-            )
-        elif envelopes and held != (envelopes[-1]["seq"], envelopes[-1]["hash"]):
-            raise RestoreError(
-                f"the ledger's record of thread {target!r} ends at seq {held[0] if held else 0}"
-                f", the workspace's at seq {envelopes[-1]['seq']}: they are different "
-                "records; restore under another id"
-            )
+        _record_back(ledger, target, records, held)
         # the record has these checkpoints already: write them past the recorder
         result = put_all_atomic(plan, recording.inner, target)
     else:

@@ -37,7 +37,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -150,6 +150,46 @@ class Archive:
 
 
 # -- export ------------------------------------------------------------------------------
+def _manifest(
+    thread_id: str, ws: Workspace, envelopes: Sequence[Mapping[str, Any]], members: dict[str, bytes]
+) -> dict[str, Any]:
+    """The archive's ``manifest.json``: what it holds, and each member's SHA-256."""
+    return {
+        "format": ARCHIVE_FORMAT,
+        "version": ARCHIVE_VERSION,
+        "thread_id": thread_id,
+        "exported_at": datetime.now(timezone.utc).isoformat(),
+        "event_schema_version": SCHEMA_VERSION,
+        "ledger_schema_version": len(ledger.MIGRATIONS) - 1,
+        "source_workspace": ws.location,
+        "events": len(envelopes),
+        "last_seq": envelopes[-1]["seq"],
+        "last_hash": envelopes[-1]["hash"],
+        "encrypted": any(
+            b'"enc":' in data
+            for k, data in members.items()
+            if k.startswith("workspace/checkpoints/")
+        ),
+        "files": {
+            k: {"sha256": hashlib.sha256(v).hexdigest(), "size": len(v)} for k, v in members.items()
+        },
+    }
+
+
+def _write_archive(target: Path, manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+    """Write the ``.tar.gz`` to a temporary file beside ``target``, then rename it there."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.urandom(4).hex()}")
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            _add(tar, "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False).encode())
+            for name, data in members.items():
+                _add(tar, name, data)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ArchiveError(f"cannot write the archive {target}: {exc}") from exc
+
+
 def export_thread(
     conn: psycopg.Connection[Any],
     ws: Workspace,
@@ -194,37 +234,8 @@ def export_thread(
         members[f"workspace/{rel}"] = ws.read_bytes(f)
         if progress:
             progress(n, total)
-    manifest = {
-        "format": ARCHIVE_FORMAT,
-        "version": ARCHIVE_VERSION,
-        "thread_id": thread_id,
-        "exported_at": datetime.now(timezone.utc).isoformat(),
-        "event_schema_version": SCHEMA_VERSION,
-        "ledger_schema_version": len(ledger.MIGRATIONS) - 1,
-        "source_workspace": ws.location,
-        "events": len(envelopes),
-        "last_seq": envelopes[-1]["seq"],
-        "last_hash": envelopes[-1]["hash"],
-        "encrypted": any(
-            b'"enc":' in data
-            for k, data in members.items()
-            if k.startswith("workspace/checkpoints/")
-        ),
-        "files": {
-            k: {"sha256": hashlib.sha256(v).hexdigest(), "size": len(v)} for k, v in members.items()
-        },
-    }
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.urandom(4).hex()}")
-    try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            _add(tar, "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False).encode())
-            for name, data in members.items():
-                _add(tar, name, data)
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ArchiveError(f"cannot write the archive {target}: {exc}") from exc
+    _write_archive(target, _manifest(thread_id, ws, envelopes, members), members)
     if progress:
         progress(total, total)
     return ExportReport(
@@ -351,6 +362,36 @@ def _parse_jsonl(p: Path, files: dict[str, bytes], name: str) -> list[dict[str, 
 
 
 # -- import ------------------------------------------------------------------------------
+def _unpack(files: Mapping[str, bytes], tdir: Path, progress: Progress | None) -> None:
+    """Write the archive's workspace files under the staged thread folder ``tdir``."""
+    for n, (rel, data) in enumerate(files.items(), 1):
+        target = tdir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if progress:
+            progress(n, len(files))
+
+
+def _imported_event(archive: Archive, events: Sequence[Event], checkpoints: int) -> Event:
+    """The ``thread_imported`` event that closes an imported thread, sealed after its last
+    event."""
+    tid = archive.thread_id
+    head = {tid: (int(events[-1].seq or 0), events[-1].hash or "")}
+    note = Event.new(
+        EventKind.THREAD_IMPORTED,
+        tid,
+        name="import",
+        payload={
+            "archive_sha256": archive.sha256,
+            "exported_at": archive.manifest.get("exported_at"),
+            "source_workspace": archive.manifest.get("source_workspace"),
+            "events": len(events),
+            "checkpoints": checkpoints,
+        },
+    )
+    return Sequencer(lambda _ids: head).seal([note])[0]
+
+
 def import_thread(
     dsn: str,
     ws: Workspace,
@@ -387,13 +428,7 @@ def import_thread(
         staged = Workspace(staging_root)
         staged.folders.file_under(tid, legacy=legacy)
         ws_files = archive.workspace_files()
-        tdir = staged.thread_dir(tid)
-        for n, (rel, data) in enumerate(ws_files.items(), 1):
-            target = Path(tdir) / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            if progress:
-                progress(n, len(ws_files))
+        _unpack(ws_files, Path(staged.thread_dir(tid)), progress)
         try:
             logs = verify_thread(staged, tid, cipher=cipher)
         except RestoreError as exc:
@@ -409,23 +444,7 @@ def import_thread(
             for env in archive.envelopes:
                 detail, files = unpack_detail(archive.details.get(env["seq"]))
                 events.append(Event.from_envelope(env).replace(detail=detail, attachments=files))
-            head = {tid: (int(events[-1].seq or 0), events[-1].hash or "")}
-            closing = Sequencer(lambda _ids: head).seal(
-                [
-                    Event.new(
-                        EventKind.THREAD_IMPORTED,
-                        tid,
-                        name="import",
-                        payload={
-                            "archive_sha256": archive.sha256,
-                            "exported_at": archive.manifest.get("exported_at"),
-                            "source_workspace": archive.manifest.get("source_workspace"),
-                            "events": len(events),
-                            "checkpoints": len(plan),
-                        },
-                    )
-                ]
-            )[0]
+            closing = _imported_event(archive, events, len(plan))
             # the thread's head is tagged with this deployment's key
             sink = PostgresLedger(dsn, schema, cipher=cipher or existing_key())
             # the mirror's events.jsonl gets the closing event too: both stay equal

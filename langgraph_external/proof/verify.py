@@ -388,19 +388,29 @@ def verify_bundle(
     head = _head(bundle.get("head"), keys, v, "signed head")
     if head is not None and origin is not None and head.origin != origin:
         v.problems.append(f"the head is of log {head.origin!r}, not {origin!r}")
-    # the events: each hash over its exact text, each prev the hash before it
-    lines = bundle.get("events")
+    events = _check_events(bundle.get("events"), tid, v)
+    if events is None or not _check_leaf(bundle, tid, events[-1], head, v):
+        return v
+    values = bundle.get("values") or {}
+    if isinstance(values, dict) and values:
+        _check_values(values, _commitments(events), v)
+    return v
+
+
+def _check_events(lines: Any, tid: Any, v: Verdict) -> list[dict[str, Any]] | None:
+    """The bundle's events, each hash over its exact text, each ``prev`` the hash before
+    it (``None``: none, or one cannot be read)."""
     events: list[dict[str, Any]] = []
     prev: str | None = None
     if not isinstance(lines, list) or not lines:
         v.problems.append("the bundle holds no events")
-        return v
+        return None
     for i, line in enumerate(lines):
         try:
             obj, body = _event_body(str(line))
         except ValueError as exc:
             v.problems.append(f"event {i + 1} of the bundle cannot be read: {exc}")
-            return v
+            return None
         seq = obj.get("seq")
         if hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest() != obj["hash"]:
             v.problems.append(
@@ -421,16 +431,22 @@ def verify_bundle(
             )
         prev = obj["hash"]
         events.append(obj)
-    last = events[-1]
     v.facts.append(
-        f"{len(events)} events, seq {events[0].get('seq')}..{last.get('seq')}, "
+        f"{len(events)} events, seq {events[0].get('seq')}..{events[-1].get('seq')}, "
         "each hash and link checked"
     )
-    # the leaf of the newest head, and its inclusion in the signed head
+    return events
+
+
+def _check_leaf(
+    bundle: Mapping[str, Any], tid: Any, last: dict[str, Any], head: Head | None, v: Verdict
+) -> bool:
+    """The leaf of the newest head names ``last``, and is in the signed head's log
+    (``False``: the leaf or its proof cannot be read)."""
     leaf = bundle.get("leaf")
     if not isinstance(leaf, dict):
         v.problems.append("the bundle holds no log leaf")
-        return v
+        return False
     if (leaf.get("thread_id"), leaf.get("seq"), leaf.get("hash")) != (
         tid,
         last.get("seq"),
@@ -451,7 +467,7 @@ def verify_bundle(
         index = int(leaf["index"])
     except (KeyError, TypeError, ValueError) as exc:
         v.problems.append(f"the log leaf or its proof cannot be read: {exc}")
-        return v
+        return False
     if head is not None:
         if verify_inclusion(index, head.size, lh, proof, head.root):
             v.facts.append(f"leaf {index} (seq {leaf['seq']}) is in the signed head's log")
@@ -460,33 +476,33 @@ def verify_bundle(
                 f"leaf {index} is not in the signed head's log (the inclusion "
                 "proof fails: the log or the leaf was changed)"
             )
-    # exact values, each against the commitment its event carries
-    values = bundle.get("values") or {}
-    if isinstance(values, dict) and values:
-        commits = _commitments(events)
-        bad = 0
-        for address, item in values.items():
-            try:
-                data = base64.b64decode(item["data"], validate=True)
-                salt = bytes.fromhex(item.get("salt") or "")
-            except (KeyError, TypeError, ValueError, binascii.Error):
-                v.problems.append(f"value {address[:16]}… cannot be read")
-                bad += 1
-                continue
-            if address in commits:
-                ok = hashlib.sha256(salt + data).hexdigest()[:32] == commits[address]
-            else:  # a record without a deployment key addresses values by plain SHA-256
-                ok = not salt and hashlib.sha256(data).hexdigest() == address
-            if not ok:
-                v.problems.append(
-                    f"value {address[:16]}… does not match its commitment in "
-                    "the record (its bytes were edited)"
-                )
-                bad += 1
-        v.facts.append(
-            f"{len(values) - bad} of {len(values)} exact checkpoint values match their commitments"
-        )
-    return v
+    return True
+
+
+def _check_values(values: dict[str, Any], commits: Mapping[str, str], v: Verdict) -> None:
+    """Each exact value against the commitment its event carries."""
+    bad = 0
+    for address, item in values.items():
+        try:
+            data = base64.b64decode(item["data"], validate=True)
+            salt = bytes.fromhex(item.get("salt") or "")
+        except (KeyError, TypeError, ValueError, binascii.Error):
+            v.problems.append(f"value {address[:16]}… cannot be read")
+            bad += 1
+            continue
+        if address in commits:
+            ok = hashlib.sha256(salt + data).hexdigest()[:32] == commits[address]
+        else:  # a record without a deployment key addresses values by plain SHA-256
+            ok = not salt and hashlib.sha256(data).hexdigest() == address
+        if not ok:
+            v.problems.append(
+                f"value {address[:16]}… does not match its commitment in "
+                "the record (its bytes were edited)"
+            )
+            bad += 1
+    v.facts.append(
+        f"{len(values) - bad} of {len(values)} exact checkpoint values match their commitments"
+    )
 
 
 def verify_consistency_file(
