@@ -93,6 +93,7 @@ class Recording:
 def assemble(
     settings: Settings,
     *,
+    workspace: Workspace | None = None,
     projections: Sequence[Projection] = (),
     **pipeline_options: Any,
 ) -> Recording:
@@ -105,13 +106,14 @@ def assemble(
     ``settings`` itself; ``"thread"`` does that in threads of this process (also chosen,
     with a log line, when something must stay here: custom ``projections``, or a
     redactor, processor or serializer that cannot be pickled); ``"worker"`` seals nothing
-    here — ``lgx worker`` processes do.
+    here — ``lgx worker`` processes do. ``workspace``: the caller's own object for
+    ``settings.workspace`` (the mirror then shares it), else one is opened.
 
     Raises:
         LedgerUnavailableError: Postgres cannot be reached.
         WorkspaceError: the workspace is not writable.
     """
-    ws = settings.open_workspace()
+    ws = workspace if workspace is not None else settings.open_workspace()
     server = None
     if settings.dsn is None:
         assert settings.embedded_dir is not None

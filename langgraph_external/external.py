@@ -171,7 +171,9 @@ class External:
         settings = self.settings
         if given is not None:
             settings = settings.replace(serde=portable_serde(untapped_serde(given.serde)))
-        self._recording = assemble(settings, projections=self.options.projections)
+        self._recording = assemble(
+            settings, workspace=self.workspace, projections=self.options.projections
+        )
         self.pipeline = self._recording.pipeline
         dsn = self._recording.dsn
         self._exports_here = self._recording.sealing == "thread"

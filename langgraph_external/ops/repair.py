@@ -94,7 +94,8 @@ def repair(
             spool_dir=spool_dir,
             cipher=cipher,
             sealing="thread",
-        )
+        ),
+        workspace=ws,
     )
     try:
         pipeline = rec.pipeline

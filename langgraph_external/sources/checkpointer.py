@@ -505,4 +505,5 @@ def _standalone_recording(
         fsync=options.fsync,
         storage_options=dict(options.storage_options) if options.storage_options else None,
     )
-    return assemble(settings.replace(serde=serde), projections=options.projections)
+    given = None if isinstance(workspace, (str, os.PathLike)) else workspace  # a Workspace
+    return assemble(settings.replace(serde=serde), workspace=given, projections=options.projections)
