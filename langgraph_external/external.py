@@ -103,19 +103,11 @@ class External:
         self.settings: Settings = Settings.resolve(
             dsn=dsn,
             workspace=workspace,
-            storage_options=dict(opts.storage_options) if opts.storage_options else None,
-            fsync=opts.fsync,
-            schema=opts.schema,
             key=key,
-            encrypt=opts.encrypt,
             redaction=redaction,
-            offload_threshold=opts.offload_threshold,
-            processors=opts.processors,
-            strict=opts.strict,
             sealing=sealing,
-            embedded_dir=opts.embedded_dir,
-            spool_dir=opts.spool_dir,
             exports=exports,
+            options=opts,
         )
         """The resolved configuration (the one handed to the sealing helper)."""
         settings = self.settings

@@ -28,6 +28,7 @@ from typing import Any
 
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger.schema import DEFAULT_SCHEMA, validate_schema
+from langgraph_external.options import Options
 from langgraph_external.pipeline.wal import default_spool_dir
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import load_key
@@ -162,52 +163,48 @@ class Settings:
         *,
         dsn: str | None = None,
         workspace: str | os.PathLike[str] | Workspace | None = None,
-        storage_options: dict[str, Any] | None = None,
-        fsync: bool = False,
-        schema: str | None = None,
         key: str | bytes | None = None,
         cipher: WorkspaceCipher | None = None,
         create_key: bool = True,
-        encrypt: bool = True,
         redaction: Any = "standard",
-        offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
-        processors: Sequence[Processor] = (),
-        strict: bool = False,
         sealing: str | None = None,
-        embedded_dir: str | os.PathLike[str] | None = None,
-        spool_dir: str | os.PathLike[str] | None = None,
         exports: Sequence[Any] = (),
+        options: Options | None = None,
         sign_interval: float | None = None,
         signing_key_file: str | None = None,
         poll_interval: float = 1.0,
-        retry_interval: float = 1.0,
     ) -> Settings:
         """Resolve a configuration: environment, key, schema, sealing mode, embedded server.
 
         ``dsn=None`` reads ``LGX_DSN``; if that is unset too, the embedded server's data
-        directory is ``embedded_dir`` (default ``<workspace>/.lgx/pgdata``). The key is
-        ``cipher``, else ``key``, else the deployment key (``$LGX_KEY`` or the key file,
-        created on first use unless ``create_key=False``; see
+        directory is ``options.embedded_dir`` (default ``<workspace>/.lgx/pgdata``). The
+        key is ``cipher``, else ``key``, else the deployment key (``$LGX_KEY`` or the key
+        file, created on first use unless ``create_key=False``; see
         :mod:`langgraph_external.record.keys`). ``redaction`` is a level name or your
-        own ``(value) -> (value, count)`` callable.
+        own ``(value) -> (value, count)`` callable; ``options`` the rest
+        (:class:`~langgraph_external.options.Options`).
 
         Raises:
             ConfigurationError: a bad schema name, sealing mode, redaction level, offload
                 threshold or key; no workspace where one is needed; no DSN and nowhere
                 to keep an embedded server.
         """
+        opts = options or Options()
         mode = resolve_sealing(sealing)
-        ws = _workspace(workspace, fsync=fsync, storage_options=storage_options)
+        ws = workspace
+        if ws is not None and not isinstance(ws, Workspace):
+            storage = dict(opts.storage_options) if opts.storage_options else None
+            ws = Workspace(ws, fsync=opts.fsync, storage_options=storage)
         if ws is None and mode != "worker":
             raise ConfigurationError(
                 "a workspace is needed unless sealing='worker' (workers mirror)"
             )
-        _check_threshold(offload_threshold)
+        _check_threshold(opts.offload_threshold)
         local_root = ws.root if ws is not None and ws.is_local else None
-        dsn, emb = _database(dsn, ws, local_root, embedded_dir)
+        dsn, emb = _database(dsn, ws, local_root, opts.embedded_dir)
         return cls(
             dsn=dsn,
-            schema=validate_schema(schema or DEFAULT_SCHEMA),
+            schema=validate_schema(opts.schema or DEFAULT_SCHEMA),
             # absolute: a helper forked where another cwd held reads the same place
             workspace=None if ws is None else (ws.root if ws.is_local else ws.location),
             storage_options=None if ws is None else (ws.storage_options or None),
@@ -215,19 +212,18 @@ class Settings:
             cipher=cipher
             if cipher is not None
             else load_key(key, create=create_key, workspace_root=local_root),
-            encrypt=encrypt,
+            encrypt=opts.encrypt,
             redactor=resolve_redactor(redaction),
-            offload_threshold=offload_threshold,
-            processors=tuple(processors),
-            strict=strict,
+            offload_threshold=opts.offload_threshold,
+            processors=tuple(opts.processors),
+            strict=opts.strict,
             sealing=mode,
             embedded_dir=emb,
-            spool_dir=os.path.abspath(spool_dir or default_spool_dir()),
+            spool_dir=os.path.abspath(opts.spool_dir or default_spool_dir()),
             exports=tuple(exports),
             sign_interval=sign_interval_from_env() if sign_interval is None else sign_interval,
             signing_key_file=signing_key_file,
             poll_interval=poll_interval,
-            retry_interval=retry_interval,
         )
 
     def open_workspace(self) -> Workspace | None:
@@ -239,17 +235,6 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` (e.g. the embedded server's DSN once it is started)."""
         return dataclasses.replace(self, **changes)
-
-
-def _workspace(
-    given: str | os.PathLike[str] | Workspace | None,
-    *,
-    fsync: bool,
-    storage_options: dict[str, Any] | None,
-) -> Workspace | None:
-    if given is None or isinstance(given, Workspace):
-        return given
-    return Workspace(given, fsync=fsync, storage_options=storage_options)
 
 
 def _check_threshold(offload_threshold: Any) -> None:

@@ -16,6 +16,7 @@ from langgraph.checkpoint.conformance.report import CapabilityReport
 
 from langgraph_external import ExternalCheckpointer
 from langgraph_external.assembly import assemble
+from langgraph_external.options import Options
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.settings import Settings
 
@@ -32,7 +33,9 @@ def _counts(report: CapabilityReport) -> dict[str, tuple[bool, int, int]]:
 
 
 def _pipeline(tmp_path: Path, dsn: str, spool: Path) -> Pipeline:
-    return assemble(Settings.resolve(workspace=tmp_path / "ws", dsn=dsn, spool_dir=spool)).pipeline
+    return assemble(
+        Settings.resolve(workspace=tmp_path / "ws", dsn=dsn, options=Options(spool_dir=spool))
+    ).pipeline
 
 
 async def test_async_postgres_saver_passes_all_81(

@@ -213,7 +213,9 @@ class Recorder:
 def recorder(dsn: str, tmp_path: Path, spool_dir: Path) -> Iterator[Recorder]:
     root = tmp_path / "ws"
     recording = assemble(
-        Settings.resolve(workspace=root, dsn=dsn, spool_dir=spool_dir, redaction="off")
+        Settings.resolve(
+            workspace=root, dsn=dsn, redaction="off", options=Options(spool_dir=spool_dir)
+        )
     )
     pipeline = recording.pipeline
     try:

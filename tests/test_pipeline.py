@@ -496,9 +496,10 @@ def test_an_app_that_never_closes_still_gets_everything_recorded_at_exit(
         f"""
         from langgraph_external import Event
         from langgraph_external.assembly import assemble
+        from langgraph_external.options import Options
         from langgraph_external.settings import Settings
         rec = assemble(Settings.resolve(workspace={str(tmp_path / "ws")!r}, dsn={dsn!r},
-                       spool_dir={str(spool_dir)!r}), linger=0.5)
+                       options=Options(spool_dir={str(spool_dir)!r})), linger=0.5)
         for i in range(200):
             rec.pipeline.emit(Event.new("node_end", "t", payload={{"i": i}}))
         # no flush, no close: the interpreter exits with events still buffered

@@ -68,6 +68,7 @@ def prune_command(
     """
     from langgraph_external.assembly import assemble  # lazy: LangGraph, 0.5 s
     from langgraph_external.ops import prune as pruning  # lazy: the saver's statements, 3 ms
+    from langgraph_external.options import Options  # lazy: with the assembly
     from langgraph_external.settings import Settings  # lazy: with the assembly
 
     if bool(thread_ids) == all_threads:
@@ -101,7 +102,8 @@ def prune_command(
                 progress=advance,
             )
         if any(p.pruned for p in plans):  # the workspace applies the thread_pruned events
-            rec = assemble(Settings.resolve(workspace=s.ws(), dsn=dsn, schema=s.schema))
+            settings = Settings.resolve(workspace=s.ws(), dsn=dsn, options=Options(schema=s.schema))
+            rec = assemble(settings)
             try:
                 rec.pipeline.catch_up()
             finally:

@@ -86,6 +86,7 @@ def worker(
     per thread, wake on NOTIFY, poll as a fallback, and stop on SIGTERM or Ctrl-C after
     sealing what they hold. See docs/architecture.md for a systemd unit and a container.
     """
+    from langgraph_external.options import Options  # lazy: with the settings
     from langgraph_external.processes.worker import run_worker, tune_gc  # lazy: 11 ms
     from langgraph_external.settings import Settings  # lazy: LangGraph, 0.5 s
 
@@ -102,12 +103,11 @@ def worker(
             exports = resolve_exports(LangfuseExport())
         config = Settings.resolve(
             dsn=dsn,
-            schema=s.schema,
             workspace=None if no_workspace else s.ws(),
             key=key,
             create_key=False,
             redaction=redaction,
-            offload_threshold=offload_threshold,
+            options=Options(schema=s.schema, offload_threshold=offload_threshold),
             sealing="worker",
             exports=exports,
             poll_interval=poll_interval,

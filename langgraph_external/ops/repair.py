@@ -31,6 +31,7 @@ from typing import Any
 
 from langgraph_external.assembly import assemble
 from langgraph_external.ledger import schema as ledger
+from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.settings import Settings
 from langgraph_external.upstream.saver_ops import (
@@ -90,10 +91,9 @@ def repair(
         Settings.resolve(
             workspace=ws,
             dsn=dsn,
-            schema=schema,
-            spool_dir=spool_dir,
             cipher=cipher,
             sealing="thread",
+            options=Options(schema=schema, spool_dir=spool_dir),
         ),
         workspace=ws,
     )

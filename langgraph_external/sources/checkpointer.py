@@ -491,19 +491,7 @@ def _standalone_recording(
     from langgraph_external.settings import Settings  # lazy: with the assembly
 
     settings = Settings.resolve(
-        workspace=workspace,
-        dsn=dsn,
-        key=key,
-        redaction=redaction,
-        schema=options.schema,
-        strict=options.strict,
-        spool_dir=options.spool_dir,
-        encrypt=options.encrypt,
-        offload_threshold=options.offload_threshold,
-        processors=options.processors,
-        embedded_dir=options.embedded_dir,
-        fsync=options.fsync,
-        storage_options=dict(options.storage_options) if options.storage_options else None,
+        workspace=workspace, dsn=dsn, key=key, redaction=redaction, options=options
     )
     given = None if isinstance(workspace, (str, os.PathLike)) else workspace  # a Workspace
     return assemble(settings.replace(serde=serde), workspace=given, projections=options.projections)
