@@ -22,6 +22,7 @@ from langchain_core.messages import HumanMessage
 from langgraph_external import External, verify_chain
 from langgraph_external.ledger.postgres import PostgresLedger
 from langgraph_external.options import Options
+from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.seal import Sealer
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
@@ -409,7 +410,7 @@ def test_health_and_flush_after_close_start_no_helper_again(
         health = pipeline.health()
         assert health["sealing"]["closed"] is True
         assert "sealer" not in health["failing"] and health["failures"] == []
-        assert helper.flush({"c1"}, "0", 1.0) is False
+        assert helper.flush(FlushRequest(("c1",), "0", 1.0)) is False
     assert getattr(helper, "pid", None) == pid and getattr(helper, "restarts", None) == 0
     _wait_gone(pid)  # the closed helper exits
 

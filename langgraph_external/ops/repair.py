@@ -32,6 +32,8 @@ from typing import Any
 from langgraph_external.assembly import assemble
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.options import Options
+from langgraph_external.pipeline.backend import FlushRequest
+from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.settings import Settings
 from langgraph_external.upstream.saver_ops import (
@@ -152,12 +154,12 @@ def _seal_behind_running(pipeline: Any, store: Any, timeout: float) -> int:
     return sealed
 
 
-def _seal_all(pipeline: Any, timeout: float) -> int:
+def _seal_all(pipeline: Pipeline, timeout: float) -> int:
     """Seal every sealable capture (any process's) with the pipeline's local sealer."""
     service = pipeline.service
     assert service is not None
     before = service.sealer.sealed_captures
-    service.flush([], service.horizon(), timeout)
+    service.flush(FlushRequest((), service.horizon(), timeout))
     deadline = time.monotonic() + timeout
     while service.sealer.seal_batch() and time.monotonic() < deadline:
         pass
