@@ -12,20 +12,16 @@ Example:
 from __future__ import annotations
 
 from langgraph_external._moved import deprecated_names
-from langgraph_external.sources.callbacks import AuditCallbackHandler, prompt_context_hash
+from langgraph_external.sources.callbacks import (
+    DEPRECATED_NAMES,
+    AuditCallbackHandler,
+    prompt_context_hash,
+)
 
 __all__ = ["AuditCallbackHandler", "prompt_context_hash"]
 
 
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        "AsyncAuditCallbackHandler": (  # the same handler under its earlier name
-            lambda: AuditCallbackHandler,
-            "use AuditCallbackHandler (the same handler; it serves async graphs too)",
-        )
-    },
-)
+__getattr__ = deprecated_names(__name__, DEPRECATED_NAMES)
 
 
 def __dir__() -> list[str]:

@@ -500,15 +500,15 @@ def _is_step(tags: Sequence[str] | None) -> bool:
     return any(t.startswith("graph:step:") for t in (tags or ()))
 
 
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        "AsyncAuditCallbackHandler": (  # the same handler under its earlier name
-            lambda: AuditCallbackHandler,
-            "use AuditCallbackHandler (the same handler; it serves async graphs too)",
-        )
-    },
-)
+DEPRECATED_NAMES = {
+    "AsyncAuditCallbackHandler": (  # the same handler under its earlier name
+        lambda: AuditCallbackHandler,
+        "use AuditCallbackHandler (the same handler; it serves async graphs too)",
+    )
+}
+"""Names this module (and :mod:`langgraph_external.callbacks`) gave, kept until 0.3."""
+
+__getattr__ = deprecated_names(__name__, DEPRECATED_NAMES)
 
 
 def __dir__() -> list[str]:
