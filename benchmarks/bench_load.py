@@ -726,7 +726,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("psycopg").addFilter(aborts)
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lgx-bench-load-")))
+        # a server still writing its last files while the directory goes must not cost
+        # the results (they are printed after this block)
+        scratch = tempfile.TemporaryDirectory(prefix="lgx-bench-load-", ignore_cleanup_errors=True)
+        tmp = Path(stack.enter_context(scratch))
         pg = postgres(args.dsn, tmp, max_connections=args.max_connections)
         dsn, kind = stack.enter_context(pg)
         info = {**server_info(dsn), "kind": kind}
