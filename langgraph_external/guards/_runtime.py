@@ -163,7 +163,6 @@ class _NodeCall:
                 var_child_runnable_config.reset(token)
 
     def caught(self, exc: ToolStop | ParentCommand, input: Any) -> Any:
-        """The node's result when its body raised ``exc``."""
         if isinstance(exc, ToolStop):
             return self.stopped(exc, input)
         rerouted = self.parent_command(exc.args[0])
@@ -172,7 +171,6 @@ class _NodeCall:
         return rerouted
 
     def end(self, output: Any, input: Any) -> Any:
-        """The node's result after its body returned ``output``."""
         if self.handler is not None and self.handler.stop is not None:
             return self.stopped(self.handler.stop, input)  # the node swallowed the signal
         return self.finish(output)
