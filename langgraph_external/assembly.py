@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external.errors import LedgerUnavailableError
@@ -198,6 +198,16 @@ def _assemble(
 SAVER_CONN_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 """Connection settings the official saver needs of its pool."""
 
+
+def _pool_settings(pool_size: int) -> dict[str, Any]:
+    return {
+        "min_size": 1,
+        "max_size": pool_size,
+        "kwargs": dict(SAVER_CONN_KWARGS),
+        "max_idle": POOL_MAX_IDLE,
+    }
+
+
 SETUP_ATTEMPTS = 50
 SETUP_RACES = (
     psycopg.errors.UniqueViolation,  # both recorded the same migration
@@ -251,17 +261,15 @@ def saver_is_current(where: ConnectionPool[Any] | str, migrations: int) -> bool:
     saver's ``setup()``, whose first statement is a ``CREATE TABLE IF NOT EXISTS``.
     """
     try:
-        if isinstance(where, str):
-            with psycopg.connect(where, autocommit=True, connect_timeout=10) as conn:
-                row = conn.execute(saver_ops.SAVER_VERSION_SQL).fetchone()
-                version = row[0] if row else -1
-        else:
-            with where.connection() as conn:
-                found = conn.execute(saver_ops.SAVER_VERSION_SQL).fetchone()
-                version = found["v"] if found else -1
+        with (
+            psycopg.connect(where, autocommit=True, connect_timeout=10)
+            if isinstance(where, str)
+            else where.connection()
+        ) as conn:
+            row = conn.cursor(row_factory=tuple_row).execute(saver_ops.SAVER_VERSION_SQL).fetchone()
     except psycopg.Error:
         return False
-    return int(version) >= migrations - 1
+    return int(row[0] if row else -1) >= migrations - 1
 
 
 def open_saver(dsn: str, pool_size: int) -> tuple[PostgresSaver, ConnectionPool[Any]]:
@@ -272,13 +280,7 @@ def open_saver(dsn: str, pool_size: int) -> tuple[PostgresSaver, ConnectionPool[
     lock, which would serialize the whole pool, is swapped for no lock. Close the pool.
     """
     pool: ConnectionPool[Any] = ConnectionPool(
-        dsn,
-        min_size=1,
-        max_size=pool_size,
-        kwargs=dict(SAVER_CONN_KWARGS),
-        max_idle=POOL_MAX_IDLE,
-        check=check_idle,
-        open=True,
+        dsn, **_pool_settings(pool_size), check=check_idle, open=True
     )
     try:
         saver = PostgresSaver(pool)
@@ -296,13 +298,7 @@ async def aopen_saver(
 ) -> tuple[AsyncPostgresSaver, AsyncConnectionPool[Any]]:
     """Async :func:`open_saver`: the official async saver on its own pool."""
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        dsn,
-        min_size=1,
-        max_size=pool_size,
-        kwargs=dict(SAVER_CONN_KWARGS),
-        max_idle=POOL_MAX_IDLE,
-        check=acheck_idle,
-        open=False,
+        dsn, **_pool_settings(pool_size), check=acheck_idle, open=False
     )
     await pool.open()
     try:

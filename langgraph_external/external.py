@@ -110,11 +110,10 @@ class External:
             options=opts,
         )
         """The resolved configuration (the one handed to the sealing helper)."""
-        settings = self.settings
-        if settings.sealing == "worker":
+        if self.settings.sealing == "worker":
             _check_worker_mode(opts, exports)
         self.options = opts
-        self.workspace: Workspace | None = settings.open_workspace()
+        self.workspace: Workspace | None = self.settings.open_workspace()
         self._recording: Recording | None = None
         self._audit: AuditCallbackHandler | None = None
         self._pool: ConnectionPool[Any] | None = None
@@ -189,15 +188,12 @@ class External:
         try:
             dsn = self._prepare()
             inner = self.options.saver
-            outbox: bool | None = None
             if inner is None:
                 inner, self._pool = open_saver(dsn, self.options.pool_size)
-                outbox = True  # same database as the ledger: the record commits with it
-            self._wrap(inner, outbox)
+            self._wrap(inner)
         except BaseException:
             self.close()
             raise
-        self._is_setup = True
         return self
 
     async def asetup(self) -> External:
@@ -207,19 +203,19 @@ class External:
         try:
             dsn = await asyncio.to_thread(self._prepare)
             inner = self.options.saver
-            outbox: bool | None = None
             if inner is None:
                 inner, self._apool = await aopen_saver(dsn, self.options.pool_size)
-                outbox = True
-            self._wrap(inner, outbox)
+            self._wrap(inner)
         except BaseException:
             await self.aclose()
             raise
-        self._is_setup = True
         return self
 
-    def _wrap(self, inner: BaseCheckpointSaver[Any], outbox: bool | None) -> None:
+    def _wrap(self, inner: BaseCheckpointSaver[Any]) -> None:
+        """Build the checkpointer around ``inner`` and the audit handler: set up."""
         assert self.pipeline is not None and self._recording is not None
+        # the official saver is on the ledger's database: the record commits with it
+        outbox = True if self.options.saver is None else None
         if self._recording.mirror is not None:
             self._recording.mirror.serde = inner.serde
         if self.pipeline.service is not None:  # inline values and Send packets
@@ -230,6 +226,7 @@ class External:
             if self.options.audit_callbacks
             else None
         )
+        self._is_setup = True
 
     def close(self) -> None:
         """Flush every recorded event, close connections, release the embedded server

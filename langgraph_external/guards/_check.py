@@ -47,9 +47,7 @@ class Topology:
 
     @classmethod
     def _of_builder(cls, builder: StateGraph[Any]) -> Topology:
-        edges: list[tuple[str, str, EdgeKind]] = []
-        for src, dst in sorted(builder.edges):
-            edges.append((src, dst, "edge"))
+        edges: list[tuple[str, str, EdgeKind]] = [(s, d, "edge") for s, d in sorted(builder.edges)]
         for srcs, dst in sorted(builder.waiting_edges, key=lambda e: (tuple(e[0]), e[1])):
             edges.extend((src, dst, "join") for src in srcs)
         open_routers: list[tuple[str, str]] = []
@@ -77,13 +75,10 @@ class Topology:
 def _dedupe(
     edges: Iterable[tuple[str, str, EdgeKind]],
 ) -> list[tuple[str, str, EdgeKind]]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for src, dst, kind in edges:
-        if (src, dst) not in seen:
-            seen.add((src, dst))
-            out.append((src, dst, kind))
-    return out
+    first: dict[tuple[str, str], tuple[str, str, EdgeKind]] = {}
+    for edge in edges:
+        first.setdefault(edge[:2], edge)
+    return list(first.values())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -224,26 +224,20 @@ class Enforcer:
     ) -> TransitionViolation | None:
         """A violation if ``source -> target`` is unknown or not allowed, else ``None``."""
         if not isinstance(target, str) or (target not in self.nodes and target != END):
-            return self.violation(
-                "unknown_target",
-                source,
-                str(target),
-                f"{source} -> {target!r} ({via}): no such node in the graph",
-                node=node,
-                config=config,
-                would_be=would_be,
-            )
-        if not self.policy.allows(source, target):
-            return self.violation(
-                "illegal_transition",
-                source,
-                target,
-                f"{source} -> {target} ({via}) is not an allowed transition",
-                node=node,
-                config=config,
-                would_be=would_be,
-            )
-        return None
+            rule, what = "unknown_target", f"{target!r} ({via}): no such node in the graph"
+        elif not self.policy.allows(source, target):
+            rule, what = "illegal_transition", f"{target} ({via}) is not an allowed transition"
+        else:
+            return None
+        return self.violation(
+            rule,
+            source,
+            str(target),
+            f"{source} -> {what}",
+            node=node,
+            config=config,
+            would_be=would_be,
+        )
 
     def check_input(self, value: Any, config: RunnableConfig | None) -> Any:
         """Check a ``Command(goto=...)`` given as a run's input, as a decision of START.
@@ -299,22 +293,21 @@ def _clause(
         return {"path": f"transitions.{source}", "value": sorted(policy.targets(source))}
     if node is None:
         return None
-    declared = policy.nodes.get(node)
+    declared = policy.node_rule(node)
     if rule == "visit_limit":
-        if declared is not None and declared.max_visits is not None:
+        if declared.max_visits is not None:
             return {"path": f"nodes.{node}.max_visits", "value": declared.max_visits}
         return {"path": "default_max_visits", "value": policy.default_max_visits}
     if rule == "tool_tier" and target is not None:
-        has_tier = declared is not None and declared.tier is not None
         tool_path = f"tools.{target}" if target in policy.tools else "unlisted_tool_tier"
         return {
-            "path": f"nodes.{node}.tier" if has_tier else "default_tier",
-            "value": declared.tier if has_tier and declared else policy.default_tier,
-            "tools_allowed_by_name": list(policy.node_rule(node).tools),
+            "path": f"nodes.{node}.tier" if declared.tier is not None else "default_tier",
+            "value": declared.tier if declared.tier is not None else policy.default_tier,
+            "tools_allowed_by_name": list(declared.tools),
             "tool_tier": {"path": tool_path, "value": policy.tool_tier(target)},
         }
     if rule == "state_write":
-        return {"path": f"nodes.{node}.writes", "value": policy.node_rule(node).writes}
+        return {"path": f"nodes.{node}.writes", "value": declared.writes}
     return None
 
 

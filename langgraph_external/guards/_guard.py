@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -117,7 +117,6 @@ def guard(
     has_successors = set(static) | {s for s in builder.branches if s != START}
     _guard_nodes(builder, g, has_successors, declared_tool_nodes)
     builder._lgx_topology = topology  # type: ignore[attr-defined]
-    builder._lgx_policy = policy  # type: ignore[attr-defined]
     builder._lgx_guard = g  # type: ignore[attr-defined]
     _check_inputs_after_compile(builder)
     return builder
@@ -140,11 +139,7 @@ def _guard_routers(builder: StateGraph[Any], policy: TransitionPolicy, g: Enforc
     for src, branches in list(builder.branches.items()):
         fallback = policy.action_for(None if src == START else src).fallback
         for name, branch in list(branches.items()):
-            mapped = dict(branch.ends) if branch.ends else None
-            key: Hashable | None = None
-            if mapped is not None and fallback is not None:
-                key = next((k for k, v in mapped.items() if v == fallback), FALLBACK_KEY)
-                mapped.setdefault(key, fallback)
+            mapped, key = _with_fallback(branch.ends, fallback) if branch.ends else (None, None)
             path = guard_router(g, src, branch.path, branch.ends, key)
             branches[name] = branch._replace(path=path, ends=mapped)
 
@@ -158,17 +153,24 @@ def _route_static_edges(
     """Replace the ``static`` edges of each source by one checked router over the same
     targets (and the source's fallback)."""
     for src, targets in sorted(static.items()):
-        fallback = policy.action_for(src).fallback
-        ends: dict[Hashable, str] = {t: t for t in sorted(targets)}
-        key = None
-        if fallback is not None:
-            key = fallback if fallback in ends else FALLBACK_KEY
-            ends.setdefault(key, fallback)
+        ends, key = _with_fallback({t: t for t in sorted(targets)}, policy.action_for(src).fallback)
         for dst in targets:
             builder.edges.discard((src, dst))
         builder.branches[src][EDGES_BRANCH] = BranchSpec(
             path=static_edges(g, src, sorted(targets), key), ends=ends
         )
+
+
+def _with_fallback(
+    ends: Mapping[Hashable, str], fallback: str | None
+) -> tuple[dict[Hashable, str], Hashable | None]:
+    """A router's path map ``ends`` that also reaches ``fallback``, and the key to it."""
+    mapped = dict(ends)
+    if fallback is None:
+        return mapped, None
+    key = next((k for k, v in mapped.items() if v == fallback), FALLBACK_KEY)
+    mapped.setdefault(key, fallback)
+    return mapped, key
 
 
 def _guard_nodes(

@@ -163,15 +163,18 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _json_int(text: str) -> int:
+def _check_number(text: str, unit: str = "characters", mark: yaml.Mark | None = None) -> None:
     if len(text) > MAX_NUMBER_CHARS:
-        raise _LimitExceeded(f"a number of {len(text)} digits (at most {MAX_NUMBER_CHARS})")
+        raise _LimitExceeded(f"a number of {len(text)} {unit} (at most {MAX_NUMBER_CHARS})", mark)
+
+
+def _json_int(text: str) -> int:
+    _check_number(text, "digits")
     return int(text)
 
 
 def _json_float(text: str) -> float:
-    if len(text) > MAX_NUMBER_CHARS:
-        raise _LimitExceeded(f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+    _check_number(text)
     return float(text)
 
 
@@ -304,17 +307,11 @@ def _construct_mapping(loader: _PolicyLoader, node: yaml.MappingNode) -> dict[An
     return seen
 
 
-def _bounded_number(
-    construct: Any,
-) -> Any:
+def _bounded_number(construct: Any) -> Any:
     """Wrap a scalar constructor so a number literal cannot be longer than it needs."""
 
     def bounded(loader: _PolicyLoader, node: yaml.ScalarNode) -> Any:
-        if len(node.value) > MAX_NUMBER_CHARS:
-            raise _LimitExceeded(
-                f"a number of {len(node.value)} characters (at most {MAX_NUMBER_CHARS})",
-                node.start_mark,
-            )
+        _check_number(node.value, mark=node.start_mark)
         return construct(loader, node)
 
     return bounded

@@ -50,9 +50,7 @@ def mermaid(policy: DeclaredTransitions, graph: Any = None) -> str:
                 cls = ":::missing"
         lines.append(f"  {ids[s]}{shape}{cls}")
     styles: list[str] = []
-    graph_edges: dict[tuple[str, str], str] = {}
-    if topo is not None:
-        graph_edges = {(src, dst): kind for src, dst, kind in topo.edges}
+    graph_edges = {(src, dst): kind for src, dst, kind in (topo.edges if topo else ())}
     index = 0
     for src in states:
         for dst in sorted(policy.targets(src), key=states.index):

@@ -37,7 +37,6 @@ from langgraph_external.guards._loading import (
 from langgraph_external.guards._mermaid import mermaid
 from langgraph_external.guards._states import normalize_state
 from langgraph_external.guards._validation import (
-    Problem,
     cross_references,
     in_file_order,
     schema_problems,
@@ -148,9 +147,18 @@ class TransitionPolicy(BaseModel):
 
     @model_validator(mode="after")
     def _normalize_and_cross_check(self) -> TransitionPolicy:
-        problems = _normalize(self)
+        # spell START/END canonically and check every cross-reference
+        problems, states, transitions = cross_references(
+            self.states,
+            self.transitions,
+            {name: rule.model_dump() for name, rule in self.nodes.items()},
+            self.tools,
+            self.on_violation.model_dump(),
+        )
         if problems:
             raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
+        object.__setattr__(self, "states", states)
+        object.__setattr__(self, "transitions", transitions)
         # lookups the runtime uses on every step, computed once
         self._allowed = {src: frozenset(dsts) for src, dsts in self.transitions.items()}
         body = canonical_json(self.model_dump(mode="json"))
@@ -265,9 +273,8 @@ class TransitionPolicy(BaseModel):
                 f"cannot read the file: not UTF-8 text ({exc.reason} at byte {exc.start})",
                 source=source,
             ) from None
-        if p.suffix.lower() == ".json":
-            return cls.from_dict(parse_json(text, source, limits), source=source)
-        return cls.from_dict(parse_yaml(text, source, limits), source=source)
+        parse = parse_json if p.suffix.lower() == ".json" else parse_yaml
+        return cls.from_dict(parse(text, source, limits), source=source)
 
     # -- queries ------------------------------------------------------------------------
     @property
@@ -290,17 +297,13 @@ class TransitionPolicy(BaseModel):
 
     def action_for(self, node: str | None) -> OnViolation:
         """The on-violation action of ``node`` (its own, else the policy's)."""
-        rule = self.nodes.get(node) if node is not None else None
-        if rule is not None and rule.on_violation is not None:
-            return rule.on_violation
-        return self.on_violation
+        own = self.node_rule(node).on_violation if node is not None else None
+        return own if own is not None else self.on_violation
 
     def max_visits(self, node: str) -> int | None:
         """Visit limit of ``node`` per invocation, if any."""
-        rule = self.nodes.get(node)
-        if rule is not None and rule.max_visits is not None:
-            return rule.max_visits
-        return self.default_max_visits
+        limit = self.node_rule(node).max_visits
+        return limit if limit is not None else self.default_max_visits
 
     def tool_tier(self, tool: str) -> Tier:
         """Tier of ``tool`` (``unlisted_tool_tier`` when the policy does not list it)."""
@@ -344,17 +347,3 @@ class TransitionPolicy(BaseModel):
 
 
 _EMPTY_RULE = NodeRule()
-
-
-def _normalize(policy: TransitionPolicy) -> list[Problem]:
-    """Spell START/END canonically and check every cross-reference; returns problems."""
-    problems, states, transitions = cross_references(
-        policy.states,
-        policy.transitions,
-        {name: rule.model_dump() for name, rule in policy.nodes.items()},
-        policy.tools,
-        policy.on_violation.model_dump(),
-    )
-    object.__setattr__(policy, "states", states)
-    object.__setattr__(policy, "transitions", transitions)
-    return problems

@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -95,51 +96,24 @@ def _task_key(config: RunnableConfig) -> str:
     return str(conf.get("checkpoint_ns") or task_id_of(config) or "")
 
 
-def _seed(run: _RunState, counts: Mapping[str, int]) -> None:
-    with _LOCK:
-        if run.seeded:
-            return
-        run.seeded = True
-        for node, n in counts.items():
-            run.visits.setdefault(("", node), set()).update(f"earlier:{i}" for i in range(n))
-
-
 # -- nodes --------------------------------------------------------------------------------
+@dataclasses.dataclass(slots=True)
 class _NodeCall:
     """One execution of a guarded node: entry check, tool check, exit check."""
 
-    __slots__ = (
-        "approved",
-        "config",
-        "guard",
-        "handler",
-        "messages_key",
-        "name",
-        "reroutable",
-        "run",
-        "tool_node",
-    )
+    guard: Enforcer
+    name: str
+    config: RunnableConfig
+    reroutable: bool
+    tool_node: bool
+    messages_key: str
+    handler: ToolTierCheck | None = None
+    approved: set[str] = dataclasses.field(default_factory=set)
+    plan: ToolPlan | None = None
+    run: _RunState | None = dataclasses.field(init=False)
 
-    def __init__(
-        self,
-        guard: Enforcer,
-        name: str,
-        config: RunnableConfig,
-        reroutable: bool,
-        tool_node: bool,
-        messages_key: str,
-    ):
-        self.guard = guard
-        self.name = name
-        self.config = config
-        self.reroutable = reroutable
-        self.tool_node = tool_node
-        self.messages_key = messages_key
-        self.handler: ToolTierCheck | None = None
-        self.approved: set[str] = set()
-        # the invocation's first tasks create it in its first step, the one step in which
-        # LangGraph tells whether the invocation resumes a paused run
-        self.run = _run_state(config) if guard.counts_visits else None
+    def __post_init__(self) -> None:
+        self.run = _run_state(self.config) if self.guard.counts_visits else None
 
     def needs_history(self) -> bool:
         """Whether visits of the run's earlier invocations must be read first."""
@@ -154,7 +128,57 @@ class _NodeCall:
 
     def seed(self, counts: Mapping[str, int]) -> None:
         assert self.run is not None
-        _seed(self.run, counts)
+        with _LOCK:
+            if self.run.seeded:
+                return
+            self.run.seeded = True
+            for node, n in counts.items():
+                seen = self.run.visits.setdefault(("", node), set())
+                seen.update(f"earlier:{i}" for i in range(n))
+
+    def begin(self, input: Any) -> Command[Any] | None:
+        """The checks before the body: a ``Command`` to return instead of running it, or
+        ``None`` to run it (on ``plan.input`` when there is a plan)."""
+        blocked = self.enter()
+        if blocked is not None:
+            return blocked
+        self.plan = self.plan_tools(input)
+        if self.plan is not None and not self.plan.run_node:
+            return self.finish(None)
+        return None
+
+    @contextmanager
+    def body_config(self) -> Iterator[RunnableConfig]:
+        """The body's config, also set in the context while it runs: tools called without
+        an explicit config read it from there."""
+        config = self.config
+        if self.guard.policy.guards_tools:
+            self.handler = ToolTierCheck(self.guard, self.name, self.config, self.approved)
+            config = with_handler(self.config, self.handler)
+        token = var_child_runnable_config.set(config) if self.handler else None
+        try:
+            yield config
+        finally:
+            if token is not None:
+                var_child_runnable_config.reset(token)
+
+    def caught(self, exc: ToolStop | ParentCommand, input: Any) -> Any:
+        if isinstance(exc, ToolStop):
+            return self.stopped(exc, input)
+        rerouted = self.parent_command(exc.args[0])
+        if rerouted is None:
+            raise exc
+        return rerouted
+
+    def end(self, output: Any, input: Any) -> Any:
+        if self.handler is not None and self.handler.stop is not None:
+            return self.stopped(self.handler.stop, input)  # the node swallowed the signal
+        return self.finish(output)
+
+    def decide(self, v: TransitionViolation) -> Command[Any] | None:
+        """Apply the policy to ``v``: the reroute, or ``None`` when a human approved it."""
+        fallback = self.guard.decide(v, self.config)
+        return None if fallback is None else self.divert(fallback)
 
     def enter(self) -> Command[Any] | None:
         """Count the visit; a ``Command`` to return instead of running the body, or None."""
@@ -178,8 +202,7 @@ class _NodeCall:
             config=self.config,
             would_be={"visits": visits, "limit": limit},
         )
-        fallback = self.guard.decide(v, self.config)
-        return None if fallback is None else self.divert(fallback)
+        return self.decide(v)
 
     def plan_tools(self, value: Any) -> ToolPlan | None:
         """Decide on the tool calls a tool node is about to run, before it runs them.
@@ -215,12 +238,6 @@ class _NodeCall:
         order = [str(c.get("id")) for c in pending.calls]
         return ToolPlan(pending.rebuild(allowed), bool(allowed), answers, order, fallback)
 
-    def inner_config(self) -> RunnableConfig:
-        if not self.guard.policy.guards_tools:
-            return self.config
-        self.handler = ToolTierCheck(self.guard, self.name, self.config, self.approved)
-        return with_handler(self.config, self.handler)
-
     def divert(self, fallback: str, update: Any = None) -> Command[Any]:
         if self.reroutable:
             _run_state(self.config).diverted.add(_task_key(self.config))
@@ -250,12 +267,12 @@ class _NodeCall:
         update = {self.messages_key: answers} if answers else None
         return self.divert(stop.fallback, update)
 
-    def finish(self, output: Any, plan: ToolPlan | None) -> Any:
+    def finish(self, output: Any) -> Any:
         """The node's output after the exit check and the answers to refused calls."""
         checked = self.exit(output)
+        plan = self.plan
         if plan is None or checked is not output:
             return checked
-        assert plan.fallback is not None
         kept = add_answers(updates_only(output), plan.answers, self.messages_key, plan.order)
         return self.divert(plan.fallback, kept)
 
@@ -288,9 +305,9 @@ class _NodeCall:
                     config=self.config,
                     would_be=output,
                 )
-                fallback = self.guard.decide(v, self.config)
-                if fallback is not None:
-                    return self.divert(fallback)
+                rerouted = self.decide(v)
+                if rerouted is not None:
+                    return rerouted
         for cmd in _commands(output):
             if cmd.graph is not None:
                 continue  # addressed to the parent graph: its own guard decides
@@ -298,11 +315,9 @@ class _NodeCall:
                 bad = self.guard.check_target(
                     self.name, target, via_, node=self.name, would_be=output, config=self.config
                 )
-                if bad is None:
-                    continue
-                fallback = self.guard.decide(bad, self.config)
-                if fallback is not None:
-                    return self.divert(fallback)
+                rerouted = None if bad is None else self.decide(bad)
+                if rerouted is not None:
+                    return rerouted
         return output
 
 
@@ -357,58 +372,29 @@ def guard_node(
         call = _NodeCall(guard, name, config, reroutable, tool_node, messages_key)
         if call.needs_history():
             call.seed(earlier_visits(config))
-        blocked = call.enter()
-        if blocked is not None:
-            return blocked
-        plan = call.plan_tools(input)
-        if plan is not None and not plan.run_node:
-            return call.finish(None, plan)
-        inner_config = call.inner_config()
-        # tools called without an explicit config read it from this context variable
-        token = var_child_runnable_config.set(inner_config) if call.handler else None
-        try:
-            output = inner.invoke(plan.input if plan else input, inner_config)
-        except ToolStop as stop:
-            return call.stopped(stop, input)
-        except ParentCommand as exc:
-            rerouted = call.parent_command(exc.args[0])
-            if rerouted is None:
-                raise
-            return rerouted
-        finally:
-            if token is not None:
-                var_child_runnable_config.reset(token)
-        if call.handler is not None and call.handler.stop is not None:
-            return call.stopped(call.handler.stop, input)  # the node swallowed the signal
-        return call.finish(output, plan)
+        early = call.begin(input)
+        if early is not None:
+            return early
+        with call.body_config() as inner_config:
+            try:
+                output = inner.invoke(call.plan.input if call.plan else input, inner_config)
+            except (ToolStop, ParentCommand) as exc:
+                return call.caught(exc, input)
+        return call.end(output, input)
 
     async def arun(input: Any, config: RunnableConfig) -> Any:
         call = _NodeCall(guard, name, config, reroutable, tool_node, messages_key)
         if call.needs_history():
             call.seed(await aearlier_visits(config))
-        blocked = call.enter()
-        if blocked is not None:
-            return blocked
-        plan = call.plan_tools(input)
-        if plan is not None and not plan.run_node:
-            return call.finish(None, plan)
-        inner_config = call.inner_config()
-        token = var_child_runnable_config.set(inner_config) if call.handler else None
-        try:
-            output = await inner.ainvoke(plan.input if plan else input, inner_config)
-        except ToolStop as stop:
-            return call.stopped(stop, input)
-        except ParentCommand as exc:
-            rerouted = call.parent_command(exc.args[0])
-            if rerouted is None:
-                raise
-            return rerouted
-        finally:
-            if token is not None:
-                var_child_runnable_config.reset(token)
-        if call.handler is not None and call.handler.stop is not None:
-            return call.stopped(call.handler.stop, input)
-        return call.finish(output, plan)
+        early = call.begin(input)
+        if early is not None:
+            return early
+        with call.body_config() as inner_config:
+            try:
+                output = await inner.ainvoke(call.plan.input if call.plan else input, inner_config)
+            except (ToolStop, ParentCommand) as exc:
+                return call.caught(exc, input)
+        return call.end(output, input)
 
     return RunnableCallable(run, arun, name=name, trace=False, recurse=False)
 
@@ -473,8 +459,7 @@ def guard_router(
     def run(state: Any, config: RunnableConfig) -> Any:
         if _task_key(config) in _run_state(config).diverted:
             return []
-        result = path.invoke(state, config)
-        return _route_result(guard, source, result, ends, fallback_key, config)
+        return _route_result(guard, source, path.invoke(state, config), ends, fallback_key, config)
 
     async def arun(state: Any, config: RunnableConfig) -> Any:
         if _task_key(config) in _run_state(config).diverted:
@@ -497,17 +482,14 @@ def static_edges(
         if task in run_state.diverted:
             run_state.diverted.discard(task)
             return []
-        out: list[Any] = list(fixed)
         for target in fixed:
             if guard.policy.allows(source, target):
-                continue
+                continue  # also when the target was added to the builder after guard()
             v = guard.check_target(
                 source, target, "edge", node=source, would_be=None, config=config
             )
-            if v is not None:
-                fallback = guard.decide(v, config)
-                if fallback is not None:
-                    return [fallback_key]
-        return out
+            if v is not None and guard.decide(v, config) is not None:
+                return [fallback_key]
+        return list(fixed)
 
     return RunnableCallable(run, name=EDGES_BRANCH, trace=False, recurse=False)

@@ -129,4 +129,4 @@ class ToolPlan:
     run_node: bool
     answers: list[Any]
     order: list[str]
-    fallback: str | None
+    fallback: str

@@ -28,8 +28,6 @@ class PendingCalls:
 
     calls: list[dict[str, Any]]
     rebuild: Callable[[list[dict[str, Any]]], Any]
-    as_list: bool
-    """The node answers with a bare list of messages (its input was one)."""
 
 
 def pending_tool_calls(value: Any, messages_key: str) -> PendingCalls | None:
@@ -45,29 +43,19 @@ def pending_tool_calls(value: Any, messages_key: str) -> PendingCalls | None:
     """
     if isinstance(value, Mapping) and value.get("__type") == "tool_call_with_context":
         call = dict(value["tool_call"])
-        return PendingCalls([call], lambda calls: value if calls else None, as_list=False)
+        return PendingCalls([call], lambda calls: value if calls else None)
     if isinstance(value, list) and value and _is_tool_call(value[-1]):
-        return PendingCalls([dict(c) for c in value], list, as_list=False)
+        return PendingCalls([dict(c) for c in value], list)
+    replace: Callable[[list[Any]], Any]
     if isinstance(value, list):
-        found = _latest_ai(value)
-        if found is None:
-            return None
-        i, ai = found
-        return PendingCalls(
-            [dict(c) for c in ai.tool_calls],
-            lambda calls: [*value[:i], _with_calls(ai, calls), *value[i + 1 :]],
-            as_list=True,
-        )
-    if isinstance(value, Mapping):
-        messages = value.get(messages_key)
-        replace: Callable[[list[Any]], Any] = lambda msgs: {**value, messages_key: msgs}  # noqa: E731
+        replace = list
+    elif isinstance(value, Mapping):
+        replace = lambda msgs: {**value, messages_key: msgs}  # noqa: E731
     elif hasattr(value, "model_copy") or dataclasses.is_dataclass(value):
-        messages = getattr(value, messages_key, None)
         replace = lambda msgs: _replace_attr(value, messages_key, msgs)  # noqa: E731
     else:
         return None
-    if not isinstance(messages, list):
-        return None
+    messages = _messages_of(value, messages_key)
     found = _latest_ai(messages)
     if found is None:
         return None
@@ -75,20 +63,12 @@ def pending_tool_calls(value: Any, messages_key: str) -> PendingCalls | None:
     return PendingCalls(
         [dict(c) for c in ai.tool_calls],
         lambda calls: replace([*messages[:i], _with_calls(ai, calls), *messages[i + 1 :]]),
-        as_list=False,
     )
 
 
 def unanswered_calls(value: Any, messages_key: str) -> list[dict[str, Any]]:
     """Tool calls of the latest ``AIMessage`` that no later ``ToolMessage`` answers."""
-    if isinstance(value, Mapping):
-        messages = value.get(messages_key)
-    elif isinstance(value, list):
-        messages = value
-    else:
-        messages = getattr(value, messages_key, None)
-    if not isinstance(messages, list):
-        return []
+    messages = _messages_of(value, messages_key)
     found = _latest_ai(messages)
     if found is None:
         return []
@@ -144,6 +124,17 @@ def updates_only(output: Any) -> Any:
 
 def _is_tool_call(value: Any) -> bool:
     return isinstance(value, Mapping) and value.get("type") == "tool_call"
+
+
+def _messages_of(value: Any, messages_key: str) -> list[Any]:
+    """The message list of a node's input or state (empty when it has none)."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, Mapping):
+        messages = value.get(messages_key)
+    else:
+        messages = getattr(value, messages_key, None)
+    return messages if isinstance(messages, list) else []
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage] | None:

@@ -8,7 +8,7 @@ once, each as a ``(path, message)`` pair (``transitions.draft[1]``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,14 +22,14 @@ Problem = tuple[str, str]
 
 def cross_references(
     raw_states: Any, raw_transitions: Any, raw_nodes: Any, raw_tools: Any, raw_action: Any
-) -> tuple[list[tuple[str, str]], list[str], dict[str, list[str]]]:
+) -> tuple[list[Problem], list[str], dict[str, list[str]]]:
     """Check the cross-references of a policy given as plain data.
 
     Works on data that failed schema validation too (ill-typed parts are skipped: the
     schema errors already name them), so that one load reports every problem at once.
     Returns the problems, the normalized states and the normalized transitions.
     """
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     states: list[str] = []
     first: dict[str, int] = {}
     for i, raw in enumerate(raw_states if isinstance(raw_states, list) else []):
@@ -45,10 +45,9 @@ def cross_references(
         else:
             first[name] = i
             states.append(name)
-    declared = set(states)
-    if START not in declared:
+    if START not in first:
         states.insert(0, START)
-    if END not in declared:
+    if END not in first:
         states.append(END)
     declared = set(states)
 
@@ -100,22 +99,22 @@ def _items(value: Any) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in value.items() if isinstance(k, str)]
 
 
-def _fallback_problems(action: Any, here: str, declared: Iterable[str]) -> list[tuple[str, str]]:
+def _fallback_problems(action: Any, here: str, declared: set[str]) -> list[Problem]:
     fallback = action.get("fallback") if isinstance(action, Mapping) else None
     if not isinstance(fallback, str):
         return []
     fallback = normalize_state(fallback)
-    if fallback == START or fallback not in set(declared):
+    if fallback == START or fallback not in declared:
         return [(f"{here}.fallback", f"{fallback!r} is not a declared node")]
     return []
 
 
-def schema_problems(exc: ValidationError) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+def schema_problems(exc: ValidationError) -> list[Problem]:
+    out: list[Problem] = []
     for err in exc.errors():
         msg = str(err["msg"]).removeprefix("Value error, ")
         path = _format_loc(err["loc"])
-        if (not path and "\n" in msg) or (not path and ": " in msg):
+        if not path and ("\n" in msg or ": " in msg):
             for line in msg.splitlines():
                 where, _, what = line.partition(": ")
                 out.append((where, what))
@@ -124,20 +123,20 @@ def schema_problems(exc: ValidationError) -> list[tuple[str, str]]:
             msg = "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
-        elif "input" in err and err["type"] not in ("value_error",):
+        elif "input" in err and err["type"] != "value_error":
             msg = f"{msg} (got {preview(err['input'])})"
-        if path and ": " in msg and msg.split(": ", 1)[0].split(".")[0] in ("fallback",):
+        if path and ": " in msg and msg.split(": ", 1)[0].split(".")[0] == "fallback":
             sub, _, msg = msg.partition(": ")
             path = f"{path}.{sub}"
         out.append((path, msg))
     return out
 
 
-def in_file_order(problems: list[tuple[str, str]], keys: list[Any]) -> list[tuple[str, str]]:
+def in_file_order(problems: list[Problem], keys: list[Any]) -> list[Problem]:
     """Problems sorted by where their top-level key appears in the file."""
     order = {str(k): i for i, k in enumerate(keys)}
 
-    def position(problem: tuple[str, str]) -> int:
+    def position(problem: Problem) -> int:
         head = problem[0].split(".", 1)[0].split("[", 1)[0]
         return order.get(head, len(order))
 
@@ -149,8 +148,6 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-after[_fallback_for_route(), OnViolation]",):
-            continue
-        else:
+        elif part != "function-after[_fallback_for_route(), OnViolation]":
             out += f".{part}" if out else str(part)
     return out

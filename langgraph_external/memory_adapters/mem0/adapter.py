@@ -274,17 +274,8 @@ class Mem0Adapter(AsyncMemoryMethods):
 
     # -- operations ---------------------------------------------------------------------
     @contextmanager
-    def _operation(
-        self,
-        kind: str,
-        *,
-        actor: str | None = None,
-        reason: str | None = None,
-        infer: bool | None = None,
-        messages: list[dict[str, Any]] | None = None,
-    ) -> Iterator[Operation]:
-        actor = actor if actor is not None else self.actor
-        op = Operation(kind=kind, actor=actor, reason=reason, infer=infer, messages=messages)
+    def _operation(self, kind: str, *, actor: str | None, **details: Any) -> Iterator[Operation]:
+        op = Operation(kind=kind, actor=actor if actor is not None else self.actor, **details)
         with run_operation(self.pool, op, detached=not self.trace_llm):
             yield op
         self._events.writes(op)
@@ -333,7 +324,7 @@ class Mem0Adapter(AsyncMemoryMethods):
         with self._operation(
             "add", actor=actor, reason=reason, infer=infer, messages=json_safe(msgs)
         ):
-            result: dict[str, Any] = self.memory.add(
+            return self.memory.add(
                 msgs,
                 user_id=user_id,
                 agent_id=agent_id,
@@ -342,7 +333,6 @@ class Mem0Adapter(AsyncMemoryMethods):
                 infer=infer,
                 **kwargs,
             )
-        return result
 
     def update(
         self,
@@ -364,8 +354,7 @@ class Mem0Adapter(AsyncMemoryMethods):
         meta = dict(metadata) if metadata else None
         operation = self._operation("update", actor=actor, reason=reason)
         with _not_found_as_lookup_error(memory_id), operation:
-            result: dict[str, Any] = self.memory.update(memory_id, text, metadata=meta)
-        return result
+            return self.memory.update(memory_id, text, metadata=meta)
 
     def delete(
         self, memory_id: str, *, reason: str | None = None, actor: str | None = None
@@ -377,24 +366,20 @@ class Mem0Adapter(AsyncMemoryMethods):
         """
         operation = self._operation("delete", actor=actor, reason=reason)
         with _not_found_as_lookup_error(memory_id), operation:
-            result: dict[str, Any] = self.memory.delete(memory_id)
-        return result
+            return self.memory.delete(memory_id)
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         """One memory by id (``Memory.get``), or ``None``."""
-        result: dict[str, Any] | None = self.memory.get(memory_id)
-        return result
+        return self.memory.get(memory_id)
 
     def get_all(self, *, filters: Mapping[str, Any], top_k: int = 100) -> dict[str, Any]:
         """Memories matching ``filters`` (which must name a user, agent or run)."""
         self._scope(*(filters.get(k) for k in SCOPE_KEYS))
-        result: dict[str, Any] = self.memory.get_all(filters=dict(filters), top_k=top_k)
-        return result
+        return self.memory.get_all(filters=dict(filters), top_k=top_k)
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """Mem0-shaped change history of one memory, from ``memory_events``."""
-        result: list[dict[str, Any]] = self.memory.history(memory_id)
-        return result
+        return self.memory.history(memory_id)
 
     def search(
         self,

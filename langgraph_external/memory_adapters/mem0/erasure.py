@@ -114,11 +114,11 @@ class Eraser:
     def __init__(self, schema: str, collection: str, key: WorkspaceCipher) -> None:
         self.schema = schema
         self.collection = collection
-        self.entities = f"{collection}_entities"
         self.key = key
 
-    def _sql(self, text: str) -> Any:
-        return S.compose(text, self.schema, collection=self.collection, entities=self.entities)
+    def _sql(self, text: str, collection: str | None = None) -> Any:
+        c = collection or self.collection  # and its entity table
+        return S.compose(text, self.schema, collection=c, entities=f"{c}_entities")
 
     def erase_in(
         self,
@@ -182,22 +182,10 @@ class Eraser:
             content_hashes=sorted(h for h in (text_hash(t, self.key) for t in texts) if h),
             row_counts=counts,
         ).sealed()
+        # the columns are the receipt's fields, in order
+        *fields, row_counts = receipt.body().values()
         conn.execute(
-            self._sql(S.INSERT_ERASURE),
-            (
-                receipt.erasure_id,
-                c,
-                receipt.requested_at,
-                receipt.completed_at,
-                erased_by,
-                reason,
-                subject,
-                subject_hash,
-                ids,
-                receipt.content_hashes,
-                Jsonb(counts),
-                receipt.receipt_hash,
-            ),
+            self._sql(S.INSERT_ERASURE), (*fields, Jsonb(row_counts), receipt.receipt_hash)
         )
         return receipt
 
@@ -241,18 +229,15 @@ class Eraser:
         if user_id is not None:
             stmt = self._sql(S.DELETE_USER_MESSAGES)
             n += conn.execute(stmt, (self.collection, user_id)).rowcount
-        for u, a, r in scopes:
-            if u is None and a is None and r is None:
-                continue
-            stmt = self._sql(S.DELETE_SCOPE_MESSAGES)
-            n += conn.execute(stmt, (self.collection, u, a, r)).rowcount
+        stmt = self._sql(S.DELETE_SCOPE_MESSAGES)
+        for scope in scopes - {(None, None, None)}:
+            n += conn.execute(stmt, (self.collection, *scope)).rowcount
         return n
 
     def vacuum(self, dsn: str) -> None:
         """Vacuum every table an erasure touches, so no dead tuple keeps the text on disk."""
-        statements = (S.VACUUM_VECTORS, S.VACUUM_ENTITIES, *S.VACUUM_MEMORY_TABLES)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for text in statements:
+            for text in S.VACUUM_ERASED:
                 conn.execute(self._sql(text))
 
     def verify(self, conn: psycopg.Connection[Any], erasure_id: str) -> ErasureReceipt:
@@ -262,7 +247,7 @@ class Eraser:
             ErasureVerificationError: naming every check that failed.
         """
         problems: list[str] = []
-        row = conn.execute(S.compose(S.SELECT_ERASURE, self.schema), (erasure_id,)).fetchone()
+        row = conn.execute(self._sql(S.SELECT_ERASURE), (erasure_id,)).fetchone()
         if row is None:
             raise ErasureVerificationError(f"no erasure receipt {erasure_id}")
         stored = ErasureReceipt(
@@ -281,29 +266,22 @@ class Eraser:
         if stored.sealed().receipt_hash != row[11]:
             problems.append("receipt_hash does not match the receipt's content")
         ids = stored.memory_ids
-
-        def stmt(text: str) -> Any:  # the receipt's collection, whichever adapter asks
-            return S.compose(
-                text,
-                self.schema,
-                collection=stored.collection,
-                entities=f"{stored.collection}_entities",
-            )
-
+        c = stored.collection  # the receipt's, whichever adapter asks
         checks = {
             "vectors remain": S.COUNT_VECTORS_LEFT,
             "audit rows still hold text": S.COUNT_EVENTS_WITH_TEXT,
             "entity rows still link the memories": S.COUNT_ENTITIES_LINKED,
         }
         for label, text in checks.items():
-            n = conn.execute(stmt(text), (ids,)).fetchone()
+            n = conn.execute(self._sql(text, c), (ids,)).fetchone()
             if n is not None and n[0]:
                 problems.append(f"{label}: {n[0]}")
-        erase_rows = conn.execute(stmt(S.COUNT_ERASE_EVENTS), (erasure_id,)).fetchone()
+        erase_rows = conn.execute(self._sql(S.COUNT_ERASE_EVENTS, c), (erasure_id,)).fetchone()
         if erase_rows is None or erase_rows[0] != len(ids):
             problems.append("missing ERASE audit rows")
         hashes = stored.content_hashes
-        present = conn.execute(stmt(S.COUNT_EVENTS_AFTER_ERASURE), (ids, hashes, hashes)).fetchone()
+        stmt = self._sql(S.COUNT_EVENTS_AFTER_ERASURE, c)
+        present = conn.execute(stmt, (ids, hashes, hashes)).fetchone()
         if present is not None and present[0]:
             problems.append(f"events written after the erasure: {present[0]}")
         if problems:

@@ -58,8 +58,7 @@ class MemoryEvents:
                 for r, i, s in zip(row["ranks"], row["ids"], row["scores"], strict=True)
             ],
         }
-        kind = EventKind.MEMORY_SEARCH
-        self._emit(kind, "mem0.search", provenance, payload, row["duration_ms"])
+        self._emit(EventKind.MEMORY_SEARCH, "mem0.search", provenance, payload, row["duration_ms"])
 
     def erasure(self, receipt: ErasureReceipt, provenance: Mapping[str, Any]) -> None:
         """A ``memory_erase`` naming the receipt (no ids of what was erased beyond it)."""

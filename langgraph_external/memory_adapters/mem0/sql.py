@@ -391,9 +391,9 @@ delete from {schema}.memory_messages where collection = %s
 """
 
 # Dead tuples keep erased text on disk until vacuumed (``erase(vacuum=True)``).
-VACUUM_VECTORS = "vacuum {collection}"
-VACUUM_ENTITIES = "vacuum {entities}"
-VACUUM_MEMORY_TABLES = (
+VACUUM_ERASED = (
+    "vacuum {collection}",
+    "vacuum {entities}",
     "vacuum {schema}.memory_events",
     "vacuum {schema}.memory_messages",
     "vacuum {schema}.memory_retrievals",

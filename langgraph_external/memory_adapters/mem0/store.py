@@ -61,6 +61,17 @@ _CORE_KEYS = frozenset(
     {"data", "hash", "text_lemmatized", "created_at", "updated_at", "actor_id", "role"}
     | set(SCOPE_KEYS)
 )
+# what graph_provenance() reports, in the column order of the audit tables
+_PROVENANCE_KEYS = (
+    "thread_id",
+    "run_id",
+    "root_run_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "node",
+    "step",
+    "task_id",
+)
 
 
 def text_hash(text: str | None, key: WorkspaceCipher | None = None) -> str | None:
@@ -91,22 +102,10 @@ def graph_provenance() -> dict[str, Any]:
         >>> graph_provenance()["root_run_id"] is None  # not inside a graph task
         True
     """
-    empty: dict[str, Any] = dict.fromkeys(
-        (
-            "thread_id",
-            "run_id",
-            "root_run_id",
-            "checkpoint_ns",
-            "checkpoint_id",
-            "node",
-            "step",
-            "task_id",
-        )
-    )
     try:
         config = get_config()
     except RuntimeError:  # not inside a runnable
-        return empty
+        return dict.fromkeys(_PROVENANCE_KEYS)
     md = config.get("metadata") or {}
     conf = config.get("configurable") or {}
     task_id, parent_ns = where_of(md, conf)
@@ -404,54 +403,39 @@ class AuditedVectorStore:
     ) -> None:
         if self.before_audit is not None:
             self.before_audit(event, memory_id)
-        op = CURRENT_OP.get()
-        prov = op.provenance if op is not None else graph_provenance()
+        # outside an operation (Mem0 called directly) the write is an operation of its own
+        op = CURRENT_OP.get() or Operation(kind=event.lower())
         scope = new or old or {}
         old_text = old.get("data") if old else None
         new_text = new.get("data") if new else None
+        old_hash, new_hash = text_hash(old_text, self.key), text_hash(new_text, self.key)
         meta = {k: v for k, v in scope.items() if k not in _CORE_KEYS}
         row = conn.execute(
             self._insert_event,
             (
-                op.op_id if op is not None else new_id(),
+                op.op_id,
                 self.collection_name,
                 memory_id,
                 event,
                 old_text,
                 new_text,
-                text_hash(old_text, self.key),
-                text_hash(new_text, self.key),
+                old_hash,
+                new_hash,
                 scope.get("user_id"),
                 scope.get("agent_id"),
                 scope.get("run_id"),
-                op.actor if op is not None else None,
+                op.actor,
                 scope.get("actor_id"),
                 scope.get("role"),
-                op.reason if op is not None else None,
-                op.infer if op is not None else None,
-                Jsonb(op.messages) if op is not None and op.messages is not None else None,
+                op.reason,
+                op.infer,
+                Jsonb(op.messages) if op.messages is not None else None,
                 Jsonb(json_safe(meta)) if meta else None,
-                prov["thread_id"],
-                prov["run_id"],
-                prov["root_run_id"],
-                prov["checkpoint_ns"],
-                prov["checkpoint_id"],
-                prov["node"],
-                prov["step"],
-                prov["task_id"],
+                *(op.provenance[k] for k in _PROVENANCE_KEYS),
             ),
         ).fetchone()
         assert row is not None
-        if op is not None:
-            op.writes.append(
-                Write(
-                    event,
-                    memory_id,
-                    int(row[0]),
-                    text_hash(old_text, self.key),
-                    text_hash(new_text, self.key),
-                )
-            )
+        op.writes.append(Write(event, memory_id, int(row[0]), old_hash, new_hash))
 
 
 # -- Mem0's history, in Postgres --------------------------------------------------------------
