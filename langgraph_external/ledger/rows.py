@@ -36,10 +36,6 @@ __all__ = [
 ]
 
 
-def _identity_text(s: str) -> str:
-    return s
-
-
 def pack_detail(e: Event) -> bytes | None:
     """What a projection needs beyond the envelope: exact bytes, skeletons, artifacts."""
     if not e.detail and not e.attachments:
@@ -78,7 +74,7 @@ def event_row(e: Event) -> tuple[Any, ...]:
         e.step,
         e.task_id,
         e.duration_ms,
-        Jsonb(e.payload_json(), dumps=_identity_text),
+        Jsonb(e.payload_json(), dumps=str),  # JSON text already
         e.raw,
         e.artifact,
         e.redactions,
