@@ -90,9 +90,12 @@ CHECKPOINT_INDEX_COLUMNS = (
 
 _INDEX = ", ".join(CHECKPOINT_INDEX_COLUMNS)
 
-_EVENT_COLUMNS = """thread_id, seq, event_id, v, ts, kind, name, status,
-    checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash, detail"""
+EVENT_COLUMNS = (
+    "thread_id, seq, event_id, v, ts, kind, name, status, checkpoint_ns, checkpoint_id, run_id,"
+    " parent_run_id, root_run_id, node, step, task_id, duration_ms, payload, raw, artifact,"
+    " redactions, prev, hash, detail"
+)
+"""The events table's columns as ``INSERT_EVENT`` takes them (``rows.event_row``)."""
 
 _INDEX_UPSERT = """on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
     parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
@@ -101,7 +104,7 @@ _INDEX_UPSERT = """on conflict (thread_id, checkpoint_ns, checkpoint_id) do upda
     workspace_path = excluded.workspace_path, event_seq = excluded.event_seq"""
 
 INSERT_EVENT = f"""
-insert into {{schema}}.events ({_EVENT_COLUMNS})
+insert into {{schema}}.events ({EVENT_COLUMNS})
 values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
     %s::jsonb, %s, %s, %s, %s, %s, %s)
 """
@@ -123,7 +126,7 @@ with adv as materialized (
 ), src as (
     select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
 ), ins as (
-    insert into {{schema}}.events ({_EVENT_COLUMNS})
+    insert into {{schema}}.events ({EVENT_COLUMNS})
     select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
         r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
         r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
