@@ -136,19 +136,6 @@ def keep_running(datadir: str | os.PathLike[str]) -> bool:
     return (_resolve(datadir) / KEEP_RUNNING_FILE).exists()
 
 
-def _mark_keep_running(datadir: Path) -> None:
-    data = {"pid": os.getpid(), "at": datetime.now(timezone.utc).isoformat()}
-    (datadir / KEEP_RUNNING_FILE).write_text(json.dumps(data))
-
-
-def _unmark_keep_running(datadir: Path) -> bool:
-    try:
-        (datadir / KEEP_RUNNING_FILE).unlink()
-    except FileNotFoundError:
-        return False
-    return True
-
-
 # -- status -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ServerStatus:
@@ -243,7 +230,8 @@ def start_detached(datadir: str | os.PathLike[str]) -> ServerStatus:
     try:
         # marked while this process holds a handle, so no other process's release can
         # stop the server in between (and initdb wants an empty directory before)
-        _mark_keep_running(path)
+        mark = {"pid": os.getpid(), "at": datetime.now(timezone.utc).isoformat()}
+        (path / KEEP_RUNNING_FILE).write_text(json.dumps(mark))
     finally:
         handle.release()
     return server_status(path)
@@ -297,7 +285,7 @@ def stop_server(
     me = os.getpid()
     with _local, upstream.server_lock():
         stale = _prune_locked(path)
-        _unmark_keep_running(path)
+        (path / KEEP_RUNNING_FILE).unlink(missing_ok=True)
         pm = read_postmaster(path)
         users = [p for p in upstream.read_handles(path) if p != me]
         if pm is None:
@@ -356,12 +344,6 @@ def _release_at_exit(datadir: Path) -> None:
         _release(datadir, shared)
 
 
-def _drop(server: Any) -> None:
-    """Unregister this process from a server handle without stopping the server."""
-    with contextlib.suppress(Exception):
-        upstream.release_handle(server, stop=False)
-
-
 def _open(datadir: Path, stop_on_close: bool) -> Any:
     """The wheel's handle on a running, answering server of ``datadir``.
 
@@ -393,8 +375,9 @@ def _open(datadir: Path, stop_on_close: bool) -> Any:
             ) from exc
         if server is not None and answers(uri):
             return server
-        if server is not None:
-            _drop(server)
+        if server is not None:  # unregistered from it, the server left running
+            with contextlib.suppress(Exception):
+                upstream.release_handle(server, stop=False)
         with upstream.server_lock():
             pm = read_postmaster(datadir)
             if pm is not None:
@@ -456,10 +439,9 @@ class EmbeddedPostgres:
                 atexit.register(_release_at_exit, self.datadir)
             else:
                 shared.keep |= not self.stop_on_close
-            uri = str(shared.server.get_uri())
+            self.uri = uri = str(shared.server.get_uri())
             shared.holders += 1
             self._server = shared.server
-            self.uri = uri
         return uri
 
     def release(self) -> None:

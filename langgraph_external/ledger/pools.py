@@ -48,12 +48,9 @@ milliseconds, paid by a pool that had one unused for 10 s."""
 
 def _has_input(conn: Any) -> bool:
     """Whether the connection's socket has something to read (or is closed), now."""
-    fd = conn.fileno()
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLPRI)
-        return bool(poller.poll(0))
-    return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - no poll (Windows)
+    poller = select.poll()  # every platform with fcntl, which the package needs, has poll
+    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
 
 
 def check_idle(conn: Any) -> None:

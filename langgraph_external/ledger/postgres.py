@@ -35,7 +35,7 @@ from langgraph_external.ledger.rows import (
     unpack_detail,
 )
 from langgraph_external.ledger.schema import DEFAULT_SCHEMA, legacy_named, validate_schema
-from langgraph_external.ledger.writes import Statement, execute_in, head_tag, write_statements
+from langgraph_external.ledger.writes import execute_in, head_tag
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.escapes import unmark
@@ -87,11 +87,7 @@ class PostgresLedger:
     # -- connection ------------------------------------------------------------------------
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the ledger's small pool (the flusher, the projector, look-ups).
-
-        A pool, not one connection per thread: look-ups also run on LangGraph's
-        short-lived executor threads, and a connection per thread would outlive them.
-        """
+        """A connection of the ledger's small pool (:func:`ledger_pool`)."""
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
@@ -101,6 +97,20 @@ class PostgresLedger:
                 yield conn
         except PoolTimeout as exc:
             raise LedgerUnavailableError(f"cannot connect to the ledger database: {exc}") from exc
+
+    @contextmanager
+    def _session(self) -> Iterator[psycopg.Connection[Any]]:
+        """:meth:`_connection`, its database errors :func:`translate`-d."""
+        try:
+            with self._connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def _rows(self, query: Any, params: Any = None) -> list[Any]:
+        """The rows ``query`` returns, on a connection of the pool (errors translated)."""
+        with self._session() as conn:
+            return conn.execute(query, params).fetchall()
 
     def identity(self) -> str:
         """A name for this ledger that equivalent DSNs share (server, database, schema).
@@ -112,23 +122,11 @@ class PostgresLedger:
         # commands, exporters) otherwise never import
         from langgraph_external.upstream.langgraph import IDENTITY_SQL  # lazy: start-up time
 
-        try:
-            with self._connection() as conn:
-                row = conn.execute(IDENTITY_SQL).fetchone()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
-        assert row is not None
+        row = self._rows(IDENTITY_SQL)[0]
         raw = f"{row[0]}|{row[1]}|{self.schema}"
         return "ledger-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
 
     # -- writing ---------------------------------------------------------------------------
-    def statements(
-        self, events: Sequence[Event], captures: Mapping[str, Sequence[int]] | None = None
-    ) -> list[Statement]:
-        """The statements that store ``events`` (see
-        :func:`~langgraph_external.ledger.writes.write_statements`)."""
-        return write_statements(self.sql, self.cipher, events, captures)
-
     def execute_in(
         self,
         cur: Any,
@@ -151,18 +149,10 @@ class PostgresLedger:
         """
         if not events:
             return
-        try:
-            with (
-                self._connection() as conn,
-                conn.pipeline(),
-                conn.transaction(),
-                conn.cursor() as cur,
-            ):
-                self.execute_in(cur, events)
-                for tid in legacy_names:
-                    cur.execute(self.sql.mark_legacy_named, (tid,))
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+            self.execute_in(cur, events)
+            for tid in legacy_names:
+                cur.execute(self.sql.mark_legacy_named, (tid,))
 
     # -- capturing -------------------------------------------------------------------------
     def capture_in(self, cur: Any, row: Sequence[Any]) -> None:
@@ -183,24 +173,16 @@ class PostgresLedger:
         """
         if not captures:
             return
-        try:
-            with self._connection() as conn:
-                if len(captures) == 1:  # one autocommit statement: atomic, one round trip
-                    conn.execute(self.sql.capture, captures[0].row())
-                    return
-                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(self.sql.capture, [c.row() for c in captures])
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn:
+            if len(captures) == 1:  # one autocommit statement: atomic, one round trip
+                conn.execute(self.sql.capture, captures[0].row())
+                return
+            with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                cur.executemany(self.sql.capture, [c.row() for c in captures])
 
     def pending(self) -> dict[str, Any]:
         """Captures waiting for a sealer (``lgx db status``, ``health()``)."""
-        try:
-            with self._connection() as conn:
-                row = conn.execute(self.sql.pending).fetchone()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
-        assert row is not None
+        row = self._rows(self.sql.pending)[0]
         return {
             "captures": int(row[0]),
             "oldest": row[1],
@@ -210,32 +192,18 @@ class PostgresLedger:
 
     def horizon(self) -> str:
         """A transaction id every transaction that committed so far is below."""
-        try:
-            with self._connection() as conn:
-                row = conn.execute(stmt.CURRENT_XMAX).fetchone()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
-        assert row is not None
-        return str(row[0])
+        return str(self._rows(stmt.CURRENT_XMAX)[0][0])
 
     def unsealed(self, thread_ids: Collection[str], horizon: str) -> int:
         """Captures of ``thread_ids`` from transactions below ``horizon`` not sealed yet."""
         if not thread_ids:
             return 0
-        try:
-            with self._connection() as conn:
-                rows = conn.execute(self.sql.pending_of, (list(thread_ids), horizon)).fetchall()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        rows = self._rows(self.sql.pending_of, (list(thread_ids), horizon))
         return sum(int(r[1]) for r in rows)
 
     def notify(self, channel: str) -> None:
         """Announce captures on ``channel`` (``lgx worker`` processes listen there)."""
-        try:
-            with self._connection() as conn:
-                conn.execute("select pg_notify(%s, '')", (channel,))
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        self._rows("select pg_notify(%s, '')", (channel,))
 
     # -- sealing ---------------------------------------------------------------------------
     @contextmanager
@@ -247,32 +215,29 @@ class PostgresLedger:
         rows are read on it). The threads stay locked against other sealers until the
         transaction ends: it commits when the block exits normally.
         """
-        try:
-            with self._connection() as conn, conn.transaction():
-                # a sealing transaction need not wait for its WAL flush (nor make the app's
-                # commits wait behind it): if the server crashes before the flush, the
-                # transaction is lost whole — events, head move and capture deletion — and
-                # the captures, committed synchronously with the checkpoints, are sealed
-                # again into the same events (ids, times and bytes come from the captures)
-                conn.execute(stmt.ASYNC_COMMIT)
-                tids = [
-                    r[0]
-                    for r in conn.execute(self.sql.claim, (max_threads, self.seal_class)).fetchall()
-                ]
-                if not tids:
-                    yield None
-                    return
-                rows = conn.execute(self.sql.captures, (tids, max_captures)).fetchall()
-                heads = conn.execute(self.sql.seal_heads, (tids,)).fetchall()
-                yield SealTx(
-                    self,
-                    conn,
-                    [capture_from_row(r, self.cipher) for r in rows],
-                    {r[0]: (int(r[1]), r[2]) for r in heads if int(r[1]) > 0},
-                    {r[0] for r in heads if r[3]},
-                )
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn, conn.transaction():
+            # a sealing transaction need not wait for its WAL flush (nor make the app's
+            # commits wait behind it): if the server crashes before the flush, the
+            # transaction is lost whole — events, head move and capture deletion — and
+            # the captures, committed synchronously with the checkpoints, are sealed
+            # again into the same events (ids, times and bytes come from the captures)
+            conn.execute(stmt.ASYNC_COMMIT)
+            tids = [
+                r[0]
+                for r in conn.execute(self.sql.claim, (max_threads, self.seal_class)).fetchall()
+            ]
+            if not tids:
+                yield None
+                return
+            rows = conn.execute(self.sql.captures, (tids, max_captures)).fetchall()
+            heads = conn.execute(self.sql.seal_heads, (tids,)).fetchall()
+            yield SealTx(
+                self,
+                conn,
+                [capture_from_row(r, self.cipher) for r in rows],
+                {r[0]: (int(r[1]), r[2]) for r in heads if int(r[1]) > 0},
+                {r[0] for r in heads if r[3]},
+            )
 
     @property
     def seal_class(self) -> int:
@@ -284,21 +249,14 @@ class PostgresLedger:
         """Last ``(seq, hash)`` per thread that has events."""
         if not thread_ids:
             return {}
-        try:
-            with self._connection() as conn:
-                rows = conn.execute(self.sql.positions, (list(thread_ids),)).fetchall()
-            return {r[0]: (int(r[1]), r[2]) for r in rows}
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        rows = self._rows(self.sql.positions, (list(thread_ids),))
+        return {r[0]: (int(r[1]), r[2]) for r in rows}
 
     def legacy_named(self, thread_ids: Collection[str]) -> set[str]:
         """Which of ``thread_ids`` keep the folder names of the old rule (recorded before
         the v11 migration; see :mod:`~langgraph_external.record.locations`)."""
-        try:
-            with self._connection() as conn:
-                return legacy_named(conn, thread_ids, self.schema)
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn:
+            return legacy_named(conn, thread_ids, self.schema)
 
     def read(
         self, thread_id: str, after: int = 0, limit: int = 2000, *, max_bytes: int = READ_BUDGET
@@ -318,26 +276,23 @@ class PostgresLedger:
         out: list[Event] = []
         size = 0
         page = _READ_PAGE[0]
-        try:
-            with self._connection() as conn:
-                while len(out) < limit:
-                    page = min(limit - len(out), page)
-                    rows = conn.execute(self.sql.after, (thread_id, after, page)).fetchall()
-                    for row in rows:
-                        e = _with_saver_blobs(conn, event_from_row(row), self.cipher)
-                        out.append(e)
-                        after = e.seq or after
-                        size += len(row[-1] or b"") + len(e.raw or b"")
-                        size += sum(len(data) for data in e.attachments.values())
-                        if size >= max_bytes:
-                            return out
-                    if len(rows) < page:
-                        break
-                    page = min(page * 2, _READ_PAGE[1])  # small pages first: rows past
-                    # the budget are read for nothing
-            return out
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn:
+            while len(out) < limit:
+                page = min(limit - len(out), page)
+                rows = conn.execute(self.sql.after, (thread_id, after, page)).fetchall()
+                for row in rows:
+                    e = _with_saver_blobs(conn, event_from_row(row), self.cipher)
+                    out.append(e)
+                    after = e.seq or after
+                    size += len(row[-1] or b"") + len(e.raw or b"")
+                    size += sum(len(data) for data in e.attachments.values())
+                    if size >= max_bytes:
+                        return out
+                if len(rows) < page:
+                    break
+                page = min(page * 2, _READ_PAGE[1])  # small pages first: rows past
+                # the budget are read for nothing
+        return out
 
     def recorded(self, thread_id: str, event_ids: Collection[str]) -> set[str]:
         """Which of ``event_ids`` the ledger holds for ``thread_id``, sealed or captured
@@ -346,29 +301,17 @@ class PostgresLedger:
         if not event_ids:
             return set()
         ids = list(event_ids)
-        try:
-            with self._connection() as conn:
-                rows = conn.execute(self.sql.recorded, (thread_id, ids, thread_id, ids)).fetchall()
-            return {r[0] for r in rows}
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        return {r[0] for r in self._rows(self.sql.recorded, (thread_id, ids, thread_id, ids))}
 
     def lagging(self, projection: str, limit: int = 1000) -> list[tuple[str, int, int]]:
         """``(thread_id, ledger seq, projected seq)`` of threads a projection is behind on."""
-        try:
-            with self._connection() as conn:
-                rows = conn.execute(self.sql.lagging, (projection, limit)).fetchall()
-            return [(r[0], int(r[1]), int(r[2])) for r in rows]
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        rows = self._rows(self.sql.lagging, (projection, limit))
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
     def set_cursor(self, projection: str, thread_id: str, seq: int, error: str | None) -> None:
         """Record how far ``projection`` got on ``thread_id`` (``error``: quarantined)."""
-        try:
-            with self._connection() as conn:
-                conn.execute(self.sql.cursor, (projection, thread_id, seq, error))
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn:
+            conn.execute(self.sql.cursor, (projection, thread_id, seq, error))
 
     @contextmanager
     def projection_lock(self, projection: str, thread_id: str) -> Iterator[bool]:
@@ -377,17 +320,14 @@ class PostgresLedger:
         Yields ``False`` without waiting when another process holds it.
         """
         key = f"lgx-projection|{projection}|{thread_id}"
-        try:
-            with self._connection() as conn:  # held for the whole projection of the thread
-                row = conn.execute(stmt.TRY_PROJECTION_LOCK, (key,)).fetchone()
-                held = bool(row and row[0])
-                try:
-                    yield held
-                finally:
-                    if held and not conn.closed and not conn.broken:
-                        conn.execute(stmt.PROJECTION_UNLOCK, (key,))
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn:  # held for the whole projection of the thread
+            row = conn.execute(stmt.TRY_PROJECTION_LOCK, (key,)).fetchone()
+            held = bool(row and row[0])
+            try:
+                yield held
+            finally:
+                if held and not conn.closed and not conn.broken:
+                    conn.execute(stmt.PROJECTION_UNLOCK, (key,))
 
     @contextmanager
     def projection_locks(self, projection: str, thread_ids: Sequence[str]) -> Iterator[LockedPass]:
@@ -398,20 +338,17 @@ class PostgresLedger:
         cursors and the locks are released, in one statement.
         """
         keys = {f"lgx-projection|{projection}|{t}": t for t in thread_ids}
-        try:
-            with self._connection() as conn:
-                rows = conn.execute(stmt.TRY_PROJECTION_LOCKS, (list(keys),)).fetchall()
-                held = [k for k, ok in rows if ok]
-                locked = LockedPass({keys[k] for k in held}, {})
-                try:
-                    yield locked
-                finally:
-                    if not conn.closed and not conn.broken:
-                        tids = list(locked.positions)
-                        seqs = [locked.positions[t] for t in tids]
-                        conn.execute(self.sql.cursors, (projection, tids, seqs, held))
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with self._session() as conn:
+            rows = conn.execute(stmt.TRY_PROJECTION_LOCKS, (list(keys),)).fetchall()
+            held = [k for k, ok in rows if ok]
+            locked = LockedPass({keys[k] for k in held}, {})
+            try:
+                yield locked
+            finally:
+                if not conn.closed and not conn.broken:
+                    tids = list(locked.positions)
+                    seqs = [locked.positions[t] for t in tids]
+                    conn.execute(self.sql.cursors, (projection, tids, seqs, held))
 
     def connections(self) -> dict[str, int]:
         """The ledger pool's connections: ``open`` (to the server), ``idle`` of those, and

@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+from langgraph_external.ledger.statements import ENVELOPE_SELECT
+
 SET_TIME_ZONE_UTC = "set time zone 'UTC'"
 """Timestamps render in UTC, as they were hashed."""
 
@@ -85,12 +87,10 @@ select seq, ts, kind, node, step, name from {schema}.events
 where thread_id = %s order by seq desc limit %s
 """
 
-SELECT_EVENTS = """
+SELECT_EVENTS = f"""
 select * from (
-    select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-        checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-        duration_ms, payload, raw, artifact, redactions, prev, hash
-    from {schema}.events
+    select {ENVELOPE_SELECT}
+    from {{schema}}.events
     where thread_id = %(thread_id)s
       and (%(kinds)s::text[] is null or kind = any(%(kinds)s::text[]))
       and (%(nodes)s::text[] is null or node = any(%(nodes)s::text[]))
@@ -233,11 +233,9 @@ select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
 from {schema}.events where thread_id = %s order by seq
 """
 
-EVENTS_AT = """
-select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id, duration_ms,
-    payload, raw, artifact, redactions, prev, hash
-from {schema}.events where thread_id = %s and seq = any(%s::bigint[]) order by seq
+EVENTS_AT = f"""
+select {ENVELOPE_SELECT}
+from {{schema}}.events where thread_id = %s and seq = any(%s::bigint[]) order by seq
 """
 
 THREAD_ROW = """

@@ -20,7 +20,7 @@ import ormsgpack
 from psycopg.types.json import Jsonb
 
 from langgraph_external.ledger.schema import row_to_envelope
-from langgraph_external.ledger.statements import CHECKPOINT_INDEX_COLUMNS
+from langgraph_external.ledger.statements import CHECKPOINT_INDEX_COLUMNS, EVENT_COLUMNS
 from langgraph_external.record.capture import Capture, riders_of, unpack_inline
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
@@ -35,9 +35,7 @@ __all__ = [
     "unpack_detail",
 ]
 
-
-def _identity_text(s: str) -> str:
-    return s
+_EVENT_FIELDS = EVENT_COLUMNS.split(", ")
 
 
 def pack_detail(e: Event) -> bytes | None:
@@ -60,32 +58,9 @@ def unpack_detail(data: bytes | None) -> tuple[dict[str, Any] | None, dict[str, 
 
 def event_row(e: Event) -> tuple[Any, ...]:
     """The parameters of ``INSERT_EVENT`` for one sequenced event."""
-    return (
-        e.thread_id,
-        e.seq,
-        e.event_id,
-        e.v,
-        e.ts,
-        e.kind,
-        e.name,
-        e.status,
-        e.checkpoint_ns,
-        e.checkpoint_id,
-        e.run_id,
-        e.parent_run_id,
-        e.root_run_id,
-        e.node,
-        e.step,
-        e.task_id,
-        e.duration_ms,
-        Jsonb(e.payload_json(), dumps=_identity_text),
-        e.raw,
-        e.artifact,
-        e.redactions,
-        e.prev,
-        e.hash,
-        pack_detail(e),
-    )
+    # the payload is JSON text already; the detail is packed
+    packed = {"payload": Jsonb(e.payload_json(), dumps=str), "detail": pack_detail(e)}
+    return tuple(packed[c] if c in packed else getattr(e, c) for c in _EVENT_FIELDS)
 
 
 def commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str]:

@@ -26,6 +26,7 @@ import psycopg
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
 from langgraph_external.ledger.log_schema import LOG_MIGRATION
 from langgraph_external.ledger.statements import (
+    ENVELOPE_COLUMNS,
     POSITION_MOVED,
     SELECT_LEGACY_NAMED,
     SELECT_THREAD_EVENTS,
@@ -516,34 +517,6 @@ def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
         return psycopg.connect(dsn, **kwargs)
     except psycopg.OperationalError as exc:
         raise LedgerUnavailableError(f"cannot connect to the ledger database: {exc}") from exc
-
-
-ENVELOPE_COLUMNS = (
-    "v",
-    "seq",
-    "ts",
-    "event_id",
-    "kind",
-    "name",
-    "status",
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "run_id",
-    "parent_run_id",
-    "root_run_id",
-    "node",
-    "step",
-    "task_id",
-    "duration_ms",
-    "payload",
-    "raw",
-    "artifact",
-    "redactions",
-    "prev",
-    "hash",
-)
-"""Keys of an event envelope, in the order of ``events.jsonl``."""
 
 
 def fetch_events(

@@ -40,59 +40,35 @@ def q(text: str, schema: str) -> sql.Composed:
     return sql.SQL(text).format(schema=sql.Identifier(schema))
 
 
-INSERT_EVENT = """
-insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
-    checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
-values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-    %s::jsonb, %s, %s, %s, %s, %s, %s)
-"""
-
-SEAL_THREAD = (
-    "select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
-    " %s::timestamptz, %s::text, %s::bigint[])"
+ENVELOPE_COLUMNS = (
+    "v",
+    "seq",
+    "ts",
+    "event_id",
+    "kind",
+    "name",
+    "status",
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "run_id",
+    "parent_run_id",
+    "root_run_id",
+    "node",
+    "step",
+    "task_id",
+    "duration_ms",
+    "payload",
+    "raw",
+    "artifact",
+    "redactions",
+    "prev",
+    "hash",
 )
-"""Moves a thread's head (``LX001`` when it moved meanwhile) and deletes the captures
-its new events were sealed from, in the transaction that stores them."""
+"""Keys of an event envelope, in the order of ``events.jsonl``."""
 
-# One statement stores a thread's sealed events: the head move and the captures they
-# came from (``seal_thread`` raises LX001 when the thread moved), every event (rows parsed
-# from their hashed lines, so nothing is encoded twice) and the checkpoint index rows.
-# Used for commits without thread operations.
-COMMIT_EVENTS = """
-with adv as materialized (
-    select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,
-        %s::timestamptz, %s::text, %s::bigint[]) as ok
-), src as (
-    select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
-), ins as (
-    insert into {schema}.events (thread_id, seq, event_id, v, ts, kind, name, status,
-        checkpoint_ns, checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-        duration_ms, payload, raw, artifact, redactions, prev, hash, detail)
-    select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
-        r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
-        r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
-        r.artifact, r.redactions, r.prev, r.hash, (%b::bytea[])[src.i]
-    from adv, src
-    cross join lateral jsonb_populate_record(null::{schema}.events, src.doc - 'raw') as r
-    returning 1
-), cps as (
-    insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-        parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
-        size_bytes, workspace_path, event_seq)
-    select c.* from adv, jsonb_to_recordset(%s::jsonb) as c(thread_id text,
-        checkpoint_ns text, checkpoint_id text, parent_checkpoint_id text, step integer,
-        source text, run_id text, task_ids text[], nodes text[], channels text[],
-        created_at timestamptz, size_bytes bigint, workspace_path text, event_seq bigint)
-    on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
-        parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
-        source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
-        nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
-        workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
-    returning 1
-)
-select (select count(*) from ins), (select count(*) from cps)
-"""
+ENVELOPE_SELECT = ", ".join("event_id::text" if c == "event_id" else c for c in ENVELOPE_COLUMNS)
+"""The select list of an event's envelope columns (in :data:`ENVELOPE_COLUMNS` order)."""
 
 CHECKPOINT_INDEX_COLUMNS = (
     "thread_id",
@@ -112,16 +88,68 @@ CHECKPOINT_INDEX_COLUMNS = (
 )
 """The checkpoint index row's columns, in the order the statements take them."""
 
-UPSERT_CHECKPOINT = """
-insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
-    size_bytes, workspace_path, event_seq)
-values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
+_INDEX = ", ".join(CHECKPOINT_INDEX_COLUMNS)
+
+EVENT_COLUMNS = (
+    "thread_id, seq, event_id, v, ts, kind, name, status, checkpoint_ns, checkpoint_id, run_id,"
+    " parent_run_id, root_run_id, node, step, task_id, duration_ms, payload, raw, artifact,"
+    " redactions, prev, hash, detail"
+)
+"""The events table's columns as ``INSERT_EVENT`` takes them (``rows.event_row``)."""
+
+_INDEX_UPSERT = """on conflict (thread_id, checkpoint_ns, checkpoint_id) do update set
     parent_checkpoint_id = excluded.parent_checkpoint_id, step = excluded.step,
     source = excluded.source, run_id = excluded.run_id, task_ids = excluded.task_ids,
     nodes = excluded.nodes, channels = excluded.channels, size_bytes = excluded.size_bytes,
-    workspace_path = excluded.workspace_path, event_seq = excluded.event_seq
+    workspace_path = excluded.workspace_path, event_seq = excluded.event_seq"""
+
+INSERT_EVENT = f"""
+insert into {{schema}}.events ({EVENT_COLUMNS})
+values (%s, %s, %s::uuid, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+    %s::jsonb, %s, %s, %s, %s, %s, %s)
+"""
+
+SEAL_THREAD = (
+    "select {schema}.seal_thread(%s::text, %s::bigint, %s::text, %s::bigint, %s::text,"
+    " %s::timestamptz, %s::text, %s::bigint[])"
+)
+"""Moves a thread's head (``LX001`` when it moved meanwhile) and deletes the captures
+its new events were sealed from, in the transaction that stores them."""
+
+# One statement stores a thread's sealed events: the head move and the captures they
+# came from (``seal_thread`` raises LX001 when the thread moved), every event (rows parsed
+# from their hashed lines, so nothing is encoded twice) and the checkpoint index rows.
+# Used for commits without thread operations.
+COMMIT_EVENTS = f"""
+with adv as materialized (
+    {SEAL_THREAD} as ok
+), src as (
+    select j.doc, j.i from jsonb_array_elements(%s::jsonb) with ordinality as j(doc, i)
+), ins as (
+    insert into {{schema}}.events ({EVENT_COLUMNS})
+    select r.thread_id, r.seq, r.event_id, r.v, r.ts, r.kind, r.name, r.status,
+        r.checkpoint_ns, r.checkpoint_id, r.run_id, r.parent_run_id, r.root_run_id, r.node,
+        r.step, r.task_id, r.duration_ms, r.payload, decode(src.doc->>'raw', 'base64'),
+        r.artifact, r.redactions, r.prev, r.hash, (%b::bytea[])[src.i]
+    from adv, src
+    cross join lateral jsonb_populate_record(null::{{schema}}.events, src.doc - 'raw') as r
+    returning 1
+), cps as (
+    insert into {{schema}}.checkpoints ({_INDEX})
+    select c.* from adv, jsonb_to_recordset(%s::jsonb) as c(thread_id text,
+        checkpoint_ns text, checkpoint_id text, parent_checkpoint_id text, step integer,
+        source text, run_id text, task_ids text[], nodes text[], channels text[],
+        created_at timestamptz, size_bytes bigint, workspace_path text, event_seq bigint)
+    {_INDEX_UPSERT}
+    returning 1
+)
+select (select count(*) from ins), (select count(*) from cps)
+"""
+
+UPSERT_CHECKPOINT = f"""
+insert into {{schema}}.checkpoints ({_INDEX})
+values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+{_INDEX_UPSERT}
 """
 
 INSERT_CAPTURE = """
@@ -203,11 +231,9 @@ select distinct checkpoint_ns from {schema}.checkpoints where thread_id = %s
 """
 """The namespaces of a thread's indexed checkpoints (what a copy of it holds)."""
 
-SELECT_EVENTS_AFTER = """
-select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash, detail
-from {schema}.events where thread_id = %s and seq > %s order by seq limit %s
+SELECT_EVENTS_AFTER = f"""
+select {ENVELOPE_SELECT}, detail
+from {{schema}}.events where thread_id = %s and seq > %s order by seq limit %s
 """
 
 SELECT_RECORDED = (
@@ -281,27 +307,21 @@ delete from {schema}.checkpoints
 where thread_id = %s and checkpoint_ns = %s and checkpoint_id = any(%s)
 """
 
-COPY_CHECKPOINT_ROWS = """
-insert into {schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, step, source, run_id, task_ids, nodes, channels, created_at,
-    size_bytes, workspace_path, event_seq)
+COPY_CHECKPOINT_ROWS = f"""
+insert into {{schema}}.checkpoints ({_INDEX})
 select %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, run_id,
     task_ids, nodes, channels, created_at, size_bytes,
     coalesce(%(paths)s::jsonb ->> checkpoint_ns,
              regexp_replace(workspace_path, '^threads/[^/]+/', %(dst_dir)s)), null
-from {schema}.checkpoints where thread_id = %(src)s
+from {{schema}}.checkpoints where thread_id = %(src)s
 on conflict do nothing
 """
 
 
-SELECT_THREAD_EVENTS = """
-select v, seq, ts, event_id::text, kind, name, status, thread_id, checkpoint_ns,
-    checkpoint_id, run_id, parent_run_id, root_run_id, node, step, task_id,
-    duration_ms, payload, raw, artifact, redactions, prev, hash
-from {schema}.events where thread_id = %s order by seq
-"""
-"""Every event of a thread as an envelope row (the columns of ``ENVELOPE_COLUMNS`` in
-:mod:`langgraph_external.ledger.schema`)."""
+SELECT_THREAD_EVENTS = (
+    f"select {ENVELOPE_SELECT} from {{schema}}.events where thread_id = %s order by seq"
+)
+"""Every event of a thread as an envelope row (:data:`ENVELOPE_COLUMNS`)."""
 
 # -- what the operations (``lgx verify``, ``prune``, ``export``/``import``) read --------
 SELECT_HEAD_TAG = "select last_seq, last_hash, head_mac from {schema}.threads where thread_id = %s"

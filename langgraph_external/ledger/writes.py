@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -56,13 +57,8 @@ def write_statements(
     captures = captures or {}
     copied = copied or {}
     out: list[Statement] = []
-    i = 0
-    while i < len(events):
-        tid = events[i].thread_id
-        j = i
-        while j < len(events) and events[j].thread_id == tid:
-            j += 1
-        group = events[i:j]
+    for tid, run in itertools.groupby(events, key=lambda e: e.thread_id):
+        group = list(run)
         first, last = group[0], group[-1]
         assert first.seq is not None and last.seq is not None
         tag = head_tag(cipher, tid, last.seq, last.hash)
@@ -76,7 +72,6 @@ def write_statements(
             tag,
             list(captures.get(tid, ())),
         )
-        i = j
         if all(e.line and e.kind not in THREAD_OPS for e in group):
             out.append((sql.commit, (*head, *commit_params(group))))
         else:

@@ -12,34 +12,15 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from langgraph_external.pipeline.buffer import Entry, EventBuffer
+from langgraph_external.pipeline.buffer import Entry
 from langgraph_external.record.capture import Capture
 
-__all__ = ["Commit", "CommitTarget"]
+if TYPE_CHECKING:
+    from langgraph_external.pipeline.pipeline import Pipeline
 
-
-class CommitTarget(Protocol):
-    """What a :class:`Commit` settles into (the capturing side, :class:`Pipeline`)."""
-
-    buffer: EventBuffer
-
-    def is_doubtful(self, thread_id: str) -> bool:
-        """Whether captures of ``thread_id`` may have committed unseen."""
-
-    def resolve_doubts(self, thread_id: str) -> None:
-        """Drop buffered events of ``thread_id`` the ledger holds already."""
-
-    def captured(
-        self,
-        captures: Sequence[Capture],
-        entries: Sequence[Entry],
-        *,
-        commit: Commit | None = None,
-    ) -> None:
-        """``captures`` (carrying ``entries``) committed."""
+__all__ = ["Commit"]
 
 
 class Commit:
@@ -52,7 +33,7 @@ class Commit:
 
     __slots__ = ("_riders", "_settled", "capture", "pipeline", "step", "thread_id")
 
-    def __init__(self, pipeline: CommitTarget, thread_id: str) -> None:
+    def __init__(self, pipeline: Pipeline, thread_id: str) -> None:
         self.pipeline = pipeline
         self.thread_id = thread_id
         self.capture: Capture | None = None

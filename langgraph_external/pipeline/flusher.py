@@ -22,7 +22,7 @@ from langgraph_external.errors import RecordingError
 from langgraph_external.pipeline.background import BackgroundThread
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
 from langgraph_external.pipeline.failures import Failures
-from langgraph_external.pipeline.seal import is_poison
+from langgraph_external.pipeline.seal import is_poison, refusal
 from langgraph_external.pipeline.wal import WriteAheadLog
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.events import Event
@@ -86,10 +86,9 @@ class Flusher:
         return self._bg.thread
 
     def revive(self) -> None:
-        """Start the thread again if it died (under the buffer's lock; never expected: it
-        retries every error, but a stalled recording must not wait on a dead thread)."""
-        if not self.buffer.stopping:
-            self._bg.revive()
+        """Start the thread again if it died (never expected: it retries every error, but
+        a stalled recording must not wait on a dead thread)."""
+        self._bg.revive()
 
     def stop(self) -> list[Entry]:
         """Stop the thread once it captured what it could; returns what is still buffered."""
@@ -148,22 +147,15 @@ class Flusher:
             try:
                 self._store(batch, captures)
             except Exception as exc:
+                logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
                 with b.cv:
                     b.stored(batch)
-                if not self._retry_later(exc):
-                    return
+                    if b.stopping:
+                        return
+                    b.fcv.wait(self.retry_interval)  # back off
             else:
                 with b.cv:
                     b.stored(batch)
-
-    def _retry_later(self, exc: BaseException) -> bool:
-        """Back off after ``exc``; ``False`` when asked to stop."""
-        logger.warning("langgraph-external: recording deferred (%s); retrying", exc)
-        with self.buffer.cv:
-            if self.buffer.stopping:
-                return False
-            self.buffer.fcv.wait(self.retry_interval)
-            return True
 
     def _store(self, entries: list[Entry], captures: list[Capture]) -> None:
         """Capture ``entries`` (one capture per thread) in one transaction.
@@ -232,19 +224,7 @@ class Flusher:
             path,
         )
         self.wal.settled([en.wal for en in entries if en.wal])
-        note = self.process(
-            Event.new(
-                "error",
-                tid,
-                status="quarantined",
-                name="ledger_refused",
-                payload={
-                    "error": f"{type(exc).__name__}: {exc}"[:2000],
-                    "events": len(entries),
-                    "file": str(path),
-                },
-            )
-        )
+        note = self.process(refusal(tid, f"{type(exc).__name__}: {exc}", path, events=len(entries)))
         capture = self.buffer.riding(Capture("events", tid, riders=[note], event_id=note.event_id))
         try:
             self.ledger.capture([capture])

@@ -8,23 +8,17 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any
 
+from langgraph_external.pipeline.backend import SealingBackend
 from langgraph_external.pipeline.buffer import EventBuffer
 from langgraph_external.pipeline.failures import Failures
 
-__all__ = ["STALL_AFTER", "SealingHealth", "capture_health", "recording_health"]
+__all__ = ["STALL_AFTER", "capture_health", "recording_health"]
 
 STALL_AFTER = 5.0
 """Seconds a database call may take before ``health()`` reports the database as failing
 (a server that is frozen or unreachable does not fail calls, it stops answering)."""
-
-
-class SealingHealth(Protocol):
-    """Anything that reports sealing health (a sealing backend)."""
-
-    def health(self) -> dict[str, Any]:
-        """Sealing and projection health."""
 
 
 def capture_health(
@@ -52,7 +46,7 @@ def capture_health(
 
 
 def recording_health(
-    out: dict[str, Any], sealing: SealingHealth | None, shares_failures: bool
+    out: dict[str, Any], sealing: SealingBackend | None, shares_failures: bool
 ) -> dict[str, Any]:
     """``out`` (the capturing side's health) completed with ``sealing``'s.
     ``shares_failures``: the sealing service records into the same failures."""

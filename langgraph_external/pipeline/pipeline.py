@@ -57,6 +57,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_external.errors import RecordingError
 from langgraph_external.ledger.contract import Ledger, Projection
 from langgraph_external.pipeline.backend import FlushRequest, SealingBackend
+from langgraph_external.pipeline.background import Deadline
 from langgraph_external.pipeline.buffer import Entry, EventBuffer
 from langgraph_external.pipeline.commit import Commit
 from langgraph_external.pipeline.failures import Failures
@@ -348,7 +349,7 @@ class Pipeline:
 
     def _flush(self, timeout: float | None, *, exports: bool, seal: bool = True) -> bool:
         self._flush_hooks.run()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         b = self.buffer
         with b.cv:
             b.force += 1
@@ -369,8 +370,7 @@ class Pipeline:
             with b.cv:
                 b.unflushed |= threads
             return False
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ok = self.sealing.flush(FlushRequest(tuple(threads), horizon, left, exports))
+        ok = self.sealing.flush(FlushRequest(tuple(threads), horizon, deadline.left(), exports))
         if not ok:
             with b.cv:
                 b.unflushed |= threads
@@ -396,12 +396,12 @@ class Pipeline:
         if self.service is not None:
             self.service.revive()
 
-    def _wait(self, deadline: float | None) -> bool:
+    def _wait(self, deadline: Deadline) -> bool:
         self._revive()
-        left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
-        if left <= 0:
+        left = deadline.left()
+        if left == 0:
             return False
-        self.buffer.cv.wait(left)
+        self.buffer.cv.wait(0.1 if left is None else min(0.1, left))
         return True
 
     def add_flush_hook(self, fn: Callable[[], None]) -> None:
@@ -438,7 +438,7 @@ class Pipeline:
         if self._closed:
             return
         atexit.unregister(self._atexit)
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         # exports get their own chance when the sealer closes (and do not wait again
         # after a flush of the app's that found their receiver down); a backend that
         # seals elsewhere (``lgx worker``) is not waited for: the captures are durable
@@ -450,7 +450,7 @@ class Pipeline:
         if self.sealing is not None:
             try:
                 # the flush above already waited if it could not finish: not again
-                self.sealing.close(max(0.0, deadline - time.monotonic()) if ok else 0.0)
+                self.sealing.close((deadline.left() or 0.0) if ok else 0.0)
             except Exception as exc:  # closing must not hide the app's own error
                 logger.warning("closing the sealer failed: %s", exc)
         try:

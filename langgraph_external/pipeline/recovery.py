@@ -76,10 +76,6 @@ def resolve_doubts(buffer: EventBuffer, wal: WriteAheadLog, ledger: Any, tid: st
     ledger raises when it cannot be asked; the thread stays doubtful."""
     with buffer.cv:
         doubts = list(buffer.doubtful.get(tid, []))
-    if not doubts:
-        with buffer.cv:
-            buffer.doubtful.pop(tid, None)
-        return
     held = recorded(ledger, tid, [d[0] for d in doubts])
     gone_ids = set().union(*(ids for cid, ids in doubts if cid in held))
     with buffer.cv:

@@ -38,7 +38,7 @@ from typing import Any
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.contract import Projection
 from langgraph_external.pipeline.apply import FreshEvents, apply_thread
-from langgraph_external.pipeline.background import BackgroundThread
+from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.outcomes import ThreadOutcomes, label_of
 from langgraph_external.pipeline.settling import (
@@ -179,7 +179,7 @@ class ProjectionRunner:
         projections also write what they defer (``state.json``). ``False`` on timeout."""
         if not self.projections:
             return True
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._cv:
             self._batches += 1
             target = self._settle_at = self._batches
@@ -187,16 +187,17 @@ class ProjectionRunner:
             self._cv.notify_all()
             while self._projected < target:
                 self.revive()
-                if deadline is not None and time.monotonic() >= deadline:
+                left = deadline.left()
+                if left == 0:
                     return False
-                self._cv.wait(0.05 if deadline is None else min(0.05, deadline - time.monotonic()))
+                self._cv.wait(0.05 if left is None else min(0.05, left))
         return True
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every projection holds every event handed over so far, per thread.
         ``False`` when that did not happen in time (or the thread is not running)."""
         names = [p.name for p in self.projections]
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._cv:
             target = self.outcomes.expected()
             self._touched |= self.outcomes.pending(names, target)
@@ -204,10 +205,8 @@ class ProjectionRunner:
             self._cv.notify_all()
             try:
                 while self.outcomes.pending(names, target):
-                    if not self.running:
-                        return False
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
+                    left = deadline.left()
+                    if not self.running or left == 0:
                         return False
                     self._cv.wait(0.1 if left is None else min(left, 0.1))
             finally:
@@ -255,11 +254,8 @@ class ProjectionRunner:
 
     def _deferred(self) -> bool:
         """Whether a projection holds writes back until its threads go quiet."""
-        for proj in self.projections:
-            due = getattr(proj, "due", None)
-            if due is not None and due():
-                return True
-        return False
+        dues = (getattr(proj, "due", None) for proj in self.projections)
+        return any(due is not None and due() for due in dues)
 
     def _hurried(self) -> bool:
         return self._force > 0 or self._settle_at > self._settled
@@ -282,12 +278,9 @@ class ProjectionRunner:
             if self._stopping(until) and (not self._drain_on_stop or not self._touched):
                 return None
             if self._touched and self.linger:
-                end = time.monotonic() + self.linger
-                while not self._stopping(until) and not self._hurried():
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cv.wait(left)  # gather the next moments' batches into one pass
+                linger = Deadline(self.linger)  # gather the next moments' batches into one pass
+                while not (self._stopping(until) or self._hurried() or linger.passed()):
+                    self._cv.wait(linger.left())
             touched, self._touched = self._touched, set()
             recheck, self._recheck = self._recheck, False
             return touched, self._batches, recheck
@@ -435,17 +428,12 @@ class ProjectionRunner:
         ``resume``: see :func:`~langgraph_external.pipeline.apply.apply_thread`.
         """
         lock = getattr(self.ledger, "projection_lock", None)
-        if lock is None:
-            pos, mark = self._apply(proj, tid, cursor, resume)
-            if mark is not None:
-                self.ledger.set_cursor(proj.name, tid, mark, None)
-            return pos
-        with lock(proj.name, tid) as held:
+        with contextlib.nullcontext(True) if lock is None else lock(proj.name, tid) as held:
             if not held:
                 self.outcomes.held_elsewhere(proj, tid)
                 return None
             forget = getattr(proj, "forget", None)
-            if forget is not None:
+            if forget is not None and lock is not None:
                 forget(tid)  # another process may have written since we last looked
             pos, mark = self._apply(proj, tid, cursor, resume)
             if mark is not None:

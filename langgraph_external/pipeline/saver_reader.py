@@ -81,19 +81,19 @@ class SaverReader:
                 ),
             ),
         ).fetchall()
-        docs = {int(_col(r, 0)): r for r in rows}
+        docs = {int(r[0]): r for r in rows}
         out: dict[int, CheckpointMaterial | None] = {}
         wanted: list[tuple[int, str, str, str, str]] = []  # (request, thread, ns, ch, version)
-        plans: list[tuple[Capture, dict[str, Any], dict[str, Any], Any, bool]] = []
+        plans: list[tuple[Capture, dict[str, Any], dict[str, Any], Any]] = []
         for i, c in enumerate(cps, 1):
-            r = docs.get(i)
-            cp = _json(_col(r, 1)) if r is not None else None
+            r = docs.get(i, (None,) * 4)  # no row: the checkpoint is gone
+            cp = _json(r[1])
             assert c.id is not None
             if not cp:
                 out[c.id] = None
                 continue
-            meta = _json(_col(r, 2)) or {}
-            parent = _json(_col(r, 3)) if c.parent_id else None
+            meta = _json(r[2]) or {}
+            parent = _json(r[3]) if c.parent_id else None
             versions = cp.get("channel_versions") or {}
             full = c.changed is None or builder.needs_full(
                 c.thread_id, c.checkpoint_ns, c.parent_id
@@ -107,19 +107,18 @@ class SaverReader:
             if parent and cached is None and _TASKS in (parent.get("channel_versions") or {}):
                 ver = str(parent["channel_versions"][_TASKS])
                 wanted.append((-1 - len(plans), c.thread_id, c.checkpoint_ns, _TASKS, ver))
-            plans.append((c, cp, meta, parent, full))
+            plans.append((c, cp, meta, parent))
         blobs = self._blobs(conn, wanted)
         by_plan: dict[int, list[str]] = {}
         for req, _tid, _ns, ch, _ver in wanted:
             by_plan.setdefault(req, []).append(ch)
-        for n, (c, cp, meta, parent, _full) in enumerate(plans):
+        for n, (c, cp, meta, parent) in enumerate(plans):
             assert c.id is not None
             inline = cp.get("channel_values") or {}
             values: dict[str, tuple[str, bytes] | None] = {}
             rows_of: set[str] = set()
             for ch in by_plan.get(n, ()):
-                req = n
-                hit = blobs.get((req, ch))
+                hit = blobs.get((n, ch))
                 if hit is not None:
                     values[ch] = hit
                     rows_of.add(ch)
@@ -161,8 +160,8 @@ class SaverReader:
         ).fetchall()
         out: dict[tuple[int, str], tuple[str, bytes]] = {}
         for r in rows:
-            w = wanted[int(_col(r, 0)) - 1]
-            typ, blob = _col(r, 1), _col(r, 2)
+            w = wanted[int(r[0]) - 1]
+            typ, blob = r[1], r[2]
             if blob is None or typ == "empty":
                 continue
             out[(w[0], w[3])] = (str(typ), bytes(blob))
@@ -219,7 +218,7 @@ class SaverReader:
         rows = conn.execute(
             saver_ops.SAVER_CHECKPOINT_ROWS_SQL, (_requests([[tid, ns, cid, None]]),)
         ).fetchall()
-        cp = _json(_col(rows[0], 1)) if rows else None
+        cp = _json(rows[0][1]) if rows else None
         if not cp:
             return None
         versions = cp.get("channel_versions") or {}
@@ -228,11 +227,6 @@ class SaverReader:
             got = self._blobs(conn, [(0, tid, ns, _TASKS, str(versions[_TASKS]))])
             sends = self._sends(got.get((0, _TASKS)))
         return cp.get("versions_seen") or {}, sends
-
-
-def _col(row: Any, i: int) -> Any:
-    """Column ``i`` of a row (the ledger's connections return tuples)."""
-    return row[i]
 
 
 def _requests(rows: Any) -> str:

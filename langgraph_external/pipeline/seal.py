@@ -23,8 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
 import time
@@ -39,6 +37,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_external.errors import LedgerUnavailableError, PositionMovedError
 from langgraph_external.pipeline.saver_reader import SaverReader
+from langgraph_external.pipeline.wal import keep_aside
 from langgraph_external.record.by_value import material_of
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.checkpoints import (
@@ -52,13 +51,11 @@ from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import Event
 from langgraph_external.record.locations import checkpoints_relpath, sha256_hex
 from langgraph_external.record.processors import Processor, Sequencer, run_all
-from langgraph_external.upstream import langgraph as _compat
 
 logger = logging.getLogger("langgraph_external")
 
-__all__ = ["SaverReader", "SealResult", "Sealer", "is_poison"]
+__all__ = ["SaverReader", "SealResult", "Sealer", "is_poison", "refusal"]
 
-_TASKS = _compat.TASKS
 _DEFER_AT_MOST = 5.0  # seconds a Send task's writes wait for the checkpoint naming its node
 
 
@@ -218,17 +215,12 @@ class Sealer:
                 why,
                 f"; kept in {path}" if path else "",
             )
-            note = Event.new(
-                "error",
+            note = refusal(
                 tid,
-                status="quarantined",
-                name="ledger_refused",
-                payload={
-                    "error": why,
-                    "capture": first.kind,
-                    "events": len(first.riders) + (first.kind != "events"),
-                    "file": str(path) if path else None,
-                },
+                why,
+                path,
+                capture=first.kind,
+                events=len(first.riders) + (first.kind != "events"),
             )
             for proc in self.processors:
                 note = proc(note)
@@ -238,13 +230,11 @@ class Sealer:
         return SealResult(1, sealed, [tid])
 
     def _keep(self, capture: Capture, why: str) -> Path | None:
-        """Write the refused capture for a person: a line with the reason and what it
-        referenced, then one line per event it carried (fsync'd)."""
+        """Write the refused capture for a person: the reason and what it referenced, then
+        the events it carried (redacted before they go to a file)."""
         if self.quarantine_dir is None:
             return None
-        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
-        path = self.quarantine_dir / f"{time.time_ns():020d}-{os.urandom(4).hex()}.jsonl"
-        head: dict[str, Any] = {
+        head = {
             "reason": why,
             "capture": capture.kind,
             "thread_id": capture.thread_id,
@@ -252,17 +242,7 @@ class Sealer:
             "checkpoint_id": capture.checkpoint_id,
             "task_id": capture.task_id,
         }
-        lines = [json.dumps(head, default=str)]
-        for e in self._riders(capture):  # redacted before they go to a file
-            env = e.envelope()
-            env["attachments"] = {k: base64.b64encode(v).decode() for k, v in e.attachments.items()}
-            env["detail"] = e.detail
-            lines.append(json.dumps(env, ensure_ascii=False, default=str))
-        with open(path, "wb") as f:
-            f.write(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
-            f.flush()
-            os.fsync(f.fileno())
-        return path
+        return keep_aside(self.quarantine_dir, head, self._riders(capture), "surrogatepass")
 
     # -- building ------------------------------------------------------------------------
     def _build(
@@ -361,6 +341,13 @@ class Sealer:
             )
             refs = {}
         self.builder.adopt_refs(m.thread_id, m.checkpoint_ns, m.parent_id, refs)
+
+
+def refusal(tid: str, why: str, path: Path | None, **what: Any) -> Event:
+    """The ``error`` event recorded in place of what the ledger refused (``what``: how
+    much; ``path``: where it was kept for a person)."""
+    payload = {"error": why[:2000], **what, "file": str(path) if path else None}
+    return Event.new("error", tid, status="quarantined", name="ledger_refused", payload=payload)
 
 
 def _copied_paths(tx: Any, events: Sequence[Event], legacy: set[str]) -> dict[str, dict[str, str]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -33,7 +33,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_external.errors import LedgerUnavailableError
 from langgraph_external.ledger.contract import Projection
 from langgraph_external.pipeline.backend import FlushRequest
-from langgraph_external.pipeline.background import BackgroundThread
+from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.pipeline.failures import Failures
 from langgraph_external.pipeline.runner import ProjectionRunner
 from langgraph_external.pipeline.seal import Sealer, SealResult
@@ -43,7 +43,7 @@ from langgraph_external.record.processors import Processor
 
 logger = logging.getLogger("langgraph_external")
 
-__all__ = ["SEAL_LINGER", "SealingService"]
+__all__ = ["SEAL_LINGER", "SealingService", "unsealed_health"]
 
 SEAL_LINGER = 0.2
 """Seconds a sealer's wake-up gathers captures before it seals them (see ``linger``)."""
@@ -136,9 +136,9 @@ class SealingService:
 
     def close(self, timeout: float = 30.0) -> bool:
         """Seal what is sealable, let projections settle, stop. ``False``: not all done."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         ok = self._drain(deadline)
-        ok = self.projector.settle(max(0.0, deadline - time.monotonic())) and ok
+        ok = self.projector.settle(deadline.left()) and ok
         if self.signer is not None:
             self.signer.maybe_sign(force=True)  # the last head covers all that was sealed
         self._bg.stop(timeout=60)
@@ -179,64 +179,52 @@ class SealingService:
         """Wait until the captures of the request's threads committed before its
         horizon are sealed and the projections settled on them. ``False`` if that did
         not happen in time. (The exporters attached here flush themselves.)"""
-        timeout = request.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(request.timeout)
         if not self._drain(deadline, request.threads, request.horizon):
             return False
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return self.projector.settle(left)
+        return self.projector.settle(deadline.left())
 
     def _drain(
         self,
-        deadline: float | None,
+        deadline: Deadline,
         threads: Collection[str] | None = None,
         horizon: str | None = None,
     ) -> bool:
         with self._cv:
-            self._hurry += 1
+            self._hurry += 1  # no linger while someone waits here
             self._cv.notify_all()
         try:
-            return self._drain_hurried(deadline, threads, horizon)
+            while True:
+                with self._cv:
+                    self._wakes += 1
+                    target = self._wakes
+                    self._cv.notify_all()
+                    while self._drained < target:
+                        if not self._bg.started or self._bg.stopping:
+                            break  # not running (closing): drain on this thread below
+                        self.revive()
+                        if deadline.passed():
+                            return False
+                        self._cv.wait(0.05)
+                if not self._bg.started or self._bg.stopping:
+                    try:
+                        while self.sealer.seal_batch():
+                            if deadline.passed():
+                                return False
+                    except Exception as exc:
+                        self.failures.add("sealer", exc)
+                        return False
+                try:
+                    left = self._unsealed(threads, horizon)
+                except Exception as exc:  # the ledger is away: try again until the deadline
+                    self.failures.add("sealer", exc)
+                    left = 1
+                if not left or deadline.passed():
+                    return not left
+                time.sleep(0.01)  # older transactions still running: their captures come next
         finally:
             with self._cv:
                 self._hurry -= 1
-
-    def _drain_hurried(
-        self,
-        deadline: float | None,
-        threads: Collection[str] | None,
-        horizon: str | None,
-    ) -> bool:
-        while True:
-            with self._cv:
-                self._wakes += 1
-                target = self._wakes
-                self._cv.notify_all()
-                while self._drained < target:
-                    if not self._bg.started or self._bg.stopping:
-                        break  # not running (closing): drain on this thread below
-                    self.revive()
-                    if deadline is not None and time.monotonic() >= deadline:
-                        return False
-                    self._cv.wait(0.05)
-            if not self._bg.started or self._bg.stopping:
-                try:
-                    while self.sealer.seal_batch():
-                        if deadline is not None and time.monotonic() >= deadline:
-                            return False
-                except Exception as exc:
-                    self.failures.add("sealer", exc)
-                    return False
-            try:
-                left = self._unsealed(threads, horizon)
-            except Exception as exc:  # the ledger is away: try again until the deadline
-                self.failures.add("sealer", exc)
-                left = 1
-            if not left:
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)  # older transactions still running: their captures come next
 
     def _unsealed(self, threads: Collection[str] | None, horizon: str | None) -> int:
         unsealed = getattr(self.ledger, "unsealed", None)
@@ -263,10 +251,9 @@ class SealingService:
                     self._cv.wait_for(lambda: self._bg.stopping or self._hurry > 0, self.linger)
             with self._cv:
                 target = self._wakes
+                self._busy_since = time.monotonic()
             busy = False
             try:
-                with self._cv:
-                    self._busy_since = time.monotonic()
                 # a batch below the limits took all there was: the next one waits a
                 # linger for more (sealing the few captures that committed meanwhile at
                 # once would cost a transaction and its fixed reads for each of them)
@@ -286,12 +273,11 @@ class SealingService:
                     self._cv.notify_all()
             except Exception as exc:  # the ledger is away, or a bug: retried, never fatal
                 self.failures.add("sealer", exc)
+                logger.warning("langgraph-external: sealing deferred (%s); retrying", exc)
                 with self._cv:
                     self._busy_since = None
                     if isinstance(exc, (LedgerUnavailableError, ConnectionError)):
                         self._down_since = self._down_since or time.monotonic()
-                logger.warning("langgraph-external: sealing deferred (%s); retrying", exc)
-                with self._cv:
                     self._cv.wait(self.retry_interval)
 
     def _look_pending(self) -> None:
@@ -340,12 +326,18 @@ class SealingService:
             except Exception as exc:
                 out["pending_error"] = f"{type(exc).__name__}: {exc}"
         if self._pending is not None:  # as of the sealer's last look (never blocks here)
-            at, info = self._pending
-            oldest = info.get("oldest")
-            out["unsealed_captures"] = info["captures"]
-            out["unsealed_threads"] = info["threads"]
-            out["unsealed_as_of_seconds"] = round(time.monotonic() - at, 3)
-            out["sealer_lag_seconds"] = (
-                round(time.time() - oldest.timestamp(), 3) if oldest is not None else 0.0
-            )
+            out.update(unsealed_health(self._pending[1], self._pending[0]))
         return out
+
+
+def unsealed_health(info: Mapping[str, Any], at: float | None = None) -> dict[str, Any]:
+    """What ``health()`` says of the captures waiting for a sealer (``info``: the ledger's
+    ``pending()``, asked at the monotonic time ``at``)."""
+    oldest = info.get("oldest")
+    out = {"unsealed_captures": info["captures"], "unsealed_threads": info["threads"]}
+    if at is not None:
+        out["unsealed_as_of_seconds"] = round(time.monotonic() - at, 3)
+    out["sealer_lag_seconds"] = (
+        round(time.time() - oldest.timestamp(), 3) if oldest is not None else 0.0
+    )
+    return out

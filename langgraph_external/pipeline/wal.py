@@ -32,7 +32,7 @@ from langgraph_external.record.events import Event
 
 logger = logging.getLogger("langgraph_external")
 
-__all__ = ["WriteAheadLog", "default_spool_dir", "spool_for"]
+__all__ = ["WriteAheadLog", "default_spool_dir", "keep_aside", "spool_for"]
 
 
 class WriteAheadLog:
@@ -127,15 +127,9 @@ class WriteAheadLog:
 
     def quarantine(self, events: Sequence[Event], why: str) -> Path:
         """Keep events the ledger refused, with the reason, for a person to look at."""
-        qdir = self.dir.parent.parent / "quarantine" / self.dir.name
-        qdir.mkdir(parents=True, exist_ok=True)
-        path = qdir / f"{time.time_ns():020d}-{os.urandom(4).hex()}.jsonl"
-        with open(path, "wb") as f:
-            f.write(json.dumps({"reason": why}).encode() + b"\n")
-            f.write(b"".join(_wal_line(e) for e in events))
-            f.flush()
-            os.fsync(f.fileno())
-        return path
+        return keep_aside(
+            self.dir.parent.parent / "quarantine" / self.dir.name, {"reason": why}, events
+        )
 
     def release(self) -> None:
         """Delete this process's file if everything in it is recorded."""
@@ -153,11 +147,26 @@ class WriteAheadLog:
                     self._path.unlink(missing_ok=True)
 
 
-def _wal_line(e: Event) -> bytes:
+def keep_aside(
+    directory: Path, head: dict[str, Any], events: Sequence[Event], errors: str = "strict"
+) -> Path:
+    """Write what the ledger refused for a person, in a new file of ``directory``: a line
+    with ``head`` (the reason, what it was), then one line per event (fsync'd)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{time.time_ns():020d}-{os.urandom(4).hex()}.jsonl"
+    with open(path, "wb") as f:
+        f.write(json.dumps(head, default=str).encode() + b"\n")
+        f.write(b"".join(_wal_line(e, errors) for e in events))
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def _wal_line(e: Event, errors: str = "strict") -> bytes:
     env = e.envelope()
     env["attachments"] = {k: base64.b64encode(v).decode() for k, v in e.attachments.items()}
     env["detail"] = e.detail
-    return json.dumps(env, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+    return json.dumps(env, ensure_ascii=False, default=str).encode("utf-8", errors) + b"\n"
 
 
 def _wal_event(line: bytes) -> Event | None:

@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import io
 import logging
@@ -28,7 +27,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from langgraph_external.pipeline.backend import FlushRequest
-from langgraph_external.pipeline.background import BackgroundThread
+from langgraph_external.pipeline.background import BackgroundThread, Deadline
 from langgraph_external.processes.zygote import Zygote, child_env
 from langgraph_external.settings import Settings
 
@@ -84,9 +83,9 @@ class HelperProcess:
         return None
 
     def _start(self) -> None:
-        parent, child = _pipe()
+        parent, child = Pipe(duplex=True)
         wake_r, wake_w = os.pipe()
-        fcntl.fcntl(wake_w, fcntl.F_SETFL, fcntl.fcntl(wake_w, fcntl.F_GETFL) | os.O_NONBLOCK)
+        os.set_blocking(wake_w, False)
         self._proc = None
         self._pid = None
         self._eof = False
@@ -197,9 +196,9 @@ class HelperProcess:
                         raise ConnectionError(f"the sealing helper is gone: {exc}") from exc
                     self._eof = True  # it died before its reader saw the pipe close
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
+            deadline = Deadline(timeout)
             while not waiter.done.wait(0.2):
-                if deadline is not None and time.monotonic() >= deadline:
+                if deadline.passed():
                     raise TimeoutError("the sealing helper did not answer in time")
                 if not self._alive():
                     raise ConnectionError("the sealing helper exited")
@@ -277,8 +276,8 @@ class HelperProcess:
                 self._proc.wait()
         elif self._pid is not None:
             # a zygote's child: gone when its end of the pipe closes (the zygote reaps it)
-            deadline = time.monotonic() + 10
-            while not self._eof and time.monotonic() < deadline:
+            deadline = Deadline(10)
+            while not self._eof and not deadline.passed():
                 time.sleep(0.005)
             self._close_pipes()
             if not self._eof:
@@ -308,7 +307,7 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # it exists, it just belongs to someone else
     return True
 
 
@@ -318,7 +317,3 @@ class _Answer:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.value: Any = None
-
-
-def _pipe() -> tuple[Connection, Connection]:
-    return Pipe(duplex=True)

@@ -175,18 +175,17 @@ def _preload() -> None:
 
 def main(argv: Sequence[str]) -> int:
     """The entry point of a helper (``--managed``) or a zygote (``--zygote``)."""
-    if len(argv) == 3 and argv[0] == "--managed":
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when it stops
-        yield_to_the_app()
+    managed = len(argv) == 3 and argv[0] == "--managed"
+    if not managed and not (len(argv) == 2 and argv[0] == "--zygote"):
+        raise SystemExit("usage: lgx worker (this module is started by External)")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when it stops
+    yield_to_the_app()  # a zygote's helpers inherit it, and its tuning below
+    if managed:
         tune_gc()
         return serve_helper(int(argv[1]), int(argv[2]))
-    if len(argv) == 2 and argv[0] == "--zygote":
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        yield_to_the_app()  # its helpers inherit it
-        _preload()
-        tune_gc()  # its helpers inherit it
-        return serve_zygote(int(argv[1]))
-    raise SystemExit("usage: lgx worker (this module is started by External)")
+    _preload()
+    tune_gc()
+    return serve_zygote(int(argv[1]))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from typing import Any
 
 from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.background import BackgroundThread, Deadline
+from langgraph_external.pipeline.service import unsealed_health
 from langgraph_external.processes.gc_tuning import tune_gc
 from langgraph_external.processes.helper import HelperProcess
 from langgraph_external.processes.running import Running, notify_channel
@@ -56,10 +57,9 @@ def run_worker(config: Settings, *, once: bool = False) -> int:
         ok = running.flush(FlushRequest((), running.service.horizon(), None))
         return 0 if running.close() and ok else 1
 
-    def _stop(*_: Any) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         while not stop.wait(1.0):
             pass
@@ -124,17 +124,9 @@ class NotifyingBackend:
 
     def health(self) -> dict[str, Any]:
         try:
-            info = self.ledger.pending()
+            return unsealed_health(self.ledger.pending())
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
-        oldest = info.get("oldest")
-        return {
-            "unsealed_captures": info["captures"],
-            "unsealed_threads": info["threads"],
-            "sealer_lag_seconds": (
-                round(time.time() - oldest.timestamp(), 3) if oldest is not None else 0.0
-            ),
-        }
 
     def close(self, timeout: float = 30.0) -> bool:
         self._bg.stop(timeout=5)
