@@ -18,7 +18,9 @@ from langgraph_external import Event, Workspace, verify_chain
 from langgraph_external.errors import LedgerUnavailableError, RecordingError
 from langgraph_external.ledger.memory import InMemoryLedger
 from langgraph_external.ledger.postgres import LockedPass
+from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.pipeline import Pipeline
+from langgraph_external.pipeline.service import SealingService
 from langgraph_external.record.artifacts import expand
 from langgraph_external.record.capture import Capture
 from langgraph_external.record.locations import sha256_hex
@@ -618,3 +620,41 @@ def test_an_event_the_processors_cannot_record_takes_its_place_as_record_failed(
     assert failed["payload"]["error"] == "cannot handle this result"
     assert health["record_failures"] == 1
     verify_chain(events)
+
+
+class _SealsOnly:
+    """A sealing backend with just the contract (wake, flush, close): no ``health``."""
+
+    def __init__(self, service: SealingService) -> None:
+        self._service = service
+
+    def wake(self) -> None:
+        self._service.wake()
+
+    def flush(self, request: FlushRequest) -> bool:
+        return self._service.flush(request)
+
+    def close(self, timeout: float = 30.0) -> bool:
+        return self._service.close(timeout)
+
+
+def test_a_sealing_backend_needs_only_wake_flush_and_close(spool_dir: Path) -> None:
+    ledger = InMemoryLedger()
+    backend = _SealsOnly(SealingService(ledger).start())
+    with Pipeline(ledger, spool_dir=spool_dir, sealing=backend) as p:
+        for i in range(20):
+            p.emit(Event.new("node_start", "t", payload={"i": i}))
+        assert p.flush(timeout=30)
+        health = p.health()
+    assert [e["payload"]["i"] for e in _envs(ledger, "t")] == list(range(20))
+    verify_chain(_envs(ledger, "t"))
+    # nothing to say about sealing, and no error for asking
+    assert "sealing" not in health and health["failing"] == []
+
+
+def test_health_includes_the_backends_report_when_it_gives_one(spool_dir: Path) -> None:
+    ledger = InMemoryLedger()
+    with Pipeline(ledger, spool_dir=spool_dir, sealing=SealingService(ledger).start()) as p:
+        p.emit(Event.new("node_start", "t", payload={}))
+        assert p.flush(timeout=30)
+        assert p.health()["sealing"]["sealed_events"] == 1

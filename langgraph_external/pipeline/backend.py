@@ -1,7 +1,8 @@
 """What the capturing side asks of wherever its captures are sealed (a
 :class:`~langgraph_external.pipeline.service.SealingService` in this process, the app's
-helper process, ``lgx worker`` processes): :class:`SealingBackend`, and the one
-:class:`FlushRequest` a flush hands down to it.
+helper process, ``lgx worker`` processes): :class:`SealingBackend` (wake, flush, close;
+:class:`ReportsHealth` where it says how sealing goes), and the one :class:`FlushRequest`
+a flush hands down to it.
 
 Example:
     >>> FlushRequest(("t-1",), "0/16B3748", 5.0).exports
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["FlushRequest", "SealingBackend"]
+__all__ = ["FlushRequest", "ReportsHealth", "SealingBackend"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,14 @@ class SealingBackend(Protocol):
     def flush(self, request: FlushRequest) -> bool:
         """Wait for ``request``; ``False`` if it did not finish in time."""
 
-    def health(self) -> dict[str, Any]:
-        """Sealing and projection health."""
-
     def close(self, timeout: float = 30.0) -> bool:
         """Seal what is sealable and stop."""
+
+
+@runtime_checkable
+class ReportsHealth(Protocol):
+    """A sealing backend that also says how sealing goes (all of ours do; ``health()``
+    leaves the ``sealing`` part out for one that does not)."""
+
+    def health(self) -> dict[str, Any]:
+        """Sealing and projection health."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from langgraph_external.pipeline.backend import SealingBackend
+from langgraph_external.pipeline.backend import ReportsHealth, SealingBackend
 from langgraph_external.pipeline.buffer import EventBuffer
 from langgraph_external.pipeline.failures import Failures
 
@@ -50,7 +50,7 @@ def recording_health(
 ) -> dict[str, Any]:
     """``out`` (the capturing side's health) completed with ``sealing``'s.
     ``shares_failures``: the sealing service records into the same failures."""
-    if sealing is None:
+    if not isinstance(sealing, ReportsHealth):
         return out
     try:
         sealed = sealing.health()
