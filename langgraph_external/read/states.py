@@ -175,7 +175,6 @@ def read_state(
     doc = log.doc(cid)
 
     state_json = _state_json(ws, thread_id, checkpoint_ns, cid)
-    values: dict[str, Any]
     if isinstance(state_json.get("values"), dict):
         values = dict(state_json["values"])
     else:
