@@ -181,12 +181,7 @@ def read_state(
         values = _channel_values(ws, thread_id, log, doc)
 
     writes = [
-        {
-            "node": w.get("node"),
-            "task_id": w.get("task_id"),
-            "channel": w.get("channel"),
-            "value": w.get("value"),
-        }
+        {k: w.get(k) for k in ("node", "task_id", "channel", "value")}
         for w in log.pending_writes(cid)
     ]
     skel = doc.get("checkpoint") or {}

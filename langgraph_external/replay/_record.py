@@ -67,12 +67,7 @@ class RecordedCall:
 
     def where(self) -> dict[str, Any]:
         """Step, node, task and namespace, for reports."""
-        return {
-            "step": self.step,
-            "node": self.node,
-            "task_id": self.task_id,
-            "checkpoint_ns": self.checkpoint_ns,
-        }
+        return {k: getattr(self, k) for k in ("step", "node", "task_id", "checkpoint_ns")}
 
 
 @dataclass

@@ -34,8 +34,7 @@ from langgraph_external.record.escapes import has_marks, unmark
 from langgraph_external.record.events import canonical_json, new_id
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.record.render import to_readable
-from langgraph_external.replay import _fork
-from langgraph_external.replay._fork import resolve_checkpoint
+from langgraph_external.replay._fork import fork, resolve_checkpoint
 from langgraph_external.replay._intercept import (
     Divergence,
     ReplayDivergenceError,
@@ -371,8 +370,8 @@ def _plan(
 @dataclass(frozen=True)
 class _Calls:
     """How a replay calls the graph and the checkpointer: directly (:func:`replay`), or
-    each method's async twin (``ainvoke`` for ``invoke``; :func:`areplay`), with its
-    blocking work (the ledger's reads) in a worker thread."""
+    each method's async twin (``ainvoke`` for ``invoke``, ``alist`` for ``list``;
+    :func:`areplay`), with its blocking work (the ledger's reads) in a worker thread."""
 
     is_async: bool
 
@@ -380,6 +379,12 @@ class _Calls:
         if self.is_async:
             return await getattr(obj, "a" + method)(*args)
         return getattr(obj, method)(*args)
+
+    async def collect(self, obj: Any, method: str, *args: Any) -> list[Any]:
+        """What the iterator (or async iterator) a method returns yields."""
+        if self.is_async:
+            return [x async for x in getattr(obj, "a" + method)(*args)]
+        return list(getattr(obj, method)(*args))
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.is_async:
@@ -420,9 +425,7 @@ async def _rerun(calls: _Calls, graph: Any, run: _Replay) -> None:
     config = run.config
     try:
         if run.start_id is not None:
-            await calls.call(
-                _fork, "fork", graph.checkpointer, run.source, run.target, run.start_id
-            )
+            await fork(calls, graph.checkpointer, run.source, run.target, run.start_id)
             if (await calls.call(graph, "get_state", config)).next:
                 run.issued += 1
                 await calls.call(graph, "invoke", None, config)

@@ -100,17 +100,11 @@ class Search:
                 return None
             return "%" + v.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
+        as_given = ("user", "session", "tag", "node", "tool", "error", "violation", "status")
         return {
+            **{k: t.get(k) for k in as_given},
             "thread": like(t.get("thread")),
-            "user": t.get("user"),
-            "session": t.get("session"),
-            "tag": t.get("tag"),
-            "node": t.get("node"),
-            "tool": t.get("tool"),
-            "error": t.get("error"),
             "error_like": like(t.get("error") or ""),
-            "violation": t.get("violation"),
-            "status": t.get("status"),
         }
 
 

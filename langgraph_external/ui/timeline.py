@@ -57,15 +57,12 @@ GRAPH_LANE = "(graph)"
 """Lane of events that belong to no node (runs, the root graph's checkpoints)."""
 
 _SPANS = {
-    "node_start": ("node", "start"),
-    "node_end": ("node", "end"),
-    "tool_start": ("tool", "start"),
-    "tool_end": ("tool", "end"),
+    **{
+        f"{family}_{side}": (family, side)
+        for family in ("node", "tool", "llm", "run")
+        for side in ("start", "end")
+    },
     "tool_error": ("tool", "end"),
-    "llm_start": ("llm", "start"),
-    "llm_end": ("llm", "end"),
-    "run_start": ("run", "start"),
-    "run_end": ("run", "end"),
 }
 _MARKS = {
     **{k.value: "memory" for k in EventKind if k.value.startswith("memory_")},
