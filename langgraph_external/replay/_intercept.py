@@ -215,14 +215,11 @@ def _model_input_divergence(
     actual: Any = [message_to_dict(m) for m in messages]
     if redactor is not None:
         actual = redactor(to_readable(actual))[0]
+    got = {"prompt_context_hash": digest, "messages": actual}
     where = f"step {md.get('langgraph_step')} in node {md.get('langgraph_node')!r}"
     if rec is None:
-        return Divergence(
-            kind="llm_input",
-            message=f"a model call at {where} is not in the record",
-            **_where(md),
-            actual={"prompt_context_hash": digest, "messages": actual},
-        )
+        message = f"a model call at {where} is not in the record"
+        return Divergence(kind="llm_input", message=message, **_where(md), actual=got)
     expected = list(rec.start.get("messages") or [])
     if expected and all(isinstance(m, list) for m in expected):
         expected = [m for batch in expected for m in batch]
@@ -232,7 +229,7 @@ def _model_input_divergence(
         f"{digest[:12]} instead of {str(rec.input_hash)[:12]})",
         **_where(md),
         expected={"prompt_context_hash": rec.input_hash, "messages": expected},
-        actual={"prompt_context_hash": digest, "messages": actual},
+        actual=got,
         diff=diff_messages(expected, actual).to_dict(),
     )
 

@@ -212,20 +212,15 @@ def _llm_pairs(
 def _tool_pairs(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The two sides' tool calls paired in the order they were made, each pair ``same``
     when both called the same tool with the same arguments and result."""
-    tools = []
-    for ta, tb in zip_longest(sa["tools"], sb["tools"]):
-        da, db = (ta or {}).get("detail") or {}, (tb or {}).get("detail") or {}
-        tools.append(
-            {
-                "a": ta,
-                "b": tb,
-                "same": ta is not None
-                and tb is not None
-                and (da.get("tool"), da.get("args"), da.get("result"))
-                == (db.get("tool"), db.get("args"), db.get("result")),
-            }
-        )
-    return tools
+
+    def key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        detail = row.get("detail") or {}
+        return tuple(detail.get(k) for k in ("tool", "args", "result"))
+
+    return [
+        {"a": ta, "b": tb, "same": ta is not None and tb is not None and key(ta) == key(tb)}
+        for ta, tb in zip_longest(sa["tools"], sb["tools"])
+    ]
 
 
 COMPARE_ROWS = 100

@@ -84,16 +84,9 @@ def _lane_path(env: Mapping[str, Any]) -> tuple[str, ...]:
     called it. Checkpoints and runs belong to the graph of their namespace, and so does
     ``__start__`` (the graph's input).
     """
-    ns = env.get("checkpoint_ns") or ""
-    path = list(scope_of(ns))
     node = env.get("node")
-    if (
-        node
-        and node != "__start__"
-        and env.get("kind") not in ("checkpoint", "run_start", "run_end")
-    ):
-        path.append(str(node))
-    return tuple(path)
+    own = node != "__start__" and env.get("kind") not in ("checkpoint", "run_start", "run_end")
+    return scope_of(env.get("checkpoint_ns"), str(node) if node and own else None)
 
 
 def build_timeline(
