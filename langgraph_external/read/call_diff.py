@@ -80,14 +80,10 @@ class CallsDiff:
     @property
     def first_prompt_change(self) -> CallChange | None:
         """The first pair of model calls whose prompts differ."""
-        return next(
-            (
-                c
-                for c in self.changes
-                if c.kind == "model" and c.change == "changed" and c.input_differs
-            ),
-            None,
-        )
+        for c in self.changes:
+            if c.kind == "model" and c.change == "changed" and c.input_differs:
+                return c
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for JSON)."""

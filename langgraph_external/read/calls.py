@@ -33,7 +33,23 @@ __all__ = ["ModelCall", "ToolCall", "load_calls"]
 
 
 @dataclass
-class ModelCall:
+class _Call:
+    """Where a recorded call ran, and what it called."""
+
+    seq: int
+    scope: str
+    node: str | None
+    step: int | None
+    name: str | None
+
+    @property
+    def where(self) -> str:
+        """``scope/node@step``."""
+        return f"{self.scope + '/' if self.scope else ''}{self.node or '?'}@{self.step}"
+
+
+@dataclass
+class ModelCall(_Call):
     """One recorded chat-model call: where it ran, what it was asked, what it answered.
 
     Attributes:
@@ -51,11 +67,6 @@ class ModelCall:
         error: the error of a failed call.
     """
 
-    seq: int
-    scope: str
-    node: str | None
-    step: int | None
-    name: str | None
     model: str | None
     messages: list[dict[str, Any]]
     tools: list[Any]
@@ -64,11 +75,6 @@ class ModelCall:
     answer: list[dict[str, Any]] | None = None
     status: str | None = None
     error: str | None = None
-
-    @property
-    def where(self) -> str:
-        """``scope/node@step``."""
-        return f"{self.scope + '/' if self.scope else ''}{self.node or '?'}@{self.step}"
 
     def input_key(self) -> str:
         """What the model was asked, canonical (message ids left out)."""
@@ -87,7 +93,7 @@ class ModelCall:
 
 
 @dataclass
-class ToolCall:
+class ToolCall(_Call):
     """One recorded tool call: where it ran, its arguments and its result.
 
     Attributes:
@@ -97,21 +103,11 @@ class ToolCall:
         status: ``ok``, ``error`` or ``None``; error: the error of a failed call.
     """
 
-    seq: int
-    scope: str
-    node: str | None
-    step: int | None
-    name: str | None
     args: Any
     tool_call_id: str | None = None
     result: Any = None
     status: str | None = None
     error: str | None = None
-
-    @property
-    def where(self) -> str:
-        """``scope/node@step``."""
-        return f"{self.scope + '/' if self.scope else ''}{self.node or '?'}@{self.step}"
 
     def input_key(self) -> str:
         """The tool and its arguments, canonical."""

@@ -141,12 +141,10 @@ def render_path(p: PathDiff) -> list[str]:
 
 
 def _answer_lines(call: ModelCall | ToolCall) -> list[str]:
-    if isinstance(call, ToolCall):
-        if call.status == "error":
-            return [f"error: {call.error}"]
-        return content_lines(call.result) or ["(empty)"]
     if call.status == "error":
         return [f"error: {call.error}"]
+    if isinstance(call, ToolCall):
+        return content_lines(call.result) or ["(empty)"]
     if call.answer is None:
         return ["(no answer recorded)"]
     return message_lines([{"role": "assistant", **g} for g in call.answer])
@@ -175,16 +173,13 @@ def render_calls(d: CallsDiff, a_label: str = "a", b_label: str = "b") -> list[s
         if answered is not None and answered.a is not None and answered.b is not None:
             what = "answer" if answered.kind == "model" else f"result of {answered.name}"
             out.append(f"first differing {what}: {answered.where_a} / {answered.where_b}")
-            out += [
-                line
-                for line in difflib.unified_diff(
-                    _answer_lines(answered.a),
-                    _answer_lines(answered.b),
-                    f"{a_label} {answered.where_a}",
-                    f"{b_label} {answered.where_b}",
-                    lineterm="",
-                )
-            ]
+            out += difflib.unified_diff(
+                _answer_lines(answered.a),
+                _answer_lines(answered.b),
+                f"{a_label} {answered.where_a}",
+                f"{b_label} {answered.where_b}",
+                lineterm="",
+            )
             shown = answered
     for c in d.changes:
         if c is shown:
@@ -195,19 +190,16 @@ def render_calls(d: CallsDiff, a_label: str = "a", b_label: str = "b") -> list[s
         elif c.change == "removed":
             out.append(f"  - {label} {c.where_a} only in a")
         else:
-            parts = []
-            if c.input_differs:
-                if c.kind == "model":
-                    parts.append("prompt differs")
-                else:
-                    assert isinstance(c.a, ToolCall) and isinstance(c.b, ToolCall)
-                    parts.append(f"args {_brief(c.a.args)} -> {_brief(c.b.args)}")
-            if c.output_differs:
-                if c.kind == "model":
-                    parts.append("answer differs")
-                else:
-                    assert isinstance(c.a, ToolCall) and isinstance(c.b, ToolCall)
-                    parts.append(f"result {_brief(c.a.result)} -> {_brief(c.b.result)}")
+            parts = [
+                f"{what} differs"
+                if c.kind == "model"
+                else f"{field} {_brief(getattr(c.a, field))} -> {_brief(getattr(c.b, field))}"
+                for differs, what, field in (
+                    (c.input_differs, "prompt", "args"),
+                    (c.output_differs, "answer", "result"),
+                )
+                if differs
+            ]
             out.append(f"  ~ {label} {c.where_a}: " + "; ".join(parts))
     return out
 

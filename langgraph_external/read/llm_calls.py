@@ -176,17 +176,12 @@ class LlmCalls:
         ``prices_source``."""
         total_in = sum(c.get("input_tokens") or 0 for c in self.calls)
         total_out = sum(c.get("output_tokens") or 0 for c in self.calls)
-        costs = [c.get("cost") for c in self.calls if c.get("total_tokens") is not None]
-        unknown = sorted(
-            {
-                str(c.get("model"))
-                for c in self.calls
-                if c.get("total_tokens") is not None and c.get("cost") is None
-            }
-        )
+        used = [c for c in self.calls if c.get("total_tokens") is not None]
+        known = [c["cost"] for c in used if c.get("cost") is not None]
+        unknown = sorted({str(c.get("model")) for c in used if c.get("cost") is None})
         return {
             "tokens": {"input": total_in, "output": total_out, "total": total_in + total_out},
-            "cost": sum(known) if (known := [c for c in costs if c is not None]) else None,
+            "cost": sum(known) if known else None,
             "cost_complete": not unknown,
             "unknown_price_models": unknown,
             "currency": self.prices.currency,

@@ -98,12 +98,9 @@ def references(value: Any, path: str = "") -> Iterator[tuple[str, Mapping[str, A
     """Every artifact reference in ``value``, with its path (``messages.0.content``)."""
     if is_ref(value):
         yield path, value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
+    elif isinstance(value, (Mapping, list, tuple)):
+        for k, v in value.items() if isinstance(value, Mapping) else enumerate(value):
             yield from references(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from references(v, f"{path}.{i}" if path else str(i))
 
 
 def named_artifacts(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -14,6 +14,7 @@ checkpoints, violations, interrupts, memory hits, users and tags;
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from langgraph_external.read.view_labels import (
     messages_of,
     row_short,
 )
+from langgraph_external.record.events import EventKind
 from langgraph_external.record.namespaces import split_task
 
 __all__ = ["RunTree", "memory_hits", "place_writes", "record_failure"]
@@ -40,17 +42,8 @@ _SPAN_START = {
     "tool_start": "tool",
 }
 _SPAN_END = {"run_end", "node_end", "llm_end", "tool_end", "tool_error"}
-_MEMORY = {
-    "memory_search",
-    "memory_get",
-    "memory_put",
-    "memory_add",
-    "memory_update",
-    "memory_delete",
-    "memory_erase",
-}
 _MARK_KIND = {
-    **dict.fromkeys(_MEMORY, "memory"),
+    **{k.value: "memory" for k in EventKind if k.value.startswith("memory_")},
     "retrieval": "retriever",
     "policy_violation": "violation",
     "interrupt": "interrupt",
@@ -131,13 +124,6 @@ class RunTree:
         (parent["children"] if parent else self.top).append(r)
         return r
 
-    def adopt(self, r: dict[str, Any], parent: dict[str, Any]) -> None:
-        """Move a row recorded before its run started into that run."""
-        old = self.rows[r["parent"]]["children"] if r["parent"] is not None else self.top
-        old.remove(r)
-        parent["children"].insert(0, r)
-        r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
-
     def parent_of(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
         """The span an event belongs to: by run, then by task, then the run of the time."""
         for key in ("run_id", "parent_run_id"):
@@ -183,7 +169,6 @@ class RunTree:
             resumed = payload.get("command") == "resume"
             label = f"run {self.runs}" + (" · resume" if resumed else "")
             r = self.row("run", env, index, None, label)
-            r["status"] = "running"
             user = payload.get("user_id")
             if user and str(user) not in self.users:
                 self.users.append(str(user))
@@ -198,22 +183,16 @@ class RunTree:
             }
             self.current_run = r
             for early in self.orphans.pop(str(env.get("run_id") or ""), []):
-                self.adopt(early, r)
+                _move(self, early, r, first=True)  # recorded before its run started
             for m in messages_of(payload.get("input")):
                 self.conversation.say(m, env, "input")
         else:
             parent = self.by_run.get(str(env.get("parent_run_id") or "")) or self.parent_of(
                 {**env, "run_id": None}
             )
+            r = self.row(family, env, index, parent, "")
             if family == "node":
-                label = f"{env.get('node') or env.get('name')} · step {env.get('step')}"
-            elif family == "llm":
-                label = f"LLM {payload.get('model') or env.get('name')}"
-            else:
-                label = f"tool {env.get('name')}({call_args(payload.get('args'))})"
-            r = self.row(family, env, index, parent, label)
-            r["status"] = "running"
-            if family == "node":
+                r["label"] = f"{env.get('node') or env.get('name')} · step {env.get('step')}"
                 r["detail"] = {
                     "triggers": payload.get("triggers"),
                     "task_id": env.get("task_id"),
@@ -226,13 +205,16 @@ class RunTree:
                 key = (env.get("checkpoint_ns") or "", env.get("step"), env.get("node"))
                 self.node_runs.setdefault(key, []).append(r)
             elif family == "llm":
+                r["label"] = f"LLM {payload.get('model') or env.get('name')}"
                 self.llm.start(r, env, payload)
             else:
+                r["label"] = f"tool {env.get('name')}({call_args(payload.get('args'))})"
                 r["detail"] = {
                     "tool": env.get("name"),
                     "args": payload.get("args"),
                     "tool_call_id": payload.get("tool_call_id"),
                 }
+        r["status"] = "running"
         if env.get("run_id"):
             self.by_run[str(env["run_id"])] = r
 
@@ -256,9 +238,8 @@ class RunTree:
         r["duration_ms"] = env.get("duration_ms")
         error = payload.get("error")
         if error:
-            r["detail"]["error"] = error
-            r["detail"]["error_type"] = payload.get("error_type")
-            r["detail"]["traceback"] = payload.get("traceback")
+            tb = payload.get("traceback")
+            r["detail"].update(error=error, error_type=payload.get("error_type"), traceback=tb)
         if family == "run":
             r["detail"]["output"] = payload.get("output")
         elif family == "node":
@@ -336,21 +317,12 @@ class RunTree:
         """A checkpoint sits at the end of the node runs of its step that wrote it."""
         nodes = set(payload.get("nodes") or ())
         ns = env.get("checkpoint_ns") or ""
-        ends = [
-            x["t1"]
-            for n in nodes
-            for x in self.node_runs.get((ns, env.get("step"), n), ())
-            if x["s0"] < r["s0"]
-        ]
-        writers = [
-            runs[-1]
+        earlier = [  # each node's runs of the step before the checkpoint
+            [x for x in self.node_runs.get((ns, env.get("step"), n), ()) if x["s0"] < r["s0"]]
             for n in sorted(nodes)
-            if (
-                runs := [
-                    x for x in self.node_runs.get((ns, env.get("step"), n), ()) if x["s0"] < r["s0"]
-                ]
-            )
         ]
+        ends = [x["t1"] for runs in earlier for x in runs]
+        writers = [runs[-1] for runs in earlier if runs]
         if ends:
             r["t0"] = r["t1"] = max(ends)
         elif nodes <= {"__start__"} and r["parent"] is not None:  # the run's input
@@ -423,11 +395,10 @@ class RunTree:
                 r["children"] = [c["id"] for c in r["children"]]
 
         walk(self.top)
-        for r in flat:
-            r["short"] = row_short(r)
         span_t = max(end, 1e-9)
         span_s = max(last - first, 1)
         for r in flat:
+            r["short"] = row_short(r)
             r["x_time"] = (r["t0"] / span_t * 100.0, max(0.0, (r["t1"] - r["t0"]) / span_t * 100.0))
             r["x_seq"] = (
                 (r["s0"] - first) / span_s * 100.0,
@@ -439,12 +410,9 @@ class RunTree:
             status = runs[-1]["status"] or "ok"
             if self.interrupts and int(self.interrupts[-1]["seq"] or 0) > runs[-1]["s0"]:
                 status = "interrupted"
-        kinds: dict[str, int] = {}
-        for r in flat:
-            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
         return {
             "rows": flat,
-            "kinds": kinds,
+            "kinds": dict(Counter(r["kind"] for r in flat)),
             "end_ms": end,
             "runs": len(runs),
             "status": status,
@@ -481,11 +449,11 @@ def place_writes(tree: RunTree) -> None:
             _move(tree, w, run)
 
 
-def _move(tree: RunTree, r: dict[str, Any], parent: dict[str, Any]) -> None:
-    """Put row ``r`` (a row without children) under ``parent``."""
+def _move(tree: RunTree, r: dict[str, Any], parent: dict[str, Any], first: bool = False) -> None:
+    """Put row ``r`` (a row without children) under ``parent``, last (``first``: first)."""
     old = tree.rows[r["parent"]]["children"] if r["parent"] is not None else tree.top
     old.remove(r)
-    parent["children"].append(r)
+    parent["children"].insert(0 if first else len(parent["children"]), r)
     r["parent"], r["depth"] = parent["id"], parent["depth"] + 1
 
 

@@ -142,16 +142,9 @@ def run_query(conn: psycopg.Connection[Any], query: str) -> list[QueryResult]:
     with conn.cursor() as cur:
         cur.execute(query.encode())  # bytes: the text is the user's, no placeholders
         while True:
-            if cur.description is None:
-                results.append(QueryResult([], [], cur.statusmessage))
-            else:
-                results.append(
-                    QueryResult(
-                        [c.name for c in cur.description],
-                        list(cur.fetchall()),
-                        cur.statusmessage,
-                    )
-                )
+            rows = list(cur.fetchall()) if cur.description is not None else []
+            columns = [c.name for c in cur.description or ()]
+            results.append(QueryResult(columns, rows, cur.statusmessage))
             if not cur.nextset():
                 break
     return results

@@ -175,19 +175,13 @@ def read_state(
     doc = log.doc(cid)
 
     state_json = _state_json(ws, thread_id, checkpoint_ns, cid)
-    values: dict[str, Any]
     if isinstance(state_json.get("values"), dict):
         values = dict(state_json["values"])
     else:
         values = _channel_values(ws, thread_id, log, doc)
 
     writes = [
-        {
-            "node": w.get("node"),
-            "task_id": w.get("task_id"),
-            "channel": w.get("channel"),
-            "value": w.get("value"),
-        }
+        {k: w.get(k) for k in ("node", "task_id", "channel", "value")}
         for w in log.pending_writes(cid)
     ]
     skel = doc.get("checkpoint") or {}

@@ -107,12 +107,10 @@ def build_thread_view(
         "duration_ms": laid["duration_ms"],
         **tree.llm.totals(),
     }
-    if states:
-        for cp in view["checkpoints"]:
-            key = (cp["checkpoint_ns"], cp["checkpoint_id"])
-            st = states.get(key)
-            if st is None:
-                continue
+    states = states or {}
+    for cp in view["checkpoints"]:
+        st = states.get((cp["checkpoint_ns"], cp["checkpoint_id"]))
+        if st is not None:
             parent = states.get((cp["checkpoint_ns"], st.get("parent") or ""))
             cp["change"] = state_change(
                 parent["values"] if parent else {}, st["values"], st.get("written")

@@ -158,18 +158,12 @@ def row_short(r: Mapping[str, Any]) -> str:
         return str(r["name"]) + (" · error" if r["status"] == "error" else "")
     if kind == "violation":
         return f"⚠ {d.get('rule') or r['name']}"
-    if kind == "interrupt":
-        return "interrupt"
     if kind == "resume":
         return "resume" if "value" in d else ""
     if kind == "memory":
         hits = (d.get("payload") or {}).get("hits")
         return f"{len(hits)} memory hits" if isinstance(hits, list) else str(d.get("operation"))
-    if kind == "error":
-        return "error"
-    if kind == "unrecorded":
-        return "not recorded"
-    return ""
+    return {"interrupt": "interrupt", "error": "error", "unrecorded": "not recorded"}.get(kind, "")
 
 
 def describe_mark(

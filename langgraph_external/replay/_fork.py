@@ -5,9 +5,12 @@ recorded ids)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph_external.read.inspection import AmbiguousCheckpointError, NotFoundError
+
+if TYPE_CHECKING:
+    from langgraph_external.replay._run import _Calls
 
 
 def resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapping[str, Any]:
@@ -29,44 +32,30 @@ def resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapp
     )
 
 
-def fork_plan(tuples: Sequence[Any], target: str, upto: str) -> list[tuple[Any, Any, Any]]:
-    """What :func:`fork` puts: ``(config, tuple, writes by task)``, parents first."""
-    plan = []
+async def fork(calls: _Calls, saver: Any, source: str, target: str, upto: str) -> None:
+    """Copy the checkpoints (every namespace) and writes of ``source`` up to ``upto``
+    into ``target``, ids kept: task ids derive from checkpoint ids, so the tasks that run
+    next have the recorded ids and namespaces. The writes recorded against ``upto``
+    itself are left out: they are the next step's results, which the replay re-runs.
+    ``calls``: the saver's methods or their async twins."""
+    tuples = await calls.collect(saver, "list", {"configurable": {"thread_id": source}})
     for t in sorted(
         (t for t in tuples if t.checkpoint["id"] <= upto), key=lambda t: t.checkpoint["id"]
-    ):
+    ):  # parents first
         conf: dict[str, Any] = {
             "thread_id": target,
             "checkpoint_ns": t.config["configurable"].get("checkpoint_ns", ""),
         }
         if t.parent_config:
             conf["checkpoint_id"] = t.parent_config["configurable"]["checkpoint_id"]
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        if t.checkpoint["id"] != upto:
-            for task_id, channel, value in t.pending_writes or ():
-                by_task.setdefault(task_id, []).append((channel, value))
-        plan.append(({"configurable": conf}, t, by_task))
-    return plan
-
-
-def fork(saver: Any, source: str, target: str, upto: str) -> None:
-    """Copy the checkpoints (every namespace) and writes of ``source`` up to ``upto``
-    into ``target``, ids kept: task ids derive from checkpoint ids, so the tasks that run
-    next have the recorded ids and namespaces. The writes recorded against ``upto``
-    itself are left out: they are the next step's results, which the replay re-runs."""
-    tuples = list(saver.list({"configurable": {"thread_id": source}}))
-    for conf, t, by_task in fork_plan(tuples, target, upto):
-        stored = saver.put(conf, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"]))
-        for task_id, writes in by_task.items():
-            saver.put_writes(stored, writes, task_id)
-
-
-async def afork(saver: Any, source: str, target: str, upto: str) -> None:
-    """Async :func:`fork`."""
-    tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
-    for conf, t, by_task in fork_plan(tuples, target, upto):
-        stored = await saver.aput(
-            conf, t.checkpoint, t.metadata, dict(t.checkpoint["channel_versions"])
+        versions = dict(t.checkpoint["channel_versions"])
+        stored = await calls.call(
+            saver, "put", {"configurable": conf}, t.checkpoint, t.metadata, versions
         )
+        if t.checkpoint["id"] == upto:
+            continue  # its writes are the next step's results
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
         for task_id, writes in by_task.items():
-            await saver.aput_writes(stored, writes, task_id)
+            await calls.call(saver, "put_writes", stored, writes, task_id)

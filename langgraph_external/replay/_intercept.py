@@ -26,6 +26,7 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from langgraph_external.read.diff import diff_messages
+from langgraph_external.read.state_diff import tool_call_keys
 from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.render import message_to_dict, to_readable
 from langgraph_external.replay._record import CallIndex, RecordedCall, live_context
@@ -214,14 +215,11 @@ def _model_input_divergence(
     actual: Any = [message_to_dict(m) for m in messages]
     if redactor is not None:
         actual = redactor(to_readable(actual))[0]
+    got = {"prompt_context_hash": digest, "messages": actual}
     where = f"step {md.get('langgraph_step')} in node {md.get('langgraph_node')!r}"
     if rec is None:
-        return Divergence(
-            kind="llm_input",
-            message=f"a model call at {where} is not in the record",
-            **_where(md),
-            actual={"prompt_context_hash": digest, "messages": actual},
-        )
+        message = f"a model call at {where} is not in the record"
+        return Divergence(kind="llm_input", message=message, **_where(md), actual=got)
     expected = list(rec.start.get("messages") or [])
     if expected and all(isinstance(m, list) for m in expected):
         expected = [m for batch in expected for m in batch]
@@ -231,7 +229,7 @@ def _model_input_divergence(
         f"{digest[:12]} instead of {str(rec.input_hash)[:12]})",
         **_where(md),
         expected={"prompt_context_hash": rec.input_hash, "messages": expected},
-        actual={"prompt_context_hash": digest, "messages": actual},
+        actual=got,
         diff=diff_messages(expected, actual).to_dict(),
     )
 
@@ -239,8 +237,7 @@ def _model_input_divergence(
 def _answer_of(msg: Any) -> dict[str, Any]:
     """What a model answer says (content and tool calls; ids and metadata left out)."""
     d = msg if isinstance(msg, dict) else message_to_dict(msg)
-    calls = [{"name": c.get("name"), "args": c.get("args")} for c in d.get("tool_calls") or []]
-    return {"content": d.get("content"), "tool_calls": calls}
+    return {"content": d.get("content"), "tool_calls": tool_call_keys(d.get("tool_calls"))}
 
 
 def load_exact(data: Any) -> Any:
@@ -253,12 +250,16 @@ def load_exact(data: Any) -> Any:
         return load(data, allowed_objects="messages")
 
 
+def _failed(end: Any) -> RecordedCallError:
+    return RecordedCallError(
+        f"{end.get('error_type', 'Error')}: {end.get('error', 'the recorded call failed')}"
+    )
+
+
 def _chat_result(rec: RecordedCall) -> ChatResult:
     end = rec.end or {}
     if rec.end_status == "error" or not end:
-        raise RecordedCallError(
-            f"{end.get('error_type', 'Error')}: {end.get('error', 'the recorded call failed')}"
-        )
+        raise _failed(end)
     exact = end.get("exact")
     if exact:
         messages = [load_exact(m) for m in exact]
@@ -280,9 +281,7 @@ def _chat_result(rec: RecordedCall) -> ChatResult:
 def _tool_answer(rec: RecordedCall, call_id: str | None) -> Any:
     end = rec.end or {}
     if rec.end is None or (rec.end_kind == "tool_error" and "result" not in end):
-        raise RecordedCallError(
-            f"{end.get('error_type', 'Error')}: {end.get('error', 'the recorded call failed')}"
-        )
+        raise _failed(end)
     if end.get("exact"):
         out = load_exact(end["exact"])
         if isinstance(out, ToolMessage) and call_id and out.tool_call_id != call_id:
@@ -369,8 +368,10 @@ def _wrap_astream(original: Callable[..., Any]) -> Callable[..., Any]:
     return astream
 
 
-def _tool_callbacks(manager_cls: Any, tool: Any, kwargs: dict[str, Any]) -> Any:
-    return manager_cls.configure(
+def _on_tool_start(manager_cls: Any, tool: Any, tool_input: Any, kwargs: dict[str, Any]) -> Any:
+    """The callbacks see an answered call as if the tool ran: the replay has its own record.
+    Returns the run manager (an awaitable one with ``AsyncCallbackManager``)."""
+    manager = manager_cls.configure(
         kwargs.get("callbacks"),
         tool.callbacks,
         tool.verbose,
@@ -379,18 +380,15 @@ def _tool_callbacks(manager_cls: Any, tool: Any, kwargs: dict[str, Any]) -> Any:
         kwargs.get("metadata"),
         tool.metadata,
     )
-
-
-def _tool_start_args(tool: Any, tool_input: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     inputs = _compat.tool_callback_inputs(tool, tool_input)
-    return {
-        "serialized": {"name": tool.name, "description": tool.description},
-        "input_str": tool_input if isinstance(tool_input, str) else str(inputs),
-        "name": kwargs.get("run_name"),
-        "run_id": kwargs.get("run_id"),
-        "inputs": inputs if isinstance(inputs, dict) else None,
-        "tool_call_id": kwargs.get("tool_call_id"),
-    }
+    return manager.on_tool_start(
+        {"name": tool.name, "description": tool.description},
+        tool_input if isinstance(tool_input, str) else str(inputs),
+        name=kwargs.get("run_name"),
+        run_id=kwargs.get("run_id"),
+        inputs=inputs if isinstance(inputs, dict) else None,
+        tool_call_id=kwargs.get("tool_call_id"),
+    )
 
 
 _RUN_POSITIONAL = ("verbose", "start_color", "color", "callbacks")
@@ -406,14 +404,7 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
         answer = session.before_tool(self, tool_input, kwargs)
         if answer is LIVE:
             return original(self, tool_input, **kwargs)
-        # the callbacks see the call as if the tool ran: the replay has its own record
-        start = _tool_start_args(self, tool_input, kwargs)
-        rm = _tool_callbacks(CallbackManager, self, kwargs).on_tool_start(
-            start.pop("serialized"), start.pop("input_str"), **start
-        )
-        if isinstance(answer, BaseException):
-            rm.on_tool_error(answer, tool_call_id=kwargs.get("tool_call_id"))
-            raise answer
+        rm = _on_tool_start(CallbackManager, self, tool_input, kwargs)
         rm.on_tool_end(answer, name=self.name)
         return answer
 
@@ -429,10 +420,7 @@ def _wrap_arun(original: Callable[..., Any]) -> Callable[..., Any]:
         answer = session.before_tool(self, tool_input, kwargs)
         if answer is LIVE:
             return await original(self, tool_input, **kwargs)
-        start = _tool_start_args(self, tool_input, kwargs)
-        rm = await _tool_callbacks(AsyncCallbackManager, self, kwargs).on_tool_start(
-            start.pop("serialized"), start.pop("input_str"), **start
-        )
+        rm = await _on_tool_start(AsyncCallbackManager, self, tool_input, kwargs)
         await rm.on_tool_end(answer, name=self.name)
         return answer
 

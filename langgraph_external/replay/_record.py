@@ -11,7 +11,7 @@ so repeated identical calls (a node re-run after an interrupt) are answered in t
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +30,6 @@ def live_context(metadata: Mapping[str, Any]) -> Context:
         int(step) if step is not None else None,
         tuple(str(p) for p in metadata.get("langgraph_path") or ()),
     )
-
-
-def args_key(args: Any) -> str:
-    """Canonical text of tool arguments (order of keys does not matter)."""
-    return canonical_json(args)
 
 
 @dataclass
@@ -72,13 +67,7 @@ class RecordedCall:
 
     def where(self) -> dict[str, Any]:
         """Step, node, task and namespace, for reports."""
-        return {
-            "step": self.step,
-            "node": self.node,
-            "task_id": self.task_id,
-            "checkpoint_ns": self.checkpoint_ns,
-            "seq": self.seq,
-        }
+        return {k: getattr(self, k) for k in ("step", "node", "task_id", "checkpoint_ns")}
 
 
 @dataclass
@@ -87,7 +76,6 @@ class Invocation:
 
     run_id: str
     seq: int
-    end_seq: int | None
     input: Any
     resume: bool = False
     exact: Any = None
@@ -141,10 +129,10 @@ class CallIndex:
     ) -> tuple[RecordedCall | None, bool]:
         """The recorded tool call for this context, tool and arguments (``tool_call_id``
         preferred): ``(call, same_call)``; otherwise the next unanswered one, not taken."""
-        key = args_key(args)
+        key = canonical_json(args)  # the order of keys does not matter
         with self._lock:
             cands = [c for c in self._candidates("tool", ctx) if c.name == name]
-            same = [c for c in cands if args_key(c.args) == key]
+            same = [c for c in cands if canonical_json(c.args) == key]
             for c in sorted(same, key=lambda c: c.tool_call_id != tool_call_id):
                 c.consumed = True
                 return c, True
@@ -170,13 +158,15 @@ _ENDS = {"llm_end", "tool_end", "tool_error"}
 
 
 def index_calls(
-    events: Sequence[Mapping[str, Any]], *, after_seq: int = 0, resolve: Any = None
+    events: Sequence[Mapping[str, Any]],
+    *,
+    after_seq: int,
+    resolve: Callable[[Mapping[str, Any]], Mapping[str, Any]],
 ) -> CallIndex:
     """Every model and tool call recorded after ``after_seq``, paired with its answer.
 
     ``resolve`` turns an offloaded payload (``{"$artifact": ...}``) back into its value.
     """
-    load = resolve or (lambda p: p)
     paths = _paths(events)
     index = CallIndex()
     open_calls: dict[str, RecordedCall] = {}
@@ -198,24 +188,27 @@ def index_calls(
                 task_id=task,
                 checkpoint_ns=e.get("checkpoint_ns") or "",
                 name=e.get("name"),
-                start=load(e.get("payload") or {}),
+                start=resolve(e.get("payload") or {}),
             )
             index.add(call)
             if e.get("run_id"):
                 open_calls[e["run_id"]] = call
         elif kind in _ENDS and e.get("run_id") in open_calls:
             call = open_calls.pop(e["run_id"])
-            call.end = load(e.get("payload") or {})
+            call.end = resolve(e.get("payload") or {})
             call.end_kind = kind
             call.end_status = e.get("status")
     return index
 
 
-def invocations(events: Sequence[Mapping[str, Any]], *, resolve: Any = None) -> list[Invocation]:
+def invocations(
+    events: Sequence[Mapping[str, Any]],
+    *,
+    resolve: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+) -> list[Invocation]:
     """The thread's top-level graph invocations, in order, with what each was given."""
-    load = resolve or (lambda p: p)
     resumes = {
-        e.get("run_id"): load(e.get("payload") or {}).get("value")
+        e.get("run_id"): resolve(e.get("payload") or {}).get("value")
         for e in events
         if e["kind"] == "resume" and e.get("name") != "checkpoint"
     }
@@ -225,12 +218,11 @@ def invocations(events: Sequence[Mapping[str, Any]], *, resolve: Any = None) -> 
         if e.get("parent_run_id") is not None or not e.get("run_id"):
             continue
         if e["kind"] == "run_start" and e.get("run_id") == e.get("root_run_id"):
-            p = load(e.get("payload") or {})
+            p = resolve(e.get("payload") or {})
             resume = p.get("command") == "resume"
             inv = Invocation(
                 run_id=e["run_id"],
                 seq=e["seq"],
-                end_seq=None,
                 input=resumes.get(e["run_id"]) if resume else p.get("input"),
                 resume=resume,
                 exact=p.get("exact"),
@@ -238,6 +230,5 @@ def invocations(events: Sequence[Mapping[str, Any]], *, resolve: Any = None) -> 
             out.append(inv)
             by_run[inv.run_id] = inv
         elif e["kind"] == "run_end" and e.get("run_id") in by_run:
-            by_run[e["run_id"]].end_seq = e["seq"]
             by_run[e["run_id"]].status = e.get("status")
     return out

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
@@ -33,7 +34,7 @@ from langgraph_external.record.escapes import has_marks, unmark
 from langgraph_external.record.events import canonical_json, new_id
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.record.render import to_readable
-from langgraph_external.replay._fork import afork, fork, resolve_checkpoint
+from langgraph_external.replay._fork import fork, resolve_checkpoint
 from langgraph_external.replay._intercept import (
     Divergence,
     ReplayDivergenceError,
@@ -157,8 +158,6 @@ def _divergence_detail(d: Divergence, report: ReplayReport) -> list[str]:
         return render_state(report.state)
     if d.kind == "error":
         return [str((d.actual or {}).get("error", ""))]
-    if d.kind == "missing_call":
-        return []
     return []
 
 
@@ -268,7 +267,7 @@ class _Replay:
                         message=f"{len(missing)} recorded call(s) were not made, first a "
                         f"{first.kind} call {first.name!r} at step {first.step} in node "
                         f"{first.node!r}",
-                        **{k: v for k, v in first.where().items() if k != "seq"},
+                        **first.where(),
                         expected={"name": first.name, "kind": first.kind},
                     )
                 )
@@ -368,63 +367,76 @@ def _plan(
     )
 
 
-def _unused(target: str, found: Any) -> None:
-    if found is not None:
-        raise ConfigurationError(f"thread {target!r} already exists; pick an unused id")
+@dataclass(frozen=True)
+class _Calls:
+    """How a replay calls the graph and the checkpointer: directly (:func:`replay`), or
+    each method's async twin (``ainvoke`` for ``invoke``, ``alist`` for ``list``;
+    :func:`areplay`), with its blocking work (the ledger's reads) in a worker thread."""
+
+    is_async: bool
+
+    async def call(self, obj: Any, method: str, *args: Any) -> Any:
+        if self.is_async:
+            return await getattr(obj, "a" + method)(*args)
+        return getattr(obj, method)(*args)
+
+    async def collect(self, obj: Any, method: str, *args: Any) -> list[Any]:
+        """What the iterator (or async iterator) a method returns yields."""
+        if self.is_async:
+            return [x async for x in getattr(obj, "a" + method)(*args)]
+        return list(getattr(obj, method)(*args))
+
+    async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.is_async:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
 
 
-def _delete_note(target: str, exc: BaseException) -> str:
-    logger.warning("langgraph-external: could not delete the replay copy %r: %s", target, exc)
-    return f"the replay's thread {target!r} could not be deleted ({exc}); it was kept"
-
-
-def _finish(run: _Replay, report: ReplayReport | None, keep: bool, saver: Any) -> None:
-    """Delete the replay's thread unless it is kept (after a failed replay too)."""
-    if keep:
-        return
+def _run_sync(coro: Coroutine[Any, Any, ReplayReport]) -> ReplayReport:
+    """The result of a coroutine that never waits (its calls are all synchronous)."""
     try:
-        saver.delete_thread(run.target)
+        coro.send(None)
+    except StopIteration as done:
+        report: ReplayReport = done.value
+        return report
+    coro.close()
+    raise RuntimeError("a synchronous replay waited")
+
+
+async def _delete(calls: _Calls, saver: Any, target: str, report: ReplayReport | None) -> None:
+    """Delete the replay's thread (after a failed replay too)."""
+    try:
+        await calls.call(saver, "delete_thread", target)
     except Exception as exc:  # never masks the replay's own error
-        note = _delete_note(run.target, exc)
+        logger.warning("langgraph-external: could not delete the replay copy %r: %s", target, exc)
         if report is not None:
-            report.notes.append(note)
+            report.notes.append(
+                f"the replay's thread {target!r} could not be deleted ({exc}); it was kept"
+            )
         return
     if report is not None:
         report.kept = False
 
 
-async def _afinish(run: _Replay, report: ReplayReport | None, keep: bool, saver: Any) -> None:
-    """Async :func:`_finish`."""
-    if keep:
-        return
-    try:
-        await saver.adelete_thread(run.target)
-    except Exception as exc:  # never masks the replay's own error
-        note = _delete_note(run.target, exc)
-        if report is not None:
-            report.notes.append(note)
-        return
-    if report is not None:
-        report.kept = False
-
-
-def _rerun(graph: Any, run: _Replay, thread_id: str) -> None:
+async def _rerun(calls: _Calls, graph: Any, run: _Replay) -> None:
     """Run the recorded invocations again into ``run.target`` (first the rest of the step
     ``run.start_id`` was copied at, when given), answering interrupts with the recorded
     resume values. A divergence ends the run early: ``run.completed`` is then false."""
-    saver, config = graph.checkpointer, run.config
+    config = run.config
     try:
         if run.start_id is not None:
-            fork(saver, thread_id, run.target, run.start_id)
-            if graph.get_state(config).next:
+            await fork(calls, graph.checkpointer, run.source, run.target, run.start_id)
+            if (await calls.call(graph, "get_state", config)).next:
                 run.issued += 1
-                graph.invoke(None, config)
+                await calls.call(graph, "invoke", None, config)
         for inv in run.todo:
             run.issued += 1
-            pending = graph.get_state(config).interrupts if inv.resume else ()
+            pending = (
+                (await calls.call(graph, "get_state", config)).interrupts if inv.resume else ()
+            )
             value = run.resume_value(inv, pending)
             try:
-                graph.invoke(value, config)
+                await calls.call(graph, "invoke", value, config)
             except Exception as exc:
                 if run.failed(inv, exc):
                     break
@@ -432,26 +444,29 @@ def _rerun(graph: Any, run: _Replay, thread_id: str) -> None:
         run.completed = False
 
 
-async def _arerun(graph: Any, run: _Replay, thread_id: str) -> None:
-    """Async :func:`_rerun`."""
-    saver, config = graph.checkpointer, run.config
+async def _replay(
+    calls: _Calls, graph: Any, plan: Callable[[], _Replay], keep: bool
+) -> ReplayReport:
+    """:func:`replay` and :func:`areplay`, calling through ``calls``."""
+    run = await calls.blocking(plan)
+    saver = graph.checkpointer
+    if await calls.call(saver, "get_tuple", _thread(run.target)) is not None:
+        raise ConfigurationError(f"thread {run.target!r} already exists; pick an unused id")
+    report: ReplayReport | None = None
     try:
-        if run.start_id is not None:
-            await afork(saver, thread_id, run.target, run.start_id)
-            if (await graph.aget_state(config)).next:
-                run.issued += 1
-                await graph.ainvoke(None, config)
-        for inv in run.todo:
-            run.issued += 1
-            pending = (await graph.aget_state(config)).interrupts if inv.resume else ()
-            value = run.resume_value(inv, pending)
-            try:
-                await graph.ainvoke(value, config)
-            except Exception as exc:
-                if run.failed(inv, exc):
-                    break
-    except ReplayDivergenceError:
-        run.completed = False
+        with intercepting(run.session):
+            await _rerun(calls, graph, run)
+        source = (await calls.call(graph, "get_state", _thread(run.source))).values
+        target = (await calls.call(graph, "get_state", _thread(run.target))).values
+        report = await calls.blocking(run.report, source, target)
+    finally:
+        if not keep:
+            await _delete(calls, saver, run.target, report)
+    return report
+
+
+def _thread(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
 
 
 def replay(
@@ -507,21 +522,10 @@ def replay(
         >>> report.diverged, report.model_calls, report.tool_calls_executed  # doctest: +SKIP
         (False, 0, 0)
     """
-    run = _plan(graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
-    saver = graph.checkpointer
-    _unused(run.target, saver.get_tuple({"configurable": {"thread_id": run.target}}))
-    keep = into is not None if keep is None else keep
-    report: ReplayReport | None = None
-    try:
-        with intercepting(run.session):
-            _rerun(graph, run, thread_id)
-        report = run.report(
-            graph.get_state({"configurable": {"thread_id": thread_id}}).values,
-            graph.get_state({"configurable": {"thread_id": run.target}}).values,
-        )
-    finally:
-        _finish(run, report, keep, saver)
-    return report
+    plan = partial(_plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
+    return _run_sync(
+        _replay(_Calls(False), graph, plan, into is not None if keep is None else keep)
+    )
 
 
 async def areplay(
@@ -542,19 +546,5 @@ async def areplay(
         >>> async with External(workspace="./agent_workspace") as ext:    # doctest: +SKIP
         ...     report = await areplay(graph, "thread-42", ext=ext)
     """
-    run = await asyncio.to_thread(
-        _plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable
-    )
-    saver = graph.checkpointer
-    _unused(run.target, await saver.aget_tuple({"configurable": {"thread_id": run.target}}))
-    keep = into is not None if keep is None else keep
-    report: ReplayReport | None = None
-    try:
-        with intercepting(run.session):
-            await _arerun(graph, run, thread_id)
-        source = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values
-        target = (await graph.aget_state({"configurable": {"thread_id": run.target}})).values
-        report = await asyncio.to_thread(run.report, source, target)
-    finally:
-        await _afinish(run, report, keep, saver)
-    return report
+    plan = partial(_plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
+    return await _replay(_Calls(True), graph, plan, into is not None if keep is None else keep)

@@ -20,6 +20,7 @@ from langgraph_external.read.offloaded import DIGEST, value_at
 from langgraph_external.ui import _queries
 from langgraph_external.ui._config import NotFound, UiConfig, read_only_options
 from langgraph_external.ui._pages import (
+    compare_html,
     compare_page,
     load_thread,
     render_row,
@@ -28,7 +29,6 @@ from langgraph_external.ui._pages import (
     threads_page,
     verification,
 )
-from langgraph_external.ui._render import render
 from langgraph_external.workspace.files import encode_thread_id
 
 if TYPE_CHECKING:
@@ -281,22 +281,8 @@ def _plain(message: str, status: int) -> Response:
 
 
 def _not_found(cfg: UiConfig, message: str, status: int = 404) -> Response:
-    return _html(
-        render(
-            "compare.html",
-            title="lgx — not found" if status == 404 else "lgx — bad request",
-            where="",
-            a="",
-            b="",
-            acp="",
-            bcp="",
-            c=None,
-            error=message,
-            currency=cfg.prices.currency,
-            root="",
-        ),
-        status,
-    )
+    title = "lgx — not found" if status == 404 else "lgx — bad request"
+    return _html(compare_html(cfg, title=title, error=message), status)
 
 
 # -- pages ----------------------------------------------------------------------------------

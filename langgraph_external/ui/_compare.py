@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping, Sequence
+from itertools import zip_longest
 from typing import Any
 
 import psycopg
@@ -66,13 +67,15 @@ def _message_text(m: Mapping[str, Any]) -> list[str]:
         f"[{role}{' ' + str(m['name']) if m.get('name') else ''}] " + line
         for line in (text or "").splitlines() or [""]
     ]
-    for call in m.get("tool_calls") or ():
-        lines.append(
-            f"[{role}] → {call.get('name')}("
-            + json.dumps(call.get("args"), ensure_ascii=False, sort_keys=True)
-            + ")"
-        )
-    return lines
+    return lines + [f"[{role}] {line}" for line in _call_lines(m)]
+
+
+def _call_lines(m: Mapping[str, Any]) -> list[str]:
+    """``→ tool(args)`` per tool call of message ``m``."""
+    return [
+        f"→ {c.get('name')}({json.dumps(c.get('args'), ensure_ascii=False, sort_keys=True)})"
+        for c in m.get("tool_calls") or ()
+    ]
 
 
 def _answer_lines(m: Mapping[str, Any]) -> list[str]:
@@ -81,21 +84,15 @@ def _answer_lines(m: Mapping[str, Any]) -> list[str]:
     before a tool call)."""
     text = _text(m.get("content"))
     lines = (text or "").splitlines() if text or not m.get("tool_calls") else []
-    return [
-        *lines,
-        *(
-            f"→ {call.get('name')}("
-            + json.dumps(call.get("args"), ensure_ascii=False, sort_keys=True)
-            + ")"
-            for call in m.get("tool_calls") or ()
-        ),
-    ]
+    return lines + _call_lines(m)
 
 
 def _prompt_lines(call: Mapping[str, Any] | None) -> list[str]:
-    if call is None:
-        return []
-    return [line for m in call.get("full_messages") or () for line in _message_text(m)]
+    return [line for m in (call or {}).get("full_messages") or () for line in _message_text(m)]
+
+
+def _answer(call: Mapping[str, Any] | None) -> list[str]:
+    return [line for m in (call or {}).get("answer") or () for line in _answer_lines(m)]
 
 
 def _side(
@@ -125,11 +122,6 @@ def _side(
         "path": path,
         "label": thread_id + (f" @ {cid}" if cid else ""),
     }
-
-
-def _pairs(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]]:
-    n = max(len(a), len(b))
-    return [(a[i] if i < len(a) else None, b[i] if i < len(b) else None) for i in range(n)]
 
 
 def compare_data(
@@ -196,10 +188,9 @@ def _llm_pairs(
     of the first pair whose prompts differ (``None``: every prompt is the same)."""
     llm = []
     first_prompt_diff: list[str] | None = None
-    for ca, cb in _pairs(sa["view"]["llm_calls"], sb["view"]["llm_calls"]):
+    for ca, cb in zip_longest(sa["view"]["llm_calls"], sb["view"]["llm_calls"]):
         pa, pb = _prompt_lines(ca), _prompt_lines(cb)
-        ans_a = [x for m in (ca or {}).get("answer") or () for x in _answer_lines(m)]
-        ans_b = [x for m in (cb or {}).get("answer") or () for x in _answer_lines(m)]
+        ans_a, ans_b = _answer(ca), _answer(cb)
         same_prompt = pa == pb and ca is not None and cb is not None
         if not same_prompt and first_prompt_diff is None:
             first_prompt_diff = list(
@@ -221,20 +212,15 @@ def _llm_pairs(
 def _tool_pairs(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The two sides' tool calls paired in the order they were made, each pair ``same``
     when both called the same tool with the same arguments and result."""
-    tools = []
-    for ta, tb in _pairs(sa["tools"], sb["tools"]):
-        da, db = (ta or {}).get("detail") or {}, (tb or {}).get("detail") or {}
-        tools.append(
-            {
-                "a": ta,
-                "b": tb,
-                "same": ta is not None
-                and tb is not None
-                and (da.get("tool"), da.get("args"), da.get("result"))
-                == (db.get("tool"), db.get("args"), db.get("result")),
-            }
-        )
-    return tools
+
+    def key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        detail = row.get("detail") or {}
+        return tuple(detail.get(k) for k in ("tool", "args", "result"))
+
+    return [
+        {"a": ta, "b": tb, "same": ta is not None and tb is not None and key(ta) == key(tb)}
+        for ta, tb in zip_longest(sa["tools"], sb["tools"])
+    ]
 
 
 COMPARE_ROWS = 100
@@ -244,24 +230,19 @@ COMPARE_ROWS = 100
 def _shown(pairs: list[dict[str, Any]], same: Any) -> dict[str, Any]:
     """The first :data:`COMPARE_ROWS` pairs (and the first that differs, if later), with
     the count of those left out and of how many of them differ."""
-    shown = pairs[:COMPARE_ROWS]
     first = next((i for i, p in enumerate(pairs) if not same(p)), None)
-    if first is not None and first >= COMPARE_ROWS:
-        shown = [*shown, {**pairs[first], "index": first}]
+    late = [{**pairs[first], "index": first}] if first is not None and first >= COMPARE_ROWS else []
     for i, p in enumerate(pairs[:COMPARE_ROWS]):
         p["index"] = i
-    late = 1 if first is not None and first >= COMPARE_ROWS else 0
     rest = pairs[COMPARE_ROWS:]
     return {
-        "pairs": shown,
-        "more": len(rest) - late,
-        "more_differ": sum(1 for p in rest if not same(p)) - late,
+        "pairs": pairs[:COMPARE_ROWS] + late,
+        "more": len(rest) - len(late),
+        "more_differ": sum(1 for p in rest if not same(p)) - len(late),
     }
 
 
 def _path_rows(p: Any) -> list[dict[str, Any]]:
-    rows = []
-    for op in p.ops:
-        for x, y in _pairs(op["a"], op["b"]):
-            rows.append({"op": op["op"], "a": x, "b": y})
-    return rows
+    return [
+        {"op": op["op"], "a": x, "b": y} for op in p.ops for x, y in zip_longest(op["a"], op["b"])
+    ]

@@ -270,16 +270,11 @@ def compare_page(
             data = compare_data(conn, cfg, a, b or a, acp=acp or None, bcp=bcp or None)
         except NotFound as exc:
             error = str(exc)
-    return render(
-        "compare.html",
-        root=root,
-        title="lgx — compare",
-        where="",
-        a=a,
-        b=b,
-        acp=acp,
-        bcp=bcp,
-        c=data,
-        error=error,
-        currency=cfg.prices.currency,
-    )
+    return compare_html(cfg, root=root, a=a, b=b, acp=acp, bcp=bcp, c=data, error=error)
+
+
+def compare_html(cfg: UiConfig, *, title: str = "lgx — compare", **values: Any) -> str:
+    """The compare page's template with ``values`` (the form empty unless given); the web
+    app answers a request it cannot answer with it too."""
+    empty = {"where": "", "a": "", "b": "", "acp": "", "bcp": "", "c": None, "error": None}
+    return render("compare.html", title=title, currency=cfg.prices.currency, **empty | values)

@@ -12,7 +12,7 @@ import json
 import shlex
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -100,17 +100,11 @@ class Search:
                 return None
             return "%" + v.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
+        as_given = ("user", "session", "tag", "node", "tool", "error", "violation", "status")
         return {
+            **{k: t.get(k) for k in as_given},
             "thread": like(t.get("thread")),
-            "user": t.get("user"),
-            "session": t.get("session"),
-            "tag": t.get("tag"),
-            "node": t.get("node"),
-            "tool": t.get("tool"),
-            "error": t.get("error") if "error" in t else None,
             "error_like": like(t.get("error") or ""),
-            "violation": t.get("violation") if "violation" in t else None,
-            "status": t.get("status"),
         }
 
 
@@ -197,6 +191,11 @@ def _whole_payload_runs(
             yield str(thread_id), payload
 
 
+def _unique(values: Iterable[Any]) -> list[str]:
+    """``values`` as text, each once, in order."""
+    return list(dict.fromkeys(str(v) for v in values))
+
+
 def _summaries(
     conn: psycopg.Connection[Any],
     schema: str,
@@ -215,18 +214,13 @@ def _summaries(
     for row in cur.fetchall():
         d = dict(zip(names, row, strict=True))
         r = out[str(d["thread_id"])]
-        tags: list[str] = []
-        for group in d["tags"] or ():
-            for tag in group if isinstance(group, list) else ():
-                if str(tag) not in tags:
-                    tags.append(str(tag))
         r.runs, r.llm_calls = int(d["runs"]), int(d["llm_calls"])
         r.duration_ms = float(d["duration_ms"] or 0)
         r.input_tokens, r.output_tokens = int(d["input_tokens"]), int(d["output_tokens"])
         r.violations, r.errors = int(d["violations"]), int(d["errors"])
         r.violation_rules = sorted(x for x in d["violation_rules"] or () if x)
         r.users = sorted(u for u in d["users"] or () if u)
-        r.tags = tags
+        r.tags = _unique(t for group in d["tags"] or () if isinstance(group, list) for t in group)
         r.nodes = sorted(n for n in d["nodes"] or () if n)
         r.tools = sorted(n for n in d["tools"] or () if n)
         r.status = _status(d["last_start"], d["last_end"], d["last_interrupt"], d["last_status"])
@@ -237,9 +231,7 @@ def _summaries(
         if isinstance(user, str) and user and user not in r.users:
             r.users = sorted([*r.users, user])
         given = payload.get("tags")
-        for tag in given if isinstance(given, list) else ():
-            if str(tag) not in r.tags:
-                r.tags.append(str(tag))
+        r.tags = _unique([*r.tags, *(given if isinstance(given, list) else ())])
     for thread_id, model, i, o in conn.execute(ledger.q(MODEL_TOKENS, schema), {"ids": ids}):
         out[thread_id].model_tokens[str(model)] = (i, o)
     for thread_id, n, failed_end in conn.execute(ledger.q(RECORD_FAILURES, schema), {"ids": ids}):
@@ -294,18 +286,22 @@ def _keeps(r: ThreadRow, t: Mapping[str, str]) -> bool:
     """Whether a thread's summary passes the terms the summaries answer."""
     if "thread" in t and t["thread"].casefold() not in r.thread_id.casefold():
         return False
-    if "user" in t and t["user"] not in r.users:
-        return False
-    if "tag" in t and t["tag"] not in r.tags:
-        return False
-    if "node" in t and t["node"] not in r.nodes:
-        return False
-    if "tool" in t and t["tool"] not in r.tools:
+    listed = {"user": r.users, "tag": r.tags, "node": r.nodes, "tool": r.tools}
+    if any(key in t and t[key] not in values for key, values in listed.items()):
         return False
     if "status" in t and r.status != t["status"]:
         return False
     rules = r.violation_rules
     return "violation" not in t or bool(rules if t["violation"] == "" else t["violation"] in rules)
+
+
+_SORT_KEYS: dict[str, Callable[[ThreadRow], Any]] = {
+    "time": lambda r: r.updated_at,
+    "created": lambda r: r.created_at,
+    "duration": lambda r: r.duration_ms,
+    "tokens": lambda r: r.tokens,
+    "cost": lambda r: -1.0 if r.cost is None else r.cost,
+}
 
 
 def list_threads(
@@ -345,17 +341,7 @@ def list_threads(
         for r in rows:
             r.priced(prices)
 
-    def key(r: ThreadRow) -> Any:
-        if sort == "time":
-            return r.updated_at
-        if sort == "created":
-            return r.created_at
-        if sort == "duration":
-            return r.duration_ms
-        if sort == "tokens":
-            return r.tokens
-        return -1.0 if r.cost is None else r.cost
-
+    key = _SORT_KEYS[sort]
     rows.sort(key=lambda r: (key(r), r.updated_at, r.thread_id), reverse=desc)
     total = len(rows)
     pages = max(1, -(-total // page_size))
@@ -372,19 +358,14 @@ def memory_details(
     row = conn.execute(mem0_sql.MEMORY_TABLES_PRESENT, (f"{schema}.memory_current",)).fetchone()
     if row is None or row[0] is None:
         return {}, {}
-    texts: dict[str, str] = {}
-    queries: dict[str, str] = {}
-    valid = [m for m in memory_ids if _is_uuid(m)]
-    if valid:
-        texts = dict(
-            conn.execute(mem0_sql.compose(mem0_sql.MEMORY_TEXTS, schema), (valid,)).fetchall()
-        )
-    valid = [s for s in search_ids if _is_uuid(s)]
-    if valid:
-        queries = dict(
-            conn.execute(mem0_sql.compose(mem0_sql.MEMORY_QUERIES, schema), (valid,)).fetchall()
-        )
-    return texts, queries
+
+    def texts(statement: str, ids: Sequence[str]) -> dict[str, str]:
+        valid = [i for i in ids if _is_uuid(i)]
+        if not valid:
+            return {}
+        return dict(conn.execute(mem0_sql.compose(statement, schema), (valid,)).fetchall())
+
+    return texts(mem0_sql.MEMORY_TEXTS, memory_ids), texts(mem0_sql.MEMORY_QUERIES, search_ids)
 
 
 def _is_uuid(text: Any) -> bool:

@@ -44,11 +44,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph_external.read.envelopes import MAX_EVENT_BYTES, embedded_envelope, ts_ms
-from langgraph_external.read.offloaded import with_whole_payloads, workspace_fetch
 from langgraph_external.read.prices import PriceTable
 from langgraph_external.read.thread_view import build_thread_view
+from langgraph_external.record.events import EventKind
 from langgraph_external.record.namespaces import scope_of
 from langgraph_external.ui._pages import render_thread
+from langgraph_external.ui._queries import read_back
 
 __all__ = ["GRAPH_LANE", "MAX_EVENT_BYTES", "build_timeline", "render_timeline", "timeline_html"]
 
@@ -56,24 +57,15 @@ GRAPH_LANE = "(graph)"
 """Lane of events that belong to no node (runs, the root graph's checkpoints)."""
 
 _SPANS = {
-    "node_start": ("node", "start"),
-    "node_end": ("node", "end"),
-    "tool_start": ("tool", "start"),
-    "tool_end": ("tool", "end"),
+    **{
+        f"{family}_{side}": (family, side)
+        for family in ("node", "tool", "llm", "run")
+        for side in ("start", "end")
+    },
     "tool_error": ("tool", "end"),
-    "llm_start": ("llm", "start"),
-    "llm_end": ("llm", "end"),
-    "run_start": ("run", "start"),
-    "run_end": ("run", "end"),
 }
 _MARKS = {
-    "memory_search": "memory",
-    "memory_get": "memory",
-    "memory_put": "memory",
-    "memory_add": "memory",
-    "memory_update": "memory",
-    "memory_delete": "memory",
-    "memory_erase": "memory",
+    **{k.value: "memory" for k in EventKind if k.value.startswith("memory_")},
     "retrieval": "memory",
     "interrupt": "interrupt",
     "resume": "interrupt",
@@ -92,16 +84,9 @@ def _lane_path(env: Mapping[str, Any]) -> tuple[str, ...]:
     called it. Checkpoints and runs belong to the graph of their namespace, and so does
     ``__start__`` (the graph's input).
     """
-    ns = env.get("checkpoint_ns") or ""
-    path = list(scope_of(ns))
     node = env.get("node")
-    if (
-        node
-        and node != "__start__"
-        and env.get("kind") not in ("checkpoint", "run_start", "run_end")
-    ):
-        path.append(str(node))
-    return tuple(path)
+    own = node != "__start__" and env.get("kind") not in ("checkpoint", "run_start", "run_end")
+    return scope_of(env.get("checkpoint_ns"), str(node) if node and own else None)
 
 
 def build_timeline(
@@ -167,25 +152,17 @@ class _Lanes:
     def of(self, path: tuple[str, ...], t: float) -> int:
         """The id of ``path``'s lane, created (with its parents') at its first event."""
         lanes, first = self.lanes, self.first
-        for depth in range(1, len(path) + 1):  # parents first, so nesting reads top-down
-            sub = path[:depth]
+        # parents first, so nesting reads top-down; the graph lane's path is ()
+        for sub in [path[:depth] for depth in range(1, len(path) + 1)] or [()]:
             first[sub] = min(first.get(sub, t), t)
             if sub not in lanes:
                 lanes[sub] = {
                     "id": len(lanes),
-                    "label": " › ".join(sub),
-                    "name": sub[-1],
-                    "depth": depth - 1,
+                    "label": " › ".join(sub) if sub else GRAPH_LANE,
+                    "name": sub[-1] if sub else GRAPH_LANE,
+                    "depth": max(len(sub) - 1, 0),
                     "path": list(sub),
                 }
-        if not path and () not in lanes:
-            lanes[()] = {
-                "id": len(lanes),
-                "label": GRAPH_LANE,
-                "name": GRAPH_LANE,
-                "depth": 0,
-                "path": [],
-            }
         return int(lanes[path]["id"])
 
     def ordered(self) -> list[dict[str, Any]]:
@@ -300,11 +277,7 @@ def render_timeline(
     """
     thread_id = str(timeline.get("thread_id"))
     envelopes = timeline.get("envelopes") or []
-    readable = (
-        with_whole_payloads(envelopes, workspace_fetch(workspace, thread_id))
-        if workspace is not None
-        else envelopes
-    )
+    readable = read_back(workspace, thread_id, envelopes)
     view = build_thread_view(thread_id, readable, prices=prices, states=states)
     data = {"view": view, "envelopes": envelopes, "verification": verification}
     return render_thread(data, standalone=True, title=title)
