@@ -150,9 +150,8 @@ class _DeleteForRunsMixin(_Wrapping):
         """Delete the runs' checkpoints and writes in the saver and in the record."""
         self.pipeline.flush()
         if overrides(self.inner, "delete_for_runs"):
-            before = self._run_ids(run_ids)
+            removed = self._run_ids(run_ids)
             self.inner.delete_for_runs(run_ids)
-            removed = before
         else:
             removed = pg.delete_for_runs(self.inner, run_ids)
         self._runs_deleted(removed, run_ids)

@@ -179,7 +179,6 @@ class CheckpointRecorder:
         ns, parent = _where(config)
         cid = checkpoint["id"]
         step = metadata.get("step")
-        step = step if isinstance(step, int) else None
         sends = _compat.send_targets(checkpoint["channel_values"])
         with self._book:  # which node a later Send task runs (its writes name it)
             self._threads.put(tid, None)
@@ -198,7 +197,7 @@ class CheckpointRecorder:
             ledger,
             capture,
             self.pipeline,
-            step=step,
+            step=step if isinstance(step, int) else None,
             by_value=lambda cap: self.checkpoint_by_value(
                 tid, config, checkpoint, metadata, new_versions, cap
             ),

@@ -435,8 +435,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         tid = check_thread_id(thread_id, reject_nul=self.reject_nul)
         self.pipeline.flush()
         self.inner.delete_thread(thread_id)
-        self.records.forget(tid)
-        self.pipeline.emit(_tombstone(tid))
+        self._deleted(tid)
         self.pipeline.flush()
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -444,9 +443,20 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         tid = check_thread_id(thread_id, reject_nul=self.reject_nul)
         await asyncio.to_thread(self.pipeline.flush)
         await self._ainner("delete_thread", thread_id)
-        self.records.forget(tid)
-        self.pipeline.emit(_tombstone(tid))
+        self._deleted(tid)
         await asyncio.to_thread(self.pipeline.flush)
+
+    def _deleted(self, tid: str) -> None:
+        # forget the thread, and leave its tombstone in the record
+        self.records.forget(tid)
+        self.pipeline.emit(
+            Event(
+                kind=EventKind.THREAD_DELETED.value,
+                thread_id=tid,
+                status="deleted",
+                payload={"thread_id": tid},
+            )
+        )
 
     def checkpointed(self, thread_id: str) -> bool:
         """Whether this checkpointer stored (and recorded) a checkpoint of ``thread_id``
@@ -454,15 +464,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         pipeline may name it instead of rendering it again (see ``AuditCallbackHandler``).
         """
         return self.records.checkpointed(thread_id)
-
-
-def _tombstone(tid: str) -> Event:
-    return Event(
-        kind=EventKind.THREAD_DELETED.value,
-        thread_id=tid,
-        status="deleted",
-        payload={"thread_id": tid},
-    )
 
 
 def _standalone_recording(
