@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.tracers.context import register_configure_hook
-from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent, GraphResumeEvent
+from langgraph.callbacks import GraphCallbackHandler
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres import AsyncPostgresStore
 
@@ -92,65 +92,23 @@ class ServerAudit(GraphCallbackHandler):
         h = self.handler
         return h.raise_error if h is not None else False
 
-    def on_chain_start(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_chain_start(*args, **kwargs)
 
-    def on_chain_end(self, *args: Any, **kwargs: Any) -> None:
+def _forward(name: str) -> Callable[..., None]:
+    def forward(self: ServerAudit, *args: Any, **kwargs: Any) -> None:
         if (h := self.handler) is not None:
-            h.on_chain_end(*args, **kwargs)
+            getattr(h, name)(*args, **kwargs)
 
-    def on_chain_error(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_chain_error(*args, **kwargs)
+    forward.__name__, forward.__qualname__ = name, f"ServerAudit.{name}"
+    return forward
 
-    def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_tool_start(*args, **kwargs)
 
-    def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_tool_end(*args, **kwargs)
-
-    def on_tool_error(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_tool_error(*args, **kwargs)
-
-    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_chat_model_start(*args, **kwargs)
-
-    def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_llm_start(*args, **kwargs)
-
-    def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_llm_end(*args, **kwargs)
-
-    def on_llm_error(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_llm_error(*args, **kwargs)
-
-    def on_retriever_start(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_retriever_start(*args, **kwargs)
-
-    def on_retriever_end(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_retriever_end(*args, **kwargs)
-
-    def on_retriever_error(self, *args: Any, **kwargs: Any) -> None:
-        if (h := self.handler) is not None:
-            h.on_retriever_error(*args, **kwargs)
-
-    def on_interrupt(self, event: GraphInterruptEvent) -> None:
-        if (h := self.handler) is not None:
-            h.on_interrupt(event)
-
-    def on_resume(self, event: GraphResumeEvent) -> None:
-        if (h := self.handler) is not None:
-            h.on_resume(event)
+# the handler's callbacks: the start/end/error family of each kind of run, and the rest
+_FAMILIES = ("chain", "tool", "llm", "retriever")
+for _name in (
+    *(f"on_{kind}_{when}" for kind in _FAMILIES for when in ("start", "end", "error")),
+    *("on_chat_model_start", "on_interrupt", "on_resume"),
+):
+    setattr(ServerAudit, _name, _forward(_name))
 
 
 audit = ServerAudit()
@@ -197,9 +155,7 @@ def external_from_env() -> External:
         True
     """
     sealing = os.environ.get("LGX_SEALING") or None
-    workspace = (
-        None if sealing == "worker" else os.environ.get("LGX_WORKSPACE") or "./agent_workspace"
-    )
+    workspace = os.environ.get("LGX_WORKSPACE") or "./agent_workspace"
     return External(
         workspace=None if sealing == "worker" else workspace,  # the workers mirror
         redaction=os.environ.get("LGX_REDACTION") or "standard",

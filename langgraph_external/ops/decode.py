@@ -281,7 +281,7 @@ def put_all_atomic(
     instead of two per checkpoint (``benchmarks/bench_cli.py``). Other savers (SQLite,
     in-memory, the async Postgres saver, custom ones) get their own puts one by one.
     """
-    if not saver_ops.is_postgres_saver(saver) or saver_ops.is_async_postgres_saver(saver):
+    if not _compat.is_postgres_saver(saver) or _compat.is_async_postgres_saver(saver):
         return put_all(plan, saver, target, raw=raw)
     try:
         rows = _bulk_rows(plan, saver.serde, target)

@@ -186,15 +186,10 @@ def render_llm_start(event: Event, key: WorkspaceCipher | None = None) -> Event:
         batch = p["messages"]
         flat = batch[0] if len(batch) == 1 else [m for b in batch for m in b]
         out["messages"] = [message_to_dict(m) for m in flat]
-        out["prompt_context_hash"] = prompt_context_hash(flat, tools, params, key=key)
     else:
         out["prompts"] = p.get("prompts")
-        out["prompt_context_hash"] = prompt_context_hash(
-            [{"role": "user", "content": t} for t in p.get("prompts") or []],
-            tools,
-            params,
-            key=key,
-        )
+        flat = [{"role": "user", "content": t} for t in p.get("prompts") or []]
+    out["prompt_context_hash"] = prompt_context_hash(flat, tools, params, key=key)
     return event.replace(payload=out, build=None)
 
 

@@ -509,7 +509,3 @@ DEPRECATED_NAMES = {
 """Names this module (and :mod:`langgraph_external.callbacks`) gave, kept until 0.3."""
 
 __getattr__ = deprecated_names(__name__, DEPRECATED_NAMES)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))

@@ -27,6 +27,7 @@ from langgraph_external.record.events import Event, EventKind
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.sources.checkpoint_records import CheckpointRecorder
 from langgraph_external.upstream import saver_ops as pg
+from langgraph_external.upstream.langgraph import is_async_postgres_saver, is_postgres_saver
 
 __all__ = ["capabilities_of", "class_for", "overrides"]
 
@@ -69,7 +70,7 @@ class _PruneMixin(_Wrapping):
         await asyncio.to_thread(self.pipeline.flush)
 
     def _ids(self, thread_id: str) -> dict[str, set[str]]:
-        if pg.is_postgres_saver(self.inner) and not pg.is_async_postgres_saver(self.inner):
+        if is_postgres_saver(self.inner) and not is_async_postgres_saver(self.inner):
             return pg.list_checkpoint_ids(self.inner, thread_id)
         out: dict[str, set[str]] = {}
         for tup in self.inner.list({"configurable": {"thread_id": thread_id}}):
@@ -78,7 +79,7 @@ class _PruneMixin(_Wrapping):
         return out
 
     async def _aids(self, thread_id: str) -> dict[str, set[str]]:
-        if pg.is_async_postgres_saver(self.inner):
+        if is_async_postgres_saver(self.inner):
             return await pg.alist_checkpoint_ids(self.inner, thread_id)
         return await asyncio.to_thread(self._ids, thread_id)
 
@@ -127,7 +128,7 @@ class _CopyThreadMixin(_Wrapping):
             await self.inner.acopy_thread(source_thread_id, target_thread_id)
         elif overrides(self.inner, "copy_thread"):
             await asyncio.to_thread(self.inner.copy_thread, source_thread_id, target_thread_id)
-        elif pg.is_async_postgres_saver(self.inner):
+        elif is_async_postgres_saver(self.inner):
             await pg.acopy_thread(self.inner, src, dst)
         else:
             await asyncio.to_thread(pg.copy_thread, self.inner, src, dst)
@@ -149,9 +150,8 @@ class _DeleteForRunsMixin(_Wrapping):
         """Delete the runs' checkpoints and writes in the saver and in the record."""
         self.pipeline.flush()
         if overrides(self.inner, "delete_for_runs"):
-            before = self._run_ids(run_ids)
+            removed = self._run_ids(run_ids)
             self.inner.delete_for_runs(run_ids)
-            removed = before
         else:
             removed = pg.delete_for_runs(self.inner, run_ids)
         self._runs_deleted(removed, run_ids)
@@ -163,7 +163,7 @@ class _DeleteForRunsMixin(_Wrapping):
         if overrides(self.inner, "adelete_for_runs"):
             removed = await asyncio.to_thread(self._run_ids, run_ids)
             await self.inner.adelete_for_runs(run_ids)
-        elif pg.is_async_postgres_saver(self.inner):
+        elif is_async_postgres_saver(self.inner):
             removed = await pg.adelete_for_runs(self.inner, run_ids)
         else:
             removed = await asyncio.to_thread(pg.delete_for_runs, self.inner, run_ids)
@@ -209,7 +209,7 @@ def capabilities_of(inner: BaseCheckpointSaver[Any]) -> frozenset[str]:
     caps = set()
     if overrides(inner, "prune") or overrides(inner, "aprune"):
         caps.add("prune")
-    postgres = pg.is_postgres_saver(inner)
+    postgres = is_postgres_saver(inner)
     for cap in ("copy_thread", "delete_for_runs"):
         if overrides(inner, cap) or overrides(inner, "a" + cap) or postgres:
             caps.add(cap)
@@ -220,11 +220,8 @@ def class_for(base: type, caps: frozenset[str]) -> type:
     """``base`` with the mixins of ``caps`` (one class per combination, named after it)."""
     key = (base, caps)
     if key not in _CLASSES:
-        if not caps:
-            _CLASSES[key] = base
-        else:
-            bases = tuple(_MIXINS[c] for c in sorted(caps))
-            name = f"{base.__name__}[{','.join(sorted(caps))}]"
-            cls = type(name, (*bases, base), {"capabilities": caps, "__module__": base.__module__})
-            _CLASSES[key] = cls
+        bases = tuple(_MIXINS[c] for c in sorted(caps))
+        name = f"{base.__name__}[{','.join(sorted(caps))}]"
+        attrs = {"capabilities": caps, "__module__": base.__module__}
+        _CLASSES[key] = type(name, (*bases, base), attrs) if caps else base
     return _CLASSES[key]

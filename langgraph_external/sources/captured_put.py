@@ -116,7 +116,7 @@ class CheckpointPut(CapturedPut):
     (:class:`~langgraph_external.pipeline.commit.Commit` takes them, inside the
     transaction, in commit order)."""
 
-    __slots__ = ("by_value", "commit", "step", "where")
+    __slots__ = ("by_value", "commit", "step")
 
     def __init__(
         self,
@@ -133,26 +133,19 @@ class CheckpointPut(CapturedPut):
         self.commit: Commit = pipeline.open_commit(capture.thread_id)
 
     def row(self) -> Sequence[Any]:
-        c = self.capture
-        taken = self.commit.take(
-            c,
-            ns=c.checkpoint_ns,
-            step=self.step,
-            checkpoint_id=c.checkpoint_id,
-            parent_id=c.parent_id,
-        )
-        return taken.row()
+        return self.commit.take(self.capture, **self._where()).row()
 
     async def arow(self) -> Sequence[Any]:
+        return (await self.commit.atake(self.capture, **self._where())).row()
+
+    def _where(self) -> dict[str, Any]:
         c = self.capture
-        taken = await self.commit.atake(
-            c,
-            ns=c.checkpoint_ns,
-            step=self.step,
-            checkpoint_id=c.checkpoint_id,
-            parent_id=c.parent_id,
-        )
-        return taken.row()
+        return {
+            "ns": c.checkpoint_ns,
+            "step": self.step,
+            "checkpoint_id": c.checkpoint_id,
+            "parent_id": c.parent_id,
+        }
 
     def done(self) -> None:
         if self.ran:

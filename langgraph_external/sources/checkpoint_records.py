@@ -31,7 +31,8 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -68,9 +69,6 @@ from langgraph_external.upstream import langgraph as _compat
 
 __all__ = ["CheckpointRecorder", "read_parent"]
 
-_PULL = _compat.TASK_PATH_PULL
-_PUSH = _compat.TASK_PATH_PUSH
-
 Writes = Sequence[tuple[str, Any]]
 
 
@@ -89,10 +87,6 @@ def read_parent(saver: BaseCheckpointSaver[Any]) -> ParentLookup:
         )
 
     return lookup
-
-
-def _no_sends() -> None:
-    return None
 
 
 def _where(config: RunnableConfig) -> tuple[str, str | None]:
@@ -185,7 +179,6 @@ class CheckpointRecorder:
         ns, parent = _where(config)
         cid = checkpoint["id"]
         step = metadata.get("step")
-        step = step if isinstance(step, int) else None
         sends = _compat.send_targets(checkpoint["channel_values"])
         with self._book:  # which node a later Send task runs (its writes name it)
             self._threads.put(tid, None)
@@ -204,7 +197,7 @@ class CheckpointRecorder:
             ledger,
             capture,
             self.pipeline,
-            step=step,
+            step=step if isinstance(step, int) else None,
             by_value=lambda cap: self.checkpoint_by_value(
                 tid, config, checkpoint, metadata, new_versions, cap
             ),
@@ -224,11 +217,7 @@ class CheckpointRecorder:
         needs no commit of the pipeline: the writes' own transaction is its only order."""
         assert ledger is not None  # the outbox is used only with such a ledger
         ns, cid = _where(config)
-        if task_path.startswith(_PULL):
-            node = node_of_task_path(task_path, _no_sends)
-        else:
-            with self._book:
-                node = node_of_task_path(task_path, lambda: self._sends.get((tid, ns, cid)))
+        node = node_of_task_path(task_path, lambda: self._sent(tid, ns, cid))
         capture = Capture(
             "writes",
             tid,
@@ -290,7 +279,10 @@ class CheckpointRecorder:
             checkpoint=checkpoint,
             metadata=get_serializable_checkpoint_metadata(config, metadata),
             changed=list(new_versions),
-            values={ch: self._dump(values[ch], cap) if ch in values else None for ch in wanted},
+            # serialized here, before the saver stores: the saver's tap is handed these bytes
+            values={
+                ch: cap.dump(self.plain, values[ch]) if ch in values else None for ch in wanted
+            },
             parent_seen=parent_seen,
             parent_sends=parent_sends,
             sends=sends,
@@ -317,8 +309,7 @@ class CheckpointRecorder:
         """Capture one task's stored writes by value (see :meth:`checkpoint_by_value`).
         A ``Send`` task whose checkpoint is not stored yet is named by the sealer."""
         ns, cid = _where(config)
-        with self._book:
-            node = node_of_task_path(task_path, lambda: self._sends.get((tid, ns, cid)))
+        node = node_of_task_path(task_path, lambda: self._sent(tid, ns, cid))
         material = WritesMaterial(
             thread_id=tid,
             checkpoint_ns=ns,
@@ -326,58 +317,41 @@ class CheckpointRecorder:
             task_id=str(task_id),
             task_path=task_path,
             writes=[
-                (WRITES_IDX_MAP.get(ch, i), ch, *self._dump(value, cap))
+                (WRITES_IDX_MAP.get(ch, i), ch, *cap.dump(self.plain, value))
                 for i, (ch, value) in enumerate(writes)
             ],
             node=node,
         )
         store_capture(self.pipeline, writes_capture(material, self._cipher), riders=False)
 
-    def storing(self, tid: str, config: RunnableConfig, what: str, ident: str) -> _Storing:
+    @contextmanager
+    def storing(self, tid: str, config: RunnableConfig, what: str, ident: str) -> Iterator[None]:
         """Around the saver's store of something captured by value already: a store that
         fails is recorded (an ``error`` event naming it), and the error goes on."""
-        return _Storing(self.pipeline, tid, config, what, ident)
-
-    def _dump(self, value: Any, cap: SerializedValues) -> tuple[str, bytes]:
-        # serialized here, before the saver stores: the saver's tap is handed these bytes
-        return cap.dump(self.plain, value)
-
-
-class _Storing:
-    """See :meth:`CheckpointRecorder.storing`."""
-
-    __slots__ = ("config", "ident", "pipeline", "tid", "what")
-
-    def __init__(
-        self, pipeline: Pipeline, tid: str, config: RunnableConfig, what: str, ident: str
-    ) -> None:
-        self.pipeline = pipeline
-        self.tid = tid
-        self.config = config
-        self.what = what
-        self.ident = ident
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is None or not isinstance(exc, Exception):
-            return
-        ns, cid = _where(self.config)
-        is_cp = self.what == "checkpoint"
-        self.pipeline.emit(
-            Event.new(
-                "error",
-                self.tid,
-                status="not_stored",
-                name=f"{self.what}_not_stored",
-                checkpoint_ns=ns,
-                checkpoint_id=self.ident if is_cp else cid,
-                task_id=None if is_cp else self.ident,
-                payload={
-                    "error": f"{type(exc).__name__}: {exc}"[:2000],
-                    "capture": self.what,
-                    "note": f"this {self.what} was recorded, then the saver failed to store it",
-                },
+        try:
+            yield
+        except Exception as exc:
+            ns, cid = _where(config)
+            is_cp = what == "checkpoint"
+            self.pipeline.emit(
+                Event.new(
+                    "error",
+                    tid,
+                    status="not_stored",
+                    name=f"{what}_not_stored",
+                    checkpoint_ns=ns,
+                    checkpoint_id=ident if is_cp else cid,
+                    task_id=None if is_cp else ident,
+                    payload={
+                        "error": f"{type(exc).__name__}: {exc}"[:2000],
+                        "capture": what,
+                        "note": f"this {what} was recorded, then the saver failed to store it",
+                    },
+                )
             )
-        )
+            raise
+
+    def _sent(self, tid: str, ns: str, cid: str | None) -> Any:
+        # the Send targets of a checkpoint: which node a push task's writes belong to
+        with self._book:
+            return self._sends.get((tid, ns, cid))

@@ -40,6 +40,7 @@ import inspect
 import os
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from langchain_core.runnables import RunnableConfig
@@ -153,11 +154,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         self._ledger: CaptureInTransaction | None = (
             ledger if isinstance(ledger, CaptureInTransaction) else None
         )
-        cipher = pipeline.cipher
         self.records = CheckpointRecorder(
             pipeline,
             plain_serde=untapped_serde(inner.serde),
-            cipher=cipher,
+            cipher=pipeline.cipher,
             lookup_parent=read_parent(inner),
         )
         if digest is not None:
@@ -174,9 +174,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             for m in ("aget_tuple", "alist", "aput", "aput_writes", "adelete_thread")
         }
         # None: decided on first write (the async saver can only be asked asynchronously)
-        self.outbox: bool | None = outbox
-        if outbox is not None:
-            self.outbox = self._use_outbox(outbox)
+        self.outbox: bool | None = None if outbox is None else self._use_outbox(outbox)
 
     def _use_outbox(self, wanted: bool) -> bool:
         return wanted and self._ledger is not None and _compat.install_outbox(self.inner)
@@ -249,12 +247,8 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (after checking the thread id)."""
         tid = checked_ids(config, reject_nul=self.reject_nul)
-        key = object()
-        self.pipeline.call_started(id(key))  # health(): a database that does not answer
-        try:
+        with self._call():
             tup = self.inner.get_tuple(config)
-        finally:
-            self.pipeline.call_ended(id(key))
         return self._saw(tid, tup)
 
     def list(
@@ -272,16 +266,25 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (in a worker thread if it is sync-only)."""
         tid = checked_ids(config, reject_nul=self.reject_nul)
+        with self._call():
+            tup = await self._ainner("get_tuple", config)
+        return self._saw(tid, tup)
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        # health(): a database that does not answer
         key = object()
-        self.pipeline.call_started(id(key))  # health(): a database that does not answer
+        self.pipeline.call_started(id(key))
         try:
-            if self._async_native["aget_tuple"]:
-                tup = await self.inner.aget_tuple(config)
-            else:
-                tup = await asyncio.to_thread(self.inner.get_tuple, config)
+            yield
         finally:
             self.pipeline.call_ended(id(key))
-        return self._saw(tid, tup)
+
+    async def _ainner(self, name: str, *args: Any) -> Any:
+        # the wrapped saver's own async twin of ``name``, else ``name`` in a worker thread
+        if self._async_native["a" + name]:
+            return await getattr(self.inner, "a" + name)(*args)
+        return await asyncio.to_thread(getattr(self.inner, name), *args)
 
     def _saw(self, tid: str, tup: CheckpointTuple | None) -> CheckpointTuple | None:
         if tup is not None:
@@ -376,14 +379,9 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             with capturing("checkpoint") as cap:
                 await asyncio.to_thread(self.records.checkpoint_by_value, tid, *args, cap)
                 with self.records.storing(tid, config, "checkpoint", checkpoint["id"]):
-                    return await self._inner_aput(*args)
+                    return await self._ainner("put", *args)
         with self.records.checkpoint_in_transaction(self._ledger, tid, *args):
-            return await self._inner_aput(*args)
-
-    async def _inner_aput(self, *args: Any) -> RunnableConfig:
-        if self._async_native["aput"]:
-            return await self.inner.aput(*args)
-        return await asyncio.to_thread(self.inner.put, *args)
+            return await self._ainner("put", *args)
 
     def put_writes(
         self,
@@ -421,16 +419,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             with capturing("write") as cap:
                 await asyncio.to_thread(self.records.writes_by_value, tid, *what, cap)
                 with self.records.storing(tid, config, "writes", str(task_id)):
-                    await self._inner_aput_writes(*args)
+                    await self._ainner("put_writes", *args)
             return
         with self.records.writes_in_transaction(self._ledger, tid, *what):
-            await self._inner_aput_writes(*args)
-
-    async def _inner_aput_writes(self, *args: Any) -> None:
-        if self._async_native["aput_writes"]:
-            await self.inner.aput_writes(*args)
-        else:
-            await asyncio.to_thread(self.inner.put_writes, *args)
+            await self._ainner("put_writes", *args)
 
     def _writes_args(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
@@ -443,21 +435,28 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         tid = check_thread_id(thread_id, reject_nul=self.reject_nul)
         self.pipeline.flush()
         self.inner.delete_thread(thread_id)
-        self.records.forget(tid)
-        self.pipeline.emit(_tombstone(tid))
+        self._deleted(tid)
         self.pipeline.flush()
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of :meth:`delete_thread`."""
         tid = check_thread_id(thread_id, reject_nul=self.reject_nul)
         await asyncio.to_thread(self.pipeline.flush)
-        if self._async_native["adelete_thread"]:
-            await self.inner.adelete_thread(thread_id)
-        else:
-            await asyncio.to_thread(self.inner.delete_thread, thread_id)
-        self.records.forget(tid)
-        self.pipeline.emit(_tombstone(tid))
+        await self._ainner("delete_thread", thread_id)
+        self._deleted(tid)
         await asyncio.to_thread(self.pipeline.flush)
+
+    def _deleted(self, tid: str) -> None:
+        # forget the thread, and leave its tombstone in the record
+        self.records.forget(tid)
+        self.pipeline.emit(
+            Event(
+                kind=EventKind.THREAD_DELETED.value,
+                thread_id=tid,
+                status="deleted",
+                payload={"thread_id": tid},
+            )
+        )
 
     def checkpointed(self, thread_id: str) -> bool:
         """Whether this checkpointer stored (and recorded) a checkpoint of ``thread_id``
@@ -465,15 +464,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         pipeline may name it instead of rendering it again (see ``AuditCallbackHandler``).
         """
         return self.records.checkpointed(thread_id)
-
-
-def _tombstone(tid: str) -> Event:
-    return Event(
-        kind=EventKind.THREAD_DELETED.value,
-        thread_id=tid,
-        status="deleted",
-        payload={"thread_id": tid},
-    )
 
 
 def _standalone_recording(

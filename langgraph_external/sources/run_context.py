@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_config
+
 from langgraph_external.record.namespaces import where_of
 from langgraph_external.record.thread_ids import check_thread_id
 
@@ -35,10 +37,8 @@ def graph_context() -> dict[str, Any]:
         InvalidThreadIdError: the graph's thread id cannot be recorded.
     """
     try:
-        from langgraph.config import get_config
-
         config = get_config()
-    except (ImportError, RuntimeError):
+    except RuntimeError:  # not inside a runnable
         return {"thread_id": NO_THREAD}
     md = config.get("metadata") or {}
     conf = config.get("configurable") or {}

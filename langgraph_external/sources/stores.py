@@ -31,7 +31,6 @@ from typing import Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
-    ListNamespacesOp,
     Op,
     PutOp,
     Result,
@@ -157,6 +156,4 @@ def _event_for(op: Op, result: Result, ctx: dict[str, Any], duration: float) -> 
             },
             **common,
         )
-    if isinstance(op, ListNamespacesOp):
-        return None  # listing namespaces reads no memory content
-    return None
+    return None  # listing namespaces (ListNamespacesOp) reads no memory content

@@ -134,10 +134,8 @@ def read_handles(datadir: Path) -> list[int]:
     """The pids holding a handle on the server of ``datadir`` (unreadable: none)."""
     try:
         data = json.loads((datadir / HANDLES_FILE).read_text())
-    except FileNotFoundError:
-        return []
     except (OSError, ValueError):
-        return []  # unreadable or torn: the next write replaces it
+        return []  # missing, unreadable or torn: the next write replaces it
     return [p for p in data if isinstance(p, int)] if isinstance(data, list) else []
 
 

@@ -25,9 +25,19 @@ import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._runnable import RunnableCallable as RunnableCallable
 from langgraph._internal._runnable import coerce_to_runnable as coerce_to_runnable
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver, _ainternal, _internal
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.errors import ParentCommand as ParentCommand
 from langgraph.graph._branch import BranchSpec as BranchSpec
+from psycopg.types.json import Jsonb
 
 CHECKED_AGAINST = {
     "langgraph": "1.2.24",
@@ -74,18 +84,11 @@ def send_targets(channel_values: dict[str, Any]) -> list[str | None]:
 # -- the official Postgres saver -------------------------------------------------------
 def is_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
     """Whether ``saver`` stores in the official Postgres tables (sync or async saver)."""
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:  # pragma: no cover - the package is a dependency
-        return False
     return isinstance(saver, (PostgresSaver, AsyncPostgresSaver))
 
 
 def is_async_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
     """Whether ``saver`` is the official async Postgres saver."""
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
     return isinstance(saver, AsyncPostgresSaver)
 
 
@@ -174,8 +177,6 @@ def saver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str, str] 
     """``(system identifier, database)`` the sync official saver writes to, else ``None``."""
     if not is_postgres_saver(saver) or is_async_postgres_saver(saver):
         return None
-    from langgraph.checkpoint.postgres import _internal
-
     # under the saver's lock: a saver on one connection serializes every use of it
     with saver.lock, _internal.get_connection(saver.conn) as conn:  # type: ignore[attr-defined]
         return _identity(conn.execute(IDENTITY_SQL).fetchone())
@@ -185,8 +186,6 @@ async def asaver_database_identity(saver: BaseCheckpointSaver[Any]) -> tuple[str
     """Async twin of :func:`saver_database_identity` for the official async saver."""
     if not is_async_postgres_saver(saver):
         return None
-    from langgraph.checkpoint.postgres import _ainternal
-
     async with saver.lock, _ainternal.get_connection(saver.conn) as conn:  # type: ignore[attr-defined]
         cur = await conn.execute(IDENTITY_SQL)
         return _identity(await cur.fetchone())
@@ -267,9 +266,6 @@ def stores_serializer_bytes(saver: BaseCheckpointSaver[Any]) -> bool:
         >>> stores_serializer_bytes(InMemorySaver()), stores_serializer_bytes(object())
         (True, False)
     """
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
     kinds: list[type] = [InMemorySaver]
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -309,28 +305,23 @@ def sqlite_one_transaction(saver: Any) -> Iterator[None]:
     if (kind.__module__, kind.__name__) != ("langgraph.checkpoint.sqlite", "SqliteSaver"):
         yield
         return
-    target: Any = saver
-    lock, conn = target.lock, target.conn
-    with lock:
-        ours = threading.RLock()
-        with ours:
-            target.lock, target.conn = ours, _OneCommit(conn)
-            try:
-                target.setup()
-                yield
-            except BaseException:
-                conn.rollback()
-                raise
-            else:
-                conn.commit()
-            finally:
-                target.lock, target.conn = lock, conn
+    lock, conn, ours = saver.lock, saver.conn, threading.RLock()
+    with lock, ours:
+        saver.lock, saver.conn = ours, _OneCommit(conn)
+        try:
+            saver.setup()
+            yield
+        except BaseException:
+            conn.rollback()
+            raise
+        else:
+            conn.commit()
+        finally:
+            saver.lock, saver.conn = lock, conn
 
 
 def saver_statements() -> dict[str, str]:
     """The official saver's own insert statements (its class attributes), by table."""
-    from langgraph.checkpoint.postgres import PostgresSaver
-
     return {
         "blobs": PostgresSaver.UPSERT_CHECKPOINT_BLOBS_SQL,
         "checkpoints": PostgresSaver.UPSERT_CHECKPOINTS_SQL,
@@ -358,10 +349,6 @@ def saver_put_rows(
         >>> [b[2:5] for b in blobs], row[3], row[4].obj["channel_values"]
         ([('items', '1', 'msgpack')], None, {'n': 1})
     """
-    from langgraph.checkpoint.base import get_serializable_checkpoint_metadata
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
-    from psycopg.types.json import Jsonb
-
     conf = config["configurable"]
     thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
     copy = dict(checkpoint)
@@ -370,10 +357,8 @@ def saver_put_rows(
     for k, v in checkpoint["channel_values"].items():
         if isinstance(v, _DeltaSnapshot):
             blob_values[k] = inline.pop(k)
-            inline[k] = True
-        elif v is None or isinstance(v, (str, int, float, bool)):
-            pass
-        else:
+            inline[k] = SAVER_INLINE_TRUE
+        elif not inline_value_is_primitive(v):
             blob_values[k] = inline.pop(k)
     copy["channel_values"] = inline
     blobs: list[SaverRow] = [
@@ -417,8 +402,6 @@ def saver_write_rows(
         >>> up, rows[0][:7]
         (True, ('t', '', 'c', 'k', '', -3, '__interrupt__'))
     """
-    from langgraph.checkpoint.base import WRITES_IDX_MAP
-
     conf = config["configurable"]
     rows: list[SaverRow] = [
         (
@@ -511,10 +494,8 @@ def execution_info(config: RunnableConfig) -> Any:
 
 def is_tool_node(runnable: Any) -> bool:
     """Whether ``runnable`` is LangGraph's prebuilt ``ToolNode``."""
-    try:
-        from langgraph.prebuilt import ToolNode
-    except ImportError:  # pragma: no cover - langgraph ships it
-        return False
+    from langgraph.prebuilt import ToolNode
+
     return isinstance(runnable, ToolNode)
 
 

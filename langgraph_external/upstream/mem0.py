@@ -49,13 +49,11 @@ def import_mem0(mem0_dir: str | os.PathLike[str] | None = None) -> Any:
     """
     os.environ["MEM0_TELEMETRY"] = "False"
     if "mem0" not in sys.modules:
+        if mem0_dir is None and "MEM0_DIR" not in os.environ:
+            mem0_dir = Path(os.path.expanduser("~")) / ".cache" / "langgraph-external" / "mem0"
         if mem0_dir is not None:
             Path(mem0_dir).mkdir(parents=True, exist_ok=True)
             os.environ["MEM0_DIR"] = str(mem0_dir)
-        elif "MEM0_DIR" not in os.environ:
-            default = Path(os.path.expanduser("~")) / ".cache" / "langgraph-external" / "mem0"
-            default.mkdir(parents=True, exist_ok=True)
-            os.environ["MEM0_DIR"] = str(default)
     # lazy: mem0 takes about a second to import and reads the environment set above
     import mem0
     import mem0.memory.main as mem0_main

@@ -18,20 +18,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-if TYPE_CHECKING:
-    from langgraph.checkpoint.base import BaseCheckpointSaver
-
-
-CHECKPOINTS = "checkpoints"
-BLOBS = "checkpoint_blobs"
-WRITES = "checkpoint_writes"
-MIGRATIONS = "checkpoint_migrations"
-TABLES = (CHECKPOINTS, BLOBS, WRITES, MIGRATIONS)
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
 """The official Postgres saver's tables (schema ``public``)."""
 
 # the official Postgres saver's channel values, by (thread, namespace, channel, version);
@@ -49,12 +41,9 @@ _REQUESTS = """
 (select r ->> 0 as a, r ->> 1 as b, r ->> 2 as c, r ->> 3 as d, i
  from jsonb_array_elements(%s::jsonb) with ordinality as j(r, i))"""
 
-SAVER_CHECKPOINT_ROWS_SQL = (
-    """
+SAVER_CHECKPOINT_ROWS_SQL = f"""
 select t.i, c.checkpoint, c.metadata, p.checkpoint
-from """
-    + _REQUESTS
-    + """ as t(tid, ns, cid, pid, i)
+from {_REQUESTS} as t(tid, ns, cid, pid, i)
 left join lateral (
     select checkpoint, metadata from checkpoints
     where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid offset 0
@@ -64,37 +53,28 @@ left join lateral (
     where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.pid offset 0
 ) p on true
 """
-)
 
 # (each request is its own index look-up: a lateral subquery kept apart by ``offset 0``,
 # so the planner cannot turn it into a hash join over a scan of the saver's whole table,
 # which it prefers for its guess of 100 requests and which costs what the saver holds)
-SAVER_BLOB_ROWS_SQL = (
-    """
+SAVER_BLOB_ROWS_SQL = f"""
 select t.i, b.type, b.blob
-from """
-    + _REQUESTS
-    + """ as t(tid, ns, ch, ver, i)
+from {_REQUESTS} as t(tid, ns, ch, ver, i)
 cross join lateral (
     select type, blob from checkpoint_blobs
     where thread_id = t.tid and checkpoint_ns = t.ns and channel = t.ch and version = t.ver offset 0
 ) b
 """
-)
 
-SAVER_WRITE_ROWS_SQL = (
-    """
+SAVER_WRITE_ROWS_SQL = f"""
 select t.i, w.idx, w.channel, w.type, w.blob, w.task_path
-from """
-    + _REQUESTS
-    + """ as t(tid, ns, cid, task, i)
+from {_REQUESTS} as t(tid, ns, cid, task, i)
 cross join lateral (
     select idx, channel, type, blob, task_path from checkpoint_writes
     where thread_id = t.tid and checkpoint_ns = t.ns and checkpoint_id = t.cid
         and task_id = t.task offset 0
 ) w
 """
-)
 
 SAVER_VERSION_SQL = (
     "select case when to_regclass('checkpoint_migrations') is null then -1"
@@ -175,23 +155,6 @@ def bulk_insert(saver: Any, rows: Mapping[str, Sequence[Any]]) -> None:
 LIST_THREAD_CHECKPOINTS = """
 select checkpoint_ns, checkpoint_id from checkpoints where thread_id = %s
 """
-
-
-def is_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
-    """Whether ``saver`` stores in the official (non-shallow) Postgres tables."""
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:  # pragma: no cover - a hard dependency
-        return False
-    return isinstance(saver, (PostgresSaver, AsyncPostgresSaver))
-
-
-def is_async_postgres_saver(saver: BaseCheckpointSaver[Any]) -> bool:
-    """Whether ``saver`` is the official async Postgres saver."""
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    return isinstance(saver, AsyncPostgresSaver)
 
 
 @contextmanager
