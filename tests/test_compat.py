@@ -6,6 +6,7 @@ one file that uses them."""
 from __future__ import annotations
 
 import copy
+import time
 from importlib.metadata import version
 from typing import Any
 
@@ -417,7 +418,13 @@ def test_server_lock_is_the_lock_other_processes_take_around_start_and_stop() ->
 
     with wheel.server_lock():
         assert other_process_gets_it() == "False"
-    assert other_process_gets_it() == "True"
+    # released: another process gets it — once any other suite or app on this machine
+    # that takes the same machine-wide lock around its own start lets go of it
+    got = [other_process_gets_it()]
+    while got[-1] != "True" and len(got) < 60:
+        time.sleep(0.5)
+        got.append(other_process_gets_it())
+    assert got[-1] == "True", got
 
 
 def test_handle_list_and_handle_cache_are_where_the_wheel_keeps_them(tmp_path: Any) -> None:
