@@ -24,16 +24,16 @@ from langgraph_external.errors import (
 from langgraph_external.workspace.files import Workspace, decode_thread_id, encode_thread_id
 
 if TYPE_CHECKING:
+    from langgraph_external.checkpointers import ExternalCheckpointer
     from langgraph_external.external import External
     from langgraph_external.ops.restore import restore_thread
     from langgraph_external.options import Options
     from langgraph_external.record.events import Event, EventKind, verify_chain
-    from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
 # Imported on first use: they pull in LangGraph and langchain-core (over a second), which
 # the command line's reading commands never need.
 _LAZY = {
-    "ExternalCheckpointer": "langgraph_external.sources.checkpointer",
+    "ExternalCheckpointer": "langgraph_external.checkpointers",
     "Event": "langgraph_external.record.events",
     "EventKind": "langgraph_external.record.events",
     "verify_chain": "langgraph_external.record.events",

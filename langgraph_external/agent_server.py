@@ -47,11 +47,11 @@ from langgraph.callbacks import GraphCallbackHandler
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres import AsyncPostgresStore
 
+from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.external import External
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.options import Options
 from langgraph_external.sources.callbacks import USER_ID_KEY, AuditCallbackHandler
-from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
 __all__ = ["SERVER_RUN_KEYS", "SERVER_USER_KEYS", "audit", "checkpointer", "recorded", "store"]
 

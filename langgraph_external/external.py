@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_external._moved import warn_deprecated
 from langgraph_external.assembly import Recording, aopen_saver, assemble, open_saver
+from langgraph_external.checkpointers import ExternalCheckpointer
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.exporters.build import ExportSpec, build_exporters, resolve_exports
 from langgraph_external.exporters.langfuse import LangfuseExport
@@ -34,7 +35,6 @@ from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.settings import Settings
 from langgraph_external.sources.callbacks import AuditCallbackHandler
-from langgraph_external.sources.checkpointer import ExternalCheckpointer
 from langgraph_external.sources.run_context import POLICY_HASH_KEY, TAGS_KEY, USER_ID_KEY
 from langgraph_external.sources.serde_tap import untapped_serde
 from langgraph_external.sources.stores import AuditedStore

@@ -200,9 +200,9 @@ def test_an_in_memory_saver_app_seals_in_its_helper_process(
 def test_a_store_waits_for_a_ledger_that_is_down_or_raises_when_strict(
     strict: bool, spool_dir: Path
 ) -> None:
+    from langgraph_external.checkpointers import ExternalCheckpointer
     from langgraph_external.errors import RecordingError
     from langgraph_external.pipeline.pipeline import Pipeline
-    from langgraph_external.sources.checkpointer import ExternalCheckpointer
     from tests.test_pipeline import FlakyLedger
 
     ledger = FlakyLedger()
@@ -279,9 +279,9 @@ def test_a_lone_surrogate_a_nul_and_100_kb_go_through_a_capture_by_value(
 
 
 def test_digest_is_deprecated_and_says_so(dsn: str, tmp_path: Path, spool_dir: Path) -> None:
+    from langgraph_external.checkpointers import ExternalCheckpointer
     from langgraph_external.ledger.memory import InMemoryLedger
     from langgraph_external.pipeline.pipeline import Pipeline
-    from langgraph_external.sources.checkpointer import ExternalCheckpointer
 
     with (
         Pipeline(InMemoryLedger(), spool_dir=spool_dir) as p,

@@ -45,6 +45,18 @@ def _signature(obj: Any) -> str:
     return re.sub(r" at 0x[0-9a-f]+", "", text)
 
 
+def _our_methods(cls: type) -> dict[str, Any]:
+    """The public methods ``cls`` has from our classes, inherited ones included (where a
+    method is defined is an implementation detail; that a user can call it is not)."""
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.startswith("langgraph_external"):
+            for meth, member in vars(klass).items():
+                if not meth.startswith("_") and inspect.isfunction(member):
+                    out[meth] = member
+    return out
+
+
 def surface() -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name in PUBLIC:
@@ -55,9 +67,8 @@ def surface() -> dict[str, dict[str, str]]:
             kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "value"
             out[name][attr] = f"{kind} {_signature(obj)}" if kind != "value" else kind
             if inspect.isclass(obj) and attr in ("External", "ExternalCheckpointer"):
-                for meth, member in sorted(vars(obj).items()):
-                    if not meth.startswith("_") and inspect.isfunction(member):
-                        out[name][f"{attr}.{meth}"] = f"method {_signature(member)}"
+                for meth, member in sorted(_our_methods(obj).items()):
+                    out[name][f"{attr}.{meth}"] = f"method {_signature(member)}"
     return out
 
 

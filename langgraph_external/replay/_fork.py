@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph_external.read.inspection import AmbiguousCheckpointError, NotFoundError
 
 if TYPE_CHECKING:
-    from langgraph_external.replay._run import _Calls
+    from langgraph_external.replay._run import SyncOrAsync
 
 
 def resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapping[str, Any]:
@@ -32,7 +32,7 @@ def resolve_checkpoint(events: Sequence[Mapping[str, Any]], wanted: str) -> Mapp
     )
 
 
-async def fork(calls: _Calls, saver: Any, source: str, target: str, upto: str) -> None:
+async def fork(calls: SyncOrAsync, saver: Any, source: str, target: str, upto: str) -> None:
     """Copy the checkpoints (every namespace) and writes of ``source`` up to ``upto``
     into ``target``, ids kept: task ids derive from checkpoint ids, so the tasks that run
     next have the recorded ids and namespaces. The writes recorded against ``upto``

@@ -368,7 +368,7 @@ def _plan(
 
 
 @dataclass(frozen=True)
-class _Calls:
+class SyncOrAsync:
     """How a replay calls the graph and the checkpointer: directly (:func:`replay`), or
     each method's async twin (``ainvoke`` for ``invoke``, ``alist`` for ``list``;
     :func:`areplay`), with its blocking work (the ledger's reads) in a worker thread."""
@@ -403,7 +403,7 @@ def _run_sync(coro: Coroutine[Any, Any, ReplayReport]) -> ReplayReport:
     raise RuntimeError("a synchronous replay waited")
 
 
-async def _delete(calls: _Calls, saver: Any, target: str, report: ReplayReport | None) -> None:
+async def _delete(calls: SyncOrAsync, saver: Any, target: str, report: ReplayReport | None) -> None:
     """Delete the replay's thread (after a failed replay too)."""
     try:
         await calls.call(saver, "delete_thread", target)
@@ -418,7 +418,7 @@ async def _delete(calls: _Calls, saver: Any, target: str, report: ReplayReport |
         report.kept = False
 
 
-async def _rerun(calls: _Calls, graph: Any, run: _Replay) -> None:
+async def _rerun(calls: SyncOrAsync, graph: Any, run: _Replay) -> None:
     """Run the recorded invocations again into ``run.target`` (first the rest of the step
     ``run.start_id`` was copied at, when given), answering interrupts with the recorded
     resume values. A divergence ends the run early: ``run.completed`` is then false."""
@@ -445,7 +445,7 @@ async def _rerun(calls: _Calls, graph: Any, run: _Replay) -> None:
 
 
 async def _replay(
-    calls: _Calls, graph: Any, plan: Callable[[], _Replay], keep: bool
+    calls: SyncOrAsync, graph: Any, plan: Callable[[], _Replay], keep: bool
 ) -> ReplayReport:
     """:func:`replay` and :func:`areplay`, calling through ``calls``."""
     run = await calls.blocking(plan)
@@ -524,7 +524,7 @@ def replay(
     """
     plan = partial(_plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
     return _run_sync(
-        _replay(_Calls(False), graph, plan, into is not None if keep is None else keep)
+        _replay(SyncOrAsync(False), graph, plan, into is not None if keep is None else keep)
     )
 
 
@@ -547,4 +547,4 @@ async def areplay(
         ...     report = await areplay(graph, "thread-42", ext=ext)
     """
     plan = partial(_plan, graph, thread_id, ext, mode, tools, into, checkpoint_id, configurable)
-    return await _replay(_Calls(True), graph, plan, into is not None if keep is None else keep)
+    return await _replay(SyncOrAsync(True), graph, plan, into is not None if keep is None else keep)

@@ -1,4 +1,6 @@
-"""``ExternalCheckpointer``: a drop-in saver that records every checkpoint it stores.
+"""``RecordingSaver``: a saver that records every checkpoint it stores into a pipeline
+(the public :class:`~langgraph_external.checkpointers.ExternalCheckpointer` is this saver
+with the constructor that can also build the pipeline).
 
 It wraps any :class:`~langgraph.checkpoint.base.BaseCheckpointSaver` (the official
 Postgres saver, ``InMemorySaver``, ``SqliteSaver``, ...). Reads and versioning are the
@@ -15,33 +17,21 @@ Postgres tables (implemented in SQL).
 
 Example:
     >>> import tempfile
-    >>> from pathlib import Path
     >>> from langgraph.checkpoint.memory import InMemorySaver
-    >>> ws = Path(tempfile.mkdtemp())
-    >>> with ExternalCheckpointer(InMemorySaver(), workspace=ws) as saver:
+    >>> from langgraph_external.ledger.memory import InMemoryLedger
+    >>> with Pipeline(InMemoryLedger(), spool_dir=tempfile.mkdtemp()) as pipeline:
+    ...     saver = RecordingSaver(InMemorySaver(), pipeline=pipeline)
     ...     sorted(saver.capabilities)
     []
-
-    Without ``dsn`` the ledger is the embedded server in ``ws/.lgx/pgdata``, which stays up
-    for the next process until ``lgx db stop``:
-
-    >>> from langgraph_external.ledger.embedded import stop_server
-    >>> stop_server(ws / ".lgx" / "pgdata").stopped
-    True
-
-    With the ledger too: ``ExternalCheckpointer(PostgresSaver(pool), workspace="./ws",
-    dsn="postgresql://...")``; or let :class:`~langgraph_external.External` build it all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import os
-import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -54,12 +44,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_external._moved import warn_deprecated
-from langgraph_external.errors import ConfigurationError
-from langgraph_external.options import Options, options_from_keywords
 from langgraph_external.pipeline.pipeline import Pipeline
 from langgraph_external.record.events import Event, EventKind
-from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import check_thread_id
 from langgraph_external.sources.capabilities import capabilities_of, class_for, overrides
 from langgraph_external.sources.checkpoint_records import CheckpointRecorder, read_parent
@@ -68,84 +54,45 @@ from langgraph_external.sources.ports import CaptureInTransaction
 from langgraph_external.sources.serde_tap import SerdeTap, capturing, untapped_serde
 from langgraph_external.upstream import langgraph as _compat
 
-__all__ = ["ExternalCheckpointer", "untapped_serde"]
-
-_EARLIER = ("schema", "strict", "spool_dir", "encrypt")
-"""Keywords of 0.1 that are :class:`Options` fields now."""
+__all__ = ["RecordingSaver", "untapped_serde"]
 
 
-class ExternalCheckpointer(BaseCheckpointSaver[Any]):
-    """Wrap ``inner`` so every checkpoint and write it stores is recorded.
+class RecordingSaver(BaseCheckpointSaver[Any]):
+    """Wrap ``inner`` so every checkpoint and write it stores is recorded in ``pipeline``.
 
     Args:
         inner: the saver that stores and serves checkpoints.
-        pipeline: where events go (``External`` builds one). Without it, one is built
-            from ``workspace`` (required then) and ``dsn`` (optional ledger) and closed
-            by :meth:`close`.
-        workspace: local path, fsspec URL or
-            :class:`~langgraph_external.workspace.files.Workspace` for the mirror.
-        dsn: Postgres DSN of the ledger (its schema created if missing); ``None``: the
-            embedded server.
-        key: the deployment key of the pipeline built here (default: ``$LGX_KEY`` or
-            the key file, created on first use).
-        redaction: the redaction of the pipeline built here: a level name
-            (``"standard"``, ``"strict"``, ``"off"``) or your own callable.
-        options: the rest of the pipeline built here
-            (:class:`~langgraph_external.options.Options`: schema, strict, spool
-            directory, encryption, offload threshold, processors). ``schema=``,
-            ``strict=``, ``spool_dir=`` and ``encrypt=`` as keywords still work until 0.3,
-            with a ``DeprecationWarning``; so do ``digest=`` and ``saver_blob_refs=``,
-            which do nothing.
+        pipeline: where events go (``External`` builds one; so does a standalone
+            :class:`~langgraph_external.checkpointers.ExternalCheckpointer`).
         reject_nul: refuse thread ids containing NUL (PostgreSQL text cannot hold it).
         outbox: capture in the wrapped saver's own transaction (``None``: when it
             stores in the ledger's database).
 
-    The instance's class is a subclass of ``ExternalCheckpointer`` that carries
-    exactly the optional methods that work for ``inner`` (see :attr:`capabilities`).
+    The instance's class is a subclass of the class called that carries exactly the
+    optional methods that work for ``inner`` (see :attr:`capabilities`).
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    _made_as: type[RecordingSaver]
 
     def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Any:
-        return super().__new__(class_for(cls, capabilities_of(inner)))
+        saver: RecordingSaver = super().__new__(class_for(cls, capabilities_of(inner)))
+        saver._made_as = cls  # what with_allowlist builds again
+        return saver
 
     def __init__(
         self,
         inner: BaseCheckpointSaver[Any],
         *,
-        pipeline: Pipeline | None = None,
-        workspace: str | os.PathLike[str] | Any | None = None,
-        dsn: str | None = None,
-        key: str | bytes | None = None,
-        redaction: str | Redactor = "standard",
-        options: Options | None = None,
+        pipeline: Pipeline,
         reject_nul: bool = True,
         outbox: bool | None = None,
-        **deprecated: Any,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f"inner must be a BaseCheckpointSaver, got {type(inner).__name__}")
-        digest = deprecated.pop("digest", None)
-        if deprecated.pop("saver_blob_refs", None) is not None:
-            warn_deprecated(
-                "ExternalCheckpointer(saver_blob_refs=...)", "it does nothing (the sealer decides)"
-            )
-        opts = options_from_keywords(
-            options, deprecated, owner="ExternalCheckpointer", allowed=_EARLIER
-        )
         # no super().__init__: serde is the inner saver's (see the property below)
         if not isinstance(inner.serde, SerdeTap):
             inner.serde = SerdeTap(inner.serde)
-        self._recording = None
-        if pipeline is None:
-            if workspace is None:
-                raise ConfigurationError("pass pipeline=... or workspace=... (and dsn=...)")
-            self._recording = _standalone_recording(
-                workspace, dsn, key, redaction, opts, untapped_serde(inner.serde)
-            )
-            pipeline = self._recording.pipeline
-            if outbox is None:
-                outbox = _compat.same_database(inner, self._recording.dsn)
         self.inner = inner
         self.pipeline = pipeline
         self.reject_nul = reject_nul
@@ -160,14 +107,6 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             cipher=pipeline.cipher,
             lookup_parent=read_parent(inner),
         )
-        if digest is not None:
-            warnings.warn(
-                "ExternalCheckpointer(digest=...) is deprecated and unused: the sealer "
-                "addresses exact bytes with the deployment key",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        self.digest = digest
         self._task_path_arg = "task_path" in inspect.signature(inner.put_writes).parameters
         self._async_native = {
             m: overrides(inner, m)
@@ -194,13 +133,10 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         return self.outbox
 
     def close(self) -> None:
-        """Flush what is recorded; close the pipeline if this checkpointer built it."""
-        if self._recording is not None:
-            self._recording.close()
-        else:
-            self.pipeline.flush()
+        """Flush what is recorded (the pipeline is its builder's to close)."""
+        self.pipeline.flush()
 
-    def __enter__(self) -> ExternalCheckpointer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -226,7 +162,7 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         """The wrapped saver's versioning (string versions for the Postgres savers)."""
         return self.inner.get_next_version(current, channel)
 
-    def with_allowlist(self, extra_allowlist: Any) -> ExternalCheckpointer:
+    def with_allowlist(self, extra_allowlist: Any) -> Self:
         """Wrap the wrapped saver's allow-listed clone; share this recorder's pipeline."""
         tap = self.inner.serde
         self.inner.serde = untapped_serde(tap)
@@ -236,13 +172,11 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
             self.inner.serde = tap
         if inner is self.inner:
             return self
-        return ExternalCheckpointer(
-            inner,
-            pipeline=self.pipeline,
-            reject_nul=self.reject_nul,
-            digest=self.digest,
-            outbox=self.outbox,
+        # the class called (its capabilities those of the new inner saver)
+        clone = self._made_as(
+            inner, pipeline=self.pipeline, reject_nul=self.reject_nul, outbox=self.outbox
         )
+        return cast(Self, clone)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated to the wrapped saver (after checking the thread id)."""
@@ -464,24 +398,3 @@ class ExternalCheckpointer(BaseCheckpointSaver[Any]):
         pipeline may name it instead of rendering it again (see ``AuditCallbackHandler``).
         """
         return self.records.checkpointed(thread_id)
-
-
-def _standalone_recording(
-    workspace: Any,
-    dsn: str | None,
-    key: str | bytes | None,
-    redaction: Any,
-    options: Options,
-    serde: SerializerProtocol,
-) -> Any:
-    """The recording of a checkpointer built without ``pipeline=`` (closed by it)."""
-    # the composition root (ledger, workspace, sealing) sits above the sources: reached
-    # only by this constructor path, so a source module never imports it at load time
-    from langgraph_external.assembly import assemble  # lazy: the composition root
-    from langgraph_external.settings import Settings  # lazy: with the assembly
-
-    settings = Settings.resolve(
-        workspace=workspace, dsn=dsn, key=key, redaction=redaction, options=options
-    )
-    given = None if isinstance(workspace, (str, os.PathLike)) else workspace  # a Workspace
-    return assemble(settings.replace(serde=serde), workspace=given, projections=options.projections)
