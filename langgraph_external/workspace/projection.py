@@ -150,19 +150,17 @@ class WorkspaceProjection:
         due = self._state_due.get(thread_id)
         if due is not None:  # another writer may hold a newer root checkpoint than ours:
             self._state_due[thread_id] = (due[0], None, _FOREIGN)  # settle reads the log
-        prefix = self.ws.thread_dir(thread_id) + "/"
-        for path in self._paths_of(prefix):
+        for path in self._paths_of(thread_id):
             self._drop_path(path)
 
     def revalidate(self, thread_id: str) -> None:
         """:meth:`forget` what another writer changed: a file whose size is not the size
         this projection left it at (one ``stat`` per file instead of re-reading tails)."""
-        prefix = self.ws.thread_dir(thread_id) + "/"
-        events = prefix + EVENTS_FILE
+        events = events_path(self.ws, thread_id)
         if thread_id in self._last_seq and self.ws.size(events) != self._file_size.get(events):
             self.forget(thread_id)
             return
-        for path in self._paths_of(prefix):
+        for path in self._paths_of(thread_id):
             if self.ws.size(path) != self._file_size.get(path):
                 self._drop_path(path)
 
@@ -282,9 +280,9 @@ class WorkspaceProjection:
             old = next(iter(self._file_seq))
             self._drop_path(old)
 
-    def _paths_of(self, prefix: str) -> list[str]:
-        """Cached log paths under a thread's directory (``prefix`` ends with ``/``)."""
-        return list(self._by_dir.get(prefix[:-1], ()))
+    def _paths_of(self, tid: str) -> list[str]:
+        """Cached log paths under a thread's directory."""
+        return list(self._by_dir.get(self.ws.thread_dir(tid), ()))
 
     def _drop_path(self, path: str) -> None:
         self._file_seq.pop(path, None)
@@ -453,12 +451,9 @@ class WorkspaceProjection:
 
     def _forget(self, tid: str) -> None:
         self.lines.forget(tid)
-        self._last_seq.pop(tid, None)
         self._described.discard(tid)
-        self._state_due.pop(tid, None)
-        prefix = self.ws.thread_dir(tid) + "/"
-        for path in self._paths_of(prefix):
-            self._drop_path(path)
+        self._state_due.pop(tid, None)  # before forget(), which would keep it due
+        self.forget(tid)
 
 
 def _latest_root_checkpoint(ws: Workspace, tid: str) -> dict[str, Any] | None:
