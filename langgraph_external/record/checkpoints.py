@@ -187,9 +187,7 @@ class Lru(OrderedDict[Any, Any]):
         self[key] = value
         self.move_to_end(key)
         if self._per_group is not None:
-            group = self._groups.get(key[:2])
-            if group is None:
-                group = self._groups[key[:2]] = OrderedDict()
+            group = self._groups.setdefault(key[:2], OrderedDict())
             self._groups.move_to_end(key[:2])
             group[key] = None
             group.move_to_end(key)

@@ -23,10 +23,10 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
-from langgraph_external.errors import ConfigurationError, RestoreError
+from langgraph_external.errors import RestoreError
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.record.events import hashed_line
-from langgraph_external.record.keys import load_key
+from langgraph_external.record.keys import existing_key
 from langgraph_external.record.locations import decode_ns, sha256_hex
 from langgraph_external.workspace.files import Workspace, encode_ns
 from langgraph_external.workspace.lines import BadLine, events_path, read_lines
@@ -77,7 +77,7 @@ class CheckpointLog:
         cipher: WorkspaceCipher | None = None,
     ) -> None:
         self.ws, self.thread_id, self.checkpoint_ns = ws, thread_id, checkpoint_ns
-        self.cipher = cipher if cipher is not None else _deployment_key()
+        self.cipher = cipher if cipher is not None else existing_key()
         self.digest: Callable[[bytes], str] = (
             self.cipher.address if self.cipher is not None else sha256_hex
         )
@@ -265,14 +265,6 @@ class CheckpointLog:
                 ]
                 _same_ref(at, f"write {idx} to {channel!r}", w, recorded[0] if recorded else None)
             self.bytes_of(w, where=f"line {n}")
-
-
-def _deployment_key() -> WorkspaceCipher | None:
-    """The deployment key when one is configured (``$LGX_KEY`` or the key file)."""
-    try:
-        return load_key(create=False)
-    except ConfigurationError:
-        return None
 
 
 def _bad_line(path: str, bad: BadLine, after: str = "") -> RestoreError:
