@@ -436,11 +436,8 @@ def _check_leaf(
     if not isinstance(leaf, dict):
         v.problems.append("the bundle holds no log leaf")
         return False
-    if (leaf.get("thread_id"), leaf.get("seq"), leaf.get("hash")) != (
-        tid,
-        last.get("seq"),
-        last.get("hash"),
-    ):
+    named = (leaf.get("thread_id"), leaf.get("seq"), leaf.get("hash"))
+    if named != (tid, last.get("seq"), last.get("hash")):
         v.problems.append(
             f"the log leaf names thread {leaf.get('thread_id')!r} at seq {leaf.get('seq')} "
             f"with another head than the bundle's newest event (seq {last.get('seq')}): "

@@ -37,7 +37,7 @@ from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
 from langgraph_external.workspace.files import Workspace, dumps_clean, encode_ns
-from langgraph_external.workspace.lines import EVENTS_FILE, events_path
+from langgraph_external.workspace.lines import EVENTS_FILE, events_path, parse_lines
 from langgraph_external.workspace.readable import ReadableViews, state_tag
 
 logger = logging.getLogger("langgraph_external")
@@ -519,10 +519,7 @@ def _copied_files(
         if ns is not None:
             rel = f"{encode_ns(ns, legacy=dst_legacy)}.jsonl"
         lines = []
-        for raw in data.splitlines():
-            if not raw.strip():
-                continue
-            line = json.loads(raw)
+        for _, _, line in parse_lines(data):
             if line.get("record") == "checkpoint":
                 line["thread_id"] = dst
                 line["copied_from"] = src
@@ -537,11 +534,9 @@ def _namespace_of(stem: str, log: bytes) -> str | None:
     ns = decode_ns(stem)
     if ns is not None:
         return ns
-    for raw in log.splitlines():
-        if raw.strip():
-            found = json.loads(raw).get("checkpoint_ns")
-            if isinstance(found, str):
-                return found
+    for _, _, doc in parse_lines(log):
+        if isinstance(doc.get("checkpoint_ns"), str):
+            return str(doc["checkpoint_ns"])
     return None
 
 
