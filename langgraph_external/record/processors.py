@@ -89,8 +89,8 @@ class Redact:
             try:
                 text = event.raw.decode("utf-8")
             except UnicodeDecodeError:
-                text = None
-            if text is not None:
+                pass
+            else:
                 redacted, count = self.redactor(text)
                 if count:
                     changes["raw"], total = str(redacted).encode("utf-8"), total + count
