@@ -312,8 +312,8 @@ def json_safe(value: Any) -> Any:
         if value in (float("inf"), float("-inf")):
             return "Infinity" if value > 0 else "-Infinity"
         return int(value) if value.is_integer() else value
-    if isinstance(value, (bool, int)):
-        return int(value) if not isinstance(value, bool) else value
+    if isinstance(value, int):  # a subclass (an IntEnum); bool is handled above
+        return int(value)
     if isinstance(value, str):
         return json_safe(str.__str__(value))
     if isinstance(value, Mapping):
