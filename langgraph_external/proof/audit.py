@@ -241,18 +241,16 @@ def check_log(conn: psycopg.Connection[Any], schema: str, keys: Sequence[Verifie
             f"the log's first {head.size} leaves no longer hash to the signed root: the log "
             "was rewritten"
         )
-    newest: dict[str, tuple[int, str]] = {}
-    recorded: dict[str, dict[int, str]] = {}
+    recorded: dict[str, dict[int, str]] = {}  # thread -> seq -> head hash the log names
     for _idx, tid, seq, head_hash, _ts, _lh in rows:
-        newest[tid] = max(newest.get(tid, (0, "")), (int(seq), head_hash))
         recorded.setdefault(tid, {})[int(seq)] = head_hash
-    out.threads = len(newest)
+    out.threads = len(recorded)
     stored: dict[str, dict[int, str]] = {}
-    for tid, seq, h in conn.execute(q(EVENT_HASHES, schema), (list(newest),)).fetchall():
+    for tid, seq, h in conn.execute(q(EVENT_HASHES, schema), (list(recorded),)).fetchall():
         stored.setdefault(tid, {})[int(seq)] = h
     threads = {r[0]: (int(r[1]), r[2]) for r in conn.execute(q(THREAD_HEADS, schema))}
-    for tid in sorted(newest):
-        seq = newest[tid][0]
+    for tid in sorted(recorded):
+        seq = max(recorded[tid])  # the newest head the log names
         if tid not in threads and not stored.get(tid):
             out.problems.append(
                 f"thread {tid!r} is gone: the signed log has its head at seq "

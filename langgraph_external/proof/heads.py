@@ -1,4 +1,4 @@
-"""Signed tree heads: sign the log as it is, store the head, find the heads kept.
+"""Signed tree heads: sign the log as it is and store the head.
 
 The ledger appends a leaf to the log whenever a thread's head moves (``advance_thread``,
 migration v14); :func:`sign_head` reads the log's size and right edge, computes its root,
@@ -42,7 +42,6 @@ __all__ = [
     "HeadSigner",
     "SignedHead",
     "head_note",
-    "latest_head",
     "log_state",
     "make_signer",
     "sign_head",
@@ -56,15 +55,6 @@ STORE_HEAD = (
     " %s::timestamptz, %s::text)"
 )
 REGISTER_KEY = "select {schema}.register_log_key(%s::text)"
-LATEST_HEAD = """
-select note from {schema}.signed_heads
-where (%s::text is null or (key_name = %s::text and key_hash = %s::bigint))
-order by size desc, signed_at desc limit 1
-"""
-HEAD_OF_SIZE = """
-select note from {schema}.signed_heads where size = %s
-order by signed_at desc limit 1
-"""
 
 
 @dataclass(frozen=True)
@@ -77,7 +67,10 @@ class SignedHead:
 
 def log_state(conn: psycopg.Connection[Any], schema: str) -> tuple[str, int, bytes]:
     """``(origin, size, root)`` of the log now."""
-    row = conn.execute(q(LOG_STATE, schema)).fetchone()
+    return _state(conn.execute(q(LOG_STATE, schema)).fetchone())
+
+
+def _state(row: Any) -> tuple[str, int, bytes]:
     assert row is not None, "the ledger has no log (run lgx setup)"
     return str(row[0]), int(row[1]), frontier_root([bytes(f) for f in row[2]])
 
@@ -114,10 +107,7 @@ def sign_head(conn: psycopg.Connection[Any], schema: str, signers: Sequence[Sign
         raise ValueError("a head needs at least one signing key")
     when = datetime.now(timezone.utc).replace(microsecond=0)
     with conn.transaction():
-        row = conn.execute(q(LOG_SNAPSHOT, schema)).fetchone()
-        assert row is not None, "the ledger has no log (run lgx setup)"
-        origin, size = str(row[0]), int(row[1])
-        root = frontier_root([bytes(f) for f in row[2]])
+        origin, size, root = _state(conn.execute(q(LOG_SNAPSHOT, schema)).fetchone())
         note = head_note(origin, size, root, when, signers)
         for s in signers:
             conn.execute(q(REGISTER_KEY, schema), (s.verifier.text,))
@@ -125,17 +115,6 @@ def sign_head(conn: psycopg.Connection[Any], schema: str, signers: Sequence[Sign
                 q(STORE_HEAD, schema), (s.name, s.verifier.key_hash, size, root, when, note)
             )
     return SignedHead(note, parse_head(note))
-
-
-def latest_head(
-    conn: psycopg.Connection[Any], schema: str, signer: Signer | None = None
-) -> SignedHead | None:
-    """The newest stored head (of ``signer``'s key, when given)."""
-    key = signer.verifier if signer is not None else None
-    name = key.name if key is not None else None
-    khash = key.key_hash if key is not None else None
-    row = conn.execute(q(LATEST_HEAD, schema), (name, name, khash)).fetchone()
-    return None if row is None else SignedHead(row[0], parse_head(row[0]))
 
 
 def make_signer(

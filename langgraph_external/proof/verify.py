@@ -117,11 +117,24 @@ def tree_root(leaves: Sequence[bytes]) -> bytes:
     return level[0]
 
 
-def _shift_while_even(fn: int, sn: int) -> tuple[int, int]:
-    while fn and not fn & 1:
+def _climb(fn: int, sn: int, start: bytes, path: Sequence[bytes]) -> tuple[bytes, bytes] | None:
+    """RFC 9162's walk up an audit ``path`` from the node ``start`` at index ``fn`` of a
+    level whose last index is ``sn``: ``(root of the nodes on the left edge, root)``, or
+    ``None`` when the path does not end at the root."""
+    fr = sr = start
+    for c in path:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            fr, sr = node_hash(c, fr), node_hash(c, sr)
+            while fn and not fn & 1:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = node_hash(sr, c)
         fn >>= 1
         sn >>= 1
-    return fn, sn
+    return (fr, sr) if sn == 0 else None
 
 
 def verify_inclusion(
@@ -131,19 +144,8 @@ def verify_inclusion(
     leaves whose root is ``root`` (RFC 9162 §2.1.3.2)."""
     if index < 0 or index >= size:
         return False
-    fn, sn, r = index, size - 1, leaf
-    for p in proof:
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            r = node_hash(p, r)
-            if not fn & 1:
-                fn, sn = _shift_while_even(fn, sn)
-        else:
-            r = node_hash(r, p)
-        fn >>= 1
-        sn >>= 1
-    return sn == 0 and r == root
+    found = _climb(index, size - 1, leaf, proof)
+    return found is not None and found[1] == root
 
 
 def verify_consistency(
@@ -167,20 +169,7 @@ def verify_consistency(
     while fn & 1:
         fn >>= 1
         sn >>= 1
-    fr = sr = path[0]
-    for c in path[1:]:
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            fr = node_hash(c, fr)
-            sr = node_hash(c, sr)
-            if not fn & 1:
-                fn, sn = _shift_while_even(fn, sn)
-        else:
-            sr = node_hash(sr, c)
-        fn >>= 1
-        sn >>= 1
-    return sn == 0 and fr == first_root and sr == second_root
+    return _climb(fn, sn, path[0], path[1:]) == (first_root, second_root)
 
 
 # -- keys and signed heads --------------------------------------------------------------
@@ -447,11 +436,8 @@ def _check_leaf(
     if not isinstance(leaf, dict):
         v.problems.append("the bundle holds no log leaf")
         return False
-    if (leaf.get("thread_id"), leaf.get("seq"), leaf.get("hash")) != (
-        tid,
-        last.get("seq"),
-        last.get("hash"),
-    ):
+    named = (leaf.get("thread_id"), leaf.get("seq"), leaf.get("hash"))
+    if named != (tid, last.get("seq"), last.get("hash")):
         v.problems.append(
             f"the log leaf names thread {leaf.get('thread_id')!r} at seq {leaf.get('seq')} "
             f"with another head than the bundle's newest event (seq {last.get('seq')}): "

@@ -187,9 +187,7 @@ class Lru(OrderedDict[Any, Any]):
         self[key] = value
         self.move_to_end(key)
         if self._per_group is not None:
-            group = self._groups.get(key[:2])
-            if group is None:
-                group = self._groups[key[:2]] = OrderedDict()
+            group = self._groups.setdefault(key[:2], OrderedDict())
             self._groups.move_to_end(key[:2])
             group[key] = None
             group.move_to_end(key)
@@ -273,13 +271,9 @@ class RecordBuilder:
         """``(versions_seen, Send targets)`` a checkpoint proved, each ``None`` if unknown."""
         if checkpoint_id is None:
             return {}, []
-        key = (thread_id, ns, checkpoint_id)
-        seen = self._seen.get(key)
-        sends = self._sends.get(key)
-        return (
-            None if seen is None else {k: dict(v) for k, v in seen.items()},
-            None if sends is None else list(sends),
-        )
+        seen = self._seen.get((thread_id, ns, checkpoint_id))
+        copy = None if seen is None else {k: dict(v) for k, v in seen.items()}
+        return copy, self.sends_of(thread_id, ns, checkpoint_id)
 
     def note_sends(
         self, thread_id: str, ns: str, checkpoint_id: str, sends: Sequence[str | None]
@@ -371,9 +365,8 @@ class RecordBuilder:
             row = [ch, ver] if ch in m.saver_rows and isinstance(ver, str) else None
             refs[ch] = {"version": ver, "type": typ, **blobs.add(data, cid, row)}
         seen = cp.get("versions_seen") or {}
-        parent_key = (tid, ns, m.parent_id)
         self._refs.put((tid, ns, cid), refs)
-        self._seen.put((tid, ns, cid), shared_seen(seen, self._seen.get(parent_key)))
+        self._seen.put((tid, ns, cid), shared_seen(seen, self._seen.get((tid, ns, m.parent_id))))
         if m.sends is not None:
             self._sends.put((tid, ns, cid), list(m.sends))
         metadata = dict(m.metadata)

@@ -312,8 +312,8 @@ def json_safe(value: Any) -> Any:
         if value in (float("inf"), float("-inf")):
             return "Infinity" if value > 0 else "-Infinity"
         return int(value) if value.is_integer() else value
-    if isinstance(value, (bool, int)):
-        return int(value) if not isinstance(value, bool) else value
+    if isinstance(value, int):  # a subclass (an IntEnum); bool is handled above
+        return int(value)
     if isinstance(value, str):
         return json_safe(str.__str__(value))
     if isinstance(value, Mapping):
@@ -323,8 +323,16 @@ def json_safe(value: Any) -> Any:
     return json_safe(str(value))
 
 
-def _safe_text(value: str) -> str:
-    """Text PostgreSQL and UTF-8 can hold: NUL made visible, lone surrogates escaped."""
+def safe_text(value: str | None) -> str | None:
+    r"""Text PostgreSQL and UTF-8 can hold, for optional column values (node names,
+    statuses, ids): NUL made visible, lone surrogates escaped.
+
+    Example:
+        >>> safe_text("a\x00b"), safe_text("\udc80x"), safe_text(None)
+        ('a\\u0000b', '\\udc80x', None)
+    """
+    if value is None:
+        return None
     if "\x00" in value:
         value = value.replace("\x00", "\\u0000")
     if not value.isascii():
@@ -333,16 +341,6 @@ def _safe_text(value: str) -> str:
         except UnicodeEncodeError:
             value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
-
-
-def safe_text(value: str | None) -> str | None:
-    r""":func:`_safe_text` for optional column values (node names, statuses, ids).
-
-    Example:
-        >>> safe_text("a\x00b"), safe_text("\udc80x"), safe_text(None)
-        ('a\\u0000b', '\\udc80x', None)
-    """
-    return None if value is None else _safe_text(value)
 
 
 def canonical_json(obj: Any) -> str:

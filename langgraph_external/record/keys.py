@@ -44,7 +44,7 @@ from typing import Any, Final
 
 from langgraph_external._moved import warn_deprecated
 from langgraph_external.errors import ConfigurationError
-from langgraph_external.record.crypto import WorkspaceCipher, parse_key
+from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.events import canonical_json
 
 __all__ = [
@@ -161,14 +161,14 @@ def load_key(
             "reads the workspace would read the key; keep it elsewhere (LGX_KEY_FILE)"
         )
     try:
-        return WorkspaceCipher(_read_key_file(path))
+        return WorkspaceCipher(read_secret_file(path))
     except FileNotFoundError:
         if not create:
             raise ConfigurationError(
                 f"no deployment key: {path} does not exist (set LGX_KEY or LGX_KEY_FILE)"
             ) from None
-    _create_key_file(path)
-    return WorkspaceCipher(_read_key_file(path))
+    write_secret_file(path, WorkspaceCipher.generate_key())
+    return WorkspaceCipher(read_secret_file(path))
 
 
 def existing_key(key: str | bytes | None = None) -> WorkspaceCipher | None:
@@ -185,12 +185,6 @@ def existing_key(key: str | bytes | None = None) -> WorkspaceCipher | None:
         if key is not None:
             raise
         return None
-
-
-def _read_key_file(path: Path) -> str:
-    text = read_secret_file(path)
-    parse_key(text)  # malformed: a ConfigurationError naming the problem
-    return text
 
 
 def read_secret_file(path: Path) -> str:
@@ -213,10 +207,6 @@ def read_secret_file(path: Path) -> str:
     except OSError as exc:
         raise ConfigurationError(f"cannot read the key file {path}: {exc}") from exc
     return text
-
-
-def _create_key_file(path: Path) -> None:
-    write_secret_file(path, WorkspaceCipher.generate_key())
 
 
 def write_secret_file(path: Path, text: str) -> None:

@@ -89,8 +89,8 @@ class Redact:
             try:
                 text = event.raw.decode("utf-8")
             except UnicodeDecodeError:
-                text = None
-            if text is not None:
+                pass
+            else:
                 redacted, count = self.redactor(text)
                 if count:
                     changes["raw"], total = str(redacted).encode("utf-8"), total + count
@@ -125,7 +125,7 @@ class Offload:
             attachments[f"artifacts/{digest}"] = event.raw
             changes["raw"] = None
             changes["artifact"] = digest
-        if event.payload and event.kind not in _NEVER_OFFLOAD:
+        if event.payload and event.kind not in _STRUCTURAL:  # references to blobs already
             payload, files = offload_values(event.payload, self.threshold)
             if files:
                 attachments.update((f"artifacts/{d}", data) for d, data in files.items())
@@ -133,10 +133,6 @@ class Offload:
         if not changes:
             return event
         return event.replace(attachments=attachments, **changes)
-
-
-# Checkpoint and writes payloads are already references to blobs.
-_NEVER_OFFLOAD = frozenset({"checkpoint", "writes"})
 
 
 def normalize(event: Event) -> Event:

@@ -145,11 +145,8 @@ def _card_brand_ok(d: str) -> bool:
         return n == 15
     if two in (36, 38, 39) or 300 <= int(d[:3]) <= 305:  # Diners
         return 14 <= n <= 19
-    if d.startswith(("6011", "65")) or 644 <= int(d[:3]) <= 649 or 622126 <= int(d[:6]) <= 622925:
-        return 16 <= n <= 19  # Discover
-    if 3528 <= four <= 3589:  # JCB
-        return 16 <= n <= 19
-    if two == 62:  # UnionPay
+    # Discover (its 622126-622925 is in UnionPay's 62), JCB, UnionPay
+    if d.startswith(("6011", "65", "62")) or 644 <= int(d[:3]) <= 649 or 3528 <= four <= 3589:
         return 16 <= n <= 19
     if two in (50, 56, 57, 58, 63, 67) or d.startswith("6"):  # Maestro and others
         return 12 <= n <= 19

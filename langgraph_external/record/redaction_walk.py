@@ -138,9 +138,7 @@ class ValueWalker:
         if isinstance(value, str):  # str subclasses (str enums) come back as str
             text, n = self.text(str.__str__(value))
             return (text, n) if n else (value, 0)
-        if isinstance(value, bool) or (
-            isinstance(value, SAFE_SCALARS) and not isinstance(value, int)
-        ):
+        if isinstance(value, SAFE_SCALARS) and not isinstance(value, int):  # bool: in _walk
             return value, 0
         if isinstance(value, int):
             return self._int(int(value))

@@ -23,10 +23,10 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
-from langgraph_external.errors import ConfigurationError, RestoreError
+from langgraph_external.errors import RestoreError
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 from langgraph_external.record.events import hashed_line
-from langgraph_external.record.keys import load_key
+from langgraph_external.record.keys import existing_key
 from langgraph_external.record.locations import decode_ns, sha256_hex
 from langgraph_external.workspace.files import Workspace, encode_ns
 from langgraph_external.workspace.lines import BadLine, events_path, read_lines
@@ -77,7 +77,7 @@ class CheckpointLog:
         cipher: WorkspaceCipher | None = None,
     ) -> None:
         self.ws, self.thread_id, self.checkpoint_ns = ws, thread_id, checkpoint_ns
-        self.cipher = cipher if cipher is not None else _deployment_key()
+        self.cipher = cipher if cipher is not None else existing_key()
         self.digest: Callable[[bytes], str] = (
             self.cipher.address if self.cipher is not None else sha256_hex
         )
@@ -94,14 +94,9 @@ class CheckpointLog:
             for n, _, line in read_lines(ws, path):
                 self._add(n, line)
         except BadLine as bad:
-            if bad.error is None:
-                raise RestoreError(f"{path}: line {bad.lineno} is not a JSON object") from bad
-            raise RestoreError(
-                f"{path}: line {bad.lineno} is torn or not JSON ({bad.error}); nothing was restored"
-            ) from bad
+            raise _bad_line(path, bad, "; nothing was restored") from bad
 
     def _add(self, n: int, line: dict[str, Any]) -> None:
-        """Index line ``n`` of the log."""
         path = self.path
         kind, cid = line.get("record"), cast(str, line.get("checkpoint_id"))
         if kind in ("checkpoint", "write", "writer") and not isinstance(cid, str):
@@ -144,6 +139,7 @@ class CheckpointLog:
             DecryptionError: encrypted bytes do not open with the key (naming the file).
         """
         sha = ref["sha256"]
+        sealed = ref.get("enc") is not None
         # one check per copy: the same place holds the same bytes for every reference
         # (unchanged channels refer back to the checkpoint that stored them)
         key = (
@@ -152,7 +148,7 @@ class CheckpointLog:
             else ("inline", ref.get("in"), sha)
             if ref.get("inline")
             else ("file", None, sha),
-            ref.get("enc") is not None,
+            sealed,
         )
         if key in self._checked:
             return self._checked[key]
@@ -160,7 +156,6 @@ class CheckpointLog:
             if ref.get("b64") is not None:
                 source = f"{self.path}: {where or 'write line'} inline bytes"
                 data = base64.b64decode(ref["b64"], validate=True)
-                sealed = ref.get("enc") is not None
             elif ref.get("inline"):
                 holder_id = ref["in"]
                 source = (
@@ -169,11 +164,10 @@ class CheckpointLog:
                 )
                 holder = self.docs[holder_id]
                 data = base64.b64decode(holder["blobs"][sha], validate=True)
-                sealed = ref.get("enc") is not None or holder.get("enc") is not None
+                sealed = sealed or holder.get("enc") is not None
             else:
                 source = self.ws.blob_path(self.thread_id, sha)
                 data = self.ws.read_bytes(source)
-                sealed = ref.get("enc") is not None
         except (FileNotFoundError, KeyError) as exc:
             raise RestoreError(
                 f"the bytes {sha} of thread {self.thread_id!r} are missing"
@@ -273,12 +267,10 @@ class CheckpointLog:
             self.bytes_of(w, where=f"line {n}")
 
 
-def _deployment_key() -> WorkspaceCipher | None:
-    """The deployment key when one is configured (``$LGX_KEY`` or the key file)."""
-    try:
-        return load_key(create=False)
-    except ConfigurationError:
-        return None
+def _bad_line(path: str, bad: BadLine, after: str = "") -> RestoreError:
+    if bad.error is None:
+        return RestoreError(f"{path}: line {bad.lineno} is not a JSON object")
+    return RestoreError(f"{path}: line {bad.lineno} is torn or not JSON ({bad.error}){after}")
 
 
 def _event_at(
@@ -364,9 +356,7 @@ def read_verified_records(ws: Workspace, thread_id: str) -> list[tuple[dict[str,
                 raise RestoreError(f"{path}: line {n}: malformed event ({exc!r})") from exc
             records.append((env, line))
     except BadLine as bad:
-        if bad.error is None:
-            raise RestoreError(f"{path}: line {bad.lineno} is not a JSON object") from bad
-        raise RestoreError(f"{path}: line {bad.lineno} is torn or not JSON ({bad.error})") from bad
+        raise _bad_line(path, bad) from bad
     if records:
         first = records[0][0]
         if first.get("kind") != "thread_deleted" and (

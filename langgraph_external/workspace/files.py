@@ -167,7 +167,7 @@ class Workspace:
             return
         tmp = f"{parent}/.tmp-{os.urandom(8).hex()}"
         try:
-            self._write_local(tmp, data)
+            self._write_local(tmp, data, os.O_TRUNC)
             os.replace(tmp, path)
         except BaseException:  # a full disk: no half-written temp file stays behind
             with contextlib.suppress(OSError):
@@ -206,9 +206,8 @@ class Workspace:
             fd = os.open(path, flags, 0o666)
         return os.fdopen(fd, "ab" if flags & os.O_APPEND else "wb")
 
-    def _write_local(self, path: str, data: bytes) -> None:
-        f = self._open_local(path, os.O_TRUNC)
-        with f:
+    def _write_local(self, path: str, data: bytes, flags: int) -> None:
+        with self._open_local(path, flags) as f:
             f.write(data)
             if self.fsync:
                 f.flush()
@@ -275,28 +274,18 @@ class Workspace:
 
     def write_if_absent(self, path: str, data: bytes) -> None:
         """Write a content-addressed file unless it already exists."""
-        if self.is_local:
-            if os.path.exists(path):
-                return
-        elif self.fs.exists(path):
-            return
-        self.write_atomic(path, data)
+        if not self.exists(path):
+            self.write_atomic(path, data)
 
     def append_lines(self, path: str, lines: Iterable[str]) -> None:
         """Append text lines (each without its newline) to ``path``."""
         data = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
         if not data:
             return
-        parent = path.rsplit("/", 1)[0]
         if self.is_local:
-            f = self._open_local(path, os.O_APPEND)
-            with f:
-                f.write(data)
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
+            self._write_local(path, data, os.O_APPEND)
             return
-        self.fs.makedirs(parent, exist_ok=True)
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         if self._can_append and self.fs.exists(path):
             with self.fs.open(path, "ab") as f:
                 f.write(data)
@@ -340,8 +329,8 @@ class Workspace:
     def write_json(self, path: str, obj: Any, *, clean: bool = False) -> None:
         """Atomically write ``obj`` as indented UTF-8 JSON (``clean``: ``obj`` is JSON
         already, see :func:`dumps_clean`)."""
-        text = dumps_clean(obj, indent=True) + "\n" if clean else dumps_readable(obj)
-        self.write_atomic(path, text.encode("utf-8", "surrogatepass"))
+        text = dumps_clean(obj, indent=True) if clean else dumps_json(obj, indent=2)
+        self.write_atomic(path, (text + "\n").encode("utf-8", "surrogatepass"))
 
     def remove_thread(self, thread_id: str) -> None:
         """Delete a thread's whole directory (no error if it is absent)."""
@@ -445,16 +434,6 @@ class Workspace:
 def _protocols(fs: Any) -> tuple[str, ...]:
     p = fs.protocol
     return (p,) if isinstance(p, str) else tuple(p)
-
-
-def dumps_readable(obj: Any) -> str:
-    """Pretty JSON for files people read; never the bare tokens ``NaN``/``Infinity``.
-
-    Example:
-        >>> dumps_readable({"x": float("nan")}).split()
-        ['{', '"x":', '"NaN"', '}']
-    """
-    return dumps_json(obj, indent=2) + "\n"
 
 
 def dumps_clean(obj: Any, *, sort_keys: bool = False, indent: bool = False) -> str:

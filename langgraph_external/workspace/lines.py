@@ -36,7 +36,6 @@ __all__ = [
     "events_path",
     "parse_json",
     "parse_lines",
-    "read_events",
     "read_file",
     "read_lines",
 ]
@@ -141,14 +140,3 @@ def read_file(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], BadLine |
         except BadLine as bad:
             return objects, bad
     return objects, None
-
-
-def read_events(ws: Workspace, thread_id: str) -> tuple[list[dict[str, Any]], BadLine | None]:
-    """:func:`read_file` of ``thread_id``'s ``events.jsonl``.
-
-    Example:
-        >>> from langgraph_external.workspace.files import Workspace
-        >>> read_events(Workspace("memory://lgx-doc-read-events"), "t")
-        ([], None)
-    """
-    return read_file(ws, events_path(ws, thread_id))

@@ -37,7 +37,7 @@ from langgraph_external.record.processors import Redactor
 from langgraph_external.record.thread_ids import is_replay_copy
 from langgraph_external.workspace.checkpoint_lines import CheckpointLines, read_checkpoint_line
 from langgraph_external.workspace.files import Workspace, dumps_clean, encode_ns
-from langgraph_external.workspace.lines import EVENTS_FILE, events_path
+from langgraph_external.workspace.lines import EVENTS_FILE, events_path, parse_lines
 from langgraph_external.workspace.readable import ReadableViews, state_tag
 
 logger = logging.getLogger("langgraph_external")
@@ -150,19 +150,17 @@ class WorkspaceProjection:
         due = self._state_due.get(thread_id)
         if due is not None:  # another writer may hold a newer root checkpoint than ours:
             self._state_due[thread_id] = (due[0], None, _FOREIGN)  # settle reads the log
-        prefix = self.ws.thread_dir(thread_id) + "/"
-        for path in self._paths_of(prefix):
+        for path in self._paths_of(thread_id):
             self._drop_path(path)
 
     def revalidate(self, thread_id: str) -> None:
         """:meth:`forget` what another writer changed: a file whose size is not the size
         this projection left it at (one ``stat`` per file instead of re-reading tails)."""
-        prefix = self.ws.thread_dir(thread_id) + "/"
-        events = prefix + EVENTS_FILE
+        events = events_path(self.ws, thread_id)
         if thread_id in self._last_seq and self.ws.size(events) != self._file_size.get(events):
             self.forget(thread_id)
             return
-        for path in self._paths_of(prefix):
+        for path in self._paths_of(thread_id):
             if self.ws.size(path) != self._file_size.get(path):
                 self._drop_path(path)
 
@@ -282,9 +280,9 @@ class WorkspaceProjection:
             old = next(iter(self._file_seq))
             self._drop_path(old)
 
-    def _paths_of(self, prefix: str) -> list[str]:
-        """Cached log paths under a thread's directory (``prefix`` ends with ``/``)."""
-        return list(self._by_dir.get(prefix[:-1], ()))
+    def _paths_of(self, tid: str) -> list[str]:
+        """Cached log paths under a thread's directory."""
+        return list(self._by_dir.get(self.ws.thread_dir(tid), ()))
 
     def _drop_path(self, path: str) -> None:
         self._file_seq.pop(path, None)
@@ -453,12 +451,9 @@ class WorkspaceProjection:
 
     def _forget(self, tid: str) -> None:
         self.lines.forget(tid)
-        self._last_seq.pop(tid, None)
         self._described.discard(tid)
-        self._state_due.pop(tid, None)
-        prefix = self.ws.thread_dir(tid) + "/"
-        for path in self._paths_of(prefix):
-            self._drop_path(path)
+        self._state_due.pop(tid, None)  # before forget(), which would keep it due
+        self.forget(tid)
 
 
 def _latest_root_checkpoint(ws: Workspace, tid: str) -> dict[str, Any] | None:
@@ -524,10 +519,7 @@ def _copied_files(
         if ns is not None:
             rel = f"{encode_ns(ns, legacy=dst_legacy)}.jsonl"
         lines = []
-        for raw in data.splitlines():
-            if not raw.strip():
-                continue
-            line = json.loads(raw)
+        for _, _, line in parse_lines(data):
             if line.get("record") == "checkpoint":
                 line["thread_id"] = dst
                 line["copied_from"] = src
@@ -542,11 +534,9 @@ def _namespace_of(stem: str, log: bytes) -> str | None:
     ns = decode_ns(stem)
     if ns is not None:
         return ns
-    for raw in log.splitlines():
-        if raw.strip():
-            found = json.loads(raw).get("checkpoint_ns")
-            if isinstance(found, str):
-                return found
+    for _, _, doc in parse_lines(log):
+        if isinstance(doc.get("checkpoint_ns"), str):
+            return str(doc["checkpoint_ns"])
     return None
 
 
