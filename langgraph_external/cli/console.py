@@ -177,3 +177,14 @@ def file_progress(label: str) -> tuple[Progress, Any]:
     )
     task = progress.add_task(label, total=None)
     return progress, lambda done, total: progress.update(task, completed=done, total=total)
+
+
+def spinner(label: str) -> Progress:
+    """How long a step has run, on stderr while it runs (only on a terminal)."""
+    return Progress(
+        TextColumn(label),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )

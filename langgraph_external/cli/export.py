@@ -16,6 +16,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -144,16 +145,8 @@ def export_langfuse(
     """
     from langgraph_external.exporters.otlp import OtlpExport  # lazy: OTLP encoding, 15 ms
 
-    _run_export(
-        ctx,
-        lambda: OtlpExport(preset="langfuse"),
-        thread_ids,
-        since,
-        all_threads,
-        follow,
-        resend,
-        as_json,
-    )
+    config = partial(OtlpExport, preset="langfuse")
+    _run_export(ctx, config, thread_ids, since, all_threads, follow, resend, as_json)
 
 
 @export_app.command("otlp", cls=LiteralHelpCommand)

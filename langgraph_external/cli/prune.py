@@ -24,6 +24,8 @@ from langgraph_external.cli.console import (
     plural,
     print_data,
 )
+from langgraph_external.options import Options
+from langgraph_external.settings import Settings
 from langgraph_external.upstream.saver_ops import SAVER_TABLES
 
 if TYPE_CHECKING:
@@ -68,8 +70,6 @@ def prune_command(
     """
     from langgraph_external.assembly import assemble  # lazy: LangGraph, 0.5 s
     from langgraph_external.ops import prune as pruning  # lazy: the saver's statements, 3 ms
-    from langgraph_external.options import Options  # lazy: with the assembly
-    from langgraph_external.settings import Settings  # lazy: with the assembly
 
     if bool(thread_ids) == all_threads:
         fail("give THREAD_ID... or --all")

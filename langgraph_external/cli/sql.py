@@ -37,7 +37,6 @@ from langgraph_external.cli.console import (
 from langgraph_external.read import inspection
 
 
-# -- sql ---------------------------------------------------------------------------------
 class _QueryFailed(Exception):
     """The server rejected a statement of the user's SQL (the session is still usable)."""
 

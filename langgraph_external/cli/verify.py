@@ -19,7 +19,6 @@ from typing import Annotated, Any
 import psycopg
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from langgraph_external.cli.base import KeyOption, command, connect
 from langgraph_external.cli.console import (
@@ -27,9 +26,11 @@ from langgraph_external.cli.console import (
     CliError,
     err,
     fail,
+    file_progress,
     one_line,
     out,
     plural,
+    spinner,
 )
 from langgraph_external.errors import ConfigurationError, ExternalError
 from langgraph_external.ledger import queries
@@ -203,18 +204,11 @@ def _verify_every_thread(
     results: list[VerifyResult] = []
     rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, schema)).fetchall()
     ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
-    with Progress(
-        TextColumn("verifying"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("verify", total=len(ids))
-        for tid in ids:
+    progress, advance = file_progress("verifying")
+    with progress:
+        for n, tid in enumerate(ids, 1):
             results.append(_verify_one(conn, ws, tid, schema, cipher, copies))
-            progress.advance(task)
+            advance(n, len(ids))
     return results
 
 
@@ -335,7 +329,7 @@ def repair(
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
-        with Progress(TextColumn("repairing"), TimeElapsedColumn(), console=err, transient=True):
+        with spinner("repairing"):
             report = run_repair(
                 dsn=dsn,
                 workspace=s.ws(),
