@@ -72,9 +72,7 @@ def export_thread_command(
     thread_id: Annotated[str, typer.Argument(help="The thread to export.")],
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output", "-o", help="Archive to write (default: THREAD.tar.gz).", show_default=False
-        ),
+        typer.Option("--output", "-o", help="Archive to write (default: THREAD.tar.gz)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:

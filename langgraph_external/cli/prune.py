@@ -34,17 +34,13 @@ if TYPE_CHECKING:
 
 def prune_command(
     ctx: typer.Context,
-    thread_ids: Annotated[
-        list[str] | None, typer.Argument(help="Threads to prune.", show_default=False)
-    ] = None,
+    thread_ids: Annotated[list[str] | None, typer.Argument(help="Threads to prune.")] = None,
     all_threads: Annotated[
         bool, typer.Option("--all", help="Every thread in the saver's tables.")
     ] = False,
     keep: Annotated[
         int | None,
-        typer.Option(
-            "--keep", help="Checkpoints to keep per namespace (latest first).", show_default=False
-        ),
+        typer.Option("--keep", help="Checkpoints to keep per namespace (latest first)."),
     ] = None,
     older_than: Annotated[
         str | None,
@@ -52,7 +48,6 @@ def prune_command(
             "--older-than",
             help="Only remove checkpoints older than this age "
             "(30d, 12h, 90m, 45s, 2w) or ISO time.",
-            show_default=False,
         ),
     ] = None,
     dry_run: Annotated[

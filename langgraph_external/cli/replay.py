@@ -101,9 +101,7 @@ def replay_cmd(
 def diff_cmd(
     ctx: typer.Context,
     a: Annotated[str, typer.Argument(help="THREAD, THREAD@CHECKPOINT or run:RUN_ID.")],
-    b: Annotated[
-        str | None, typer.Argument(help="The other side (default: A's thread).", show_default=False)
-    ] = None,
+    b: Annotated[str | None, typer.Argument(help="The other side (default: A's thread).")] = None,
     checkpoint: Annotated[
         list[str] | None,
         typer.Option("--checkpoint", help="Checkpoint of A, then of B (repeatable, max 2)."),

@@ -226,20 +226,15 @@ def events(
             help="Only events of this kind, as the kind column prints it (repeatable), or "
             "of a family, the part before the first _ (llm: llm_start and llm_end; tool, "
             "node, run, memory, thread). An unknown kind lists the kinds.",
-            show_default=False,
         ),
     ] = None,
     node: Annotated[
         list[str] | None,
-        typer.Option("--node", help="Only events of this node (repeatable).", show_default=False),
+        typer.Option("--node", help="Only events of this node (repeatable)."),
     ] = None,
     name: Annotated[
         list[str] | None,
-        typer.Option(
-            "--name",
-            help="Only events with this name, e.g. a tool (repeatable).",
-            show_default=False,
-        ),
+        typer.Option("--name", help="Only events with this name, e.g. a tool (repeatable)."),
     ] = None,
     since: Annotated[
         str | None,
@@ -247,7 +242,6 @@ def events(
             "--since",
             help="Only events at or after this time: a duration ago (30s, 5m, 2h, 1d, "
             "1h30m) or an ISO 8601 time (UTC if no offset).",
-            show_default=False,
         ),
     ] = None,
     until: Annotated[
@@ -256,7 +250,6 @@ def events(
             "--until",
             help="Only events before this time: a duration ago (5m, 1h30m) or an ISO 8601 "
             "time (UTC if no offset).",
-            show_default=False,
         ),
     ] = None,
     limit: Annotated[
@@ -268,7 +261,6 @@ def events(
             "--order",
             help="step: run by run, step by step (writes with the step that wrote them; the "
             "default of the table); seq: commit order (the default of --json).",
-            show_default=False,
         ),
     ] = None,
     as_json: Annotated[
@@ -411,7 +403,6 @@ def state(
             "--checkpoint",
             "-c",
             help="A checkpoint id or a unique prefix of one (default: the latest).",
-            show_default=False,
         ),
     ] = None,
     ns: Annotated[

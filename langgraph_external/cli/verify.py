@@ -142,9 +142,7 @@ def _verify_heads(
 
 def verify(
     ctx: typer.Context,
-    thread_id: Annotated[
-        str | None, typer.Argument(help="The thread to verify.", show_default=False)
-    ] = None,
+    thread_id: Annotated[str | None, typer.Argument(help="The thread to verify.")] = None,
     all_threads: Annotated[
         bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
     ] = False,
@@ -187,9 +185,13 @@ def verify(
             results.extend(_verify_every_thread(conn, ws, s.schema, cipher, copies))
         if heads is not None:
             extra.append(_verify_heads(conn, s.schema, heads, given))
-    _print_results(
-        results, extra, all_threads=all_threads, keyed=cipher is not None, as_json=as_json
-    )
+    if as_json:
+        for r in [*results, *extra]:
+            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
+    else:
+        _print_results(results, extra, all_threads=all_threads, keyed=cipher is not None)
+    if not all(r.ok for r in [*results, *extra]):
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 def _verify_every_thread(
@@ -218,17 +220,10 @@ def _print_results(
     *,
     all_threads: bool,
     keyed: bool,
-    as_json: bool,
 ) -> None:
     """Each thread's result (with ``--all``: the failed ones and a total), then the key's
-    and the heads snapshot's (``snap``); exit 1 when any failed."""
+    and the heads snapshot's (``snap``)."""
     failed = [r for r in [*results, *snap] if not r.ok]
-    if as_json:
-        for r in [*results, *snap]:
-            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
-        if failed:
-            raise typer.Exit(EXIT_PROBLEM)
-        return
     shown = results if not all_threads else [r for r in results if not r.ok]
     for r in [*shown, *snap]:
         if r.ok and r in snap:
@@ -254,8 +249,6 @@ def _print_results(
             f"{status}: {plural(len(results), 'thread')}, {plural(events, 'ledger event')} verified"
             + _pending_note(pending)
         )
-    if failed:
-        raise typer.Exit(EXIT_PROBLEM)
 
 
 def _pending_note(pending: int) -> str:
@@ -312,7 +305,6 @@ def repair(
             "--rebuild",
             help="Delete this thread's workspace files and rebuild them from the ledger "
             "(repeatable).",
-            show_default=False,
         ),
     ] = None,
     key: KeyOption = None,
@@ -340,16 +332,13 @@ def repair(
     if as_json:
         typer.echo(json.dumps({**report.__dict__, "ok": report.ok}))
     else:
+        rebuilt = ", ".join(map(escape, report.threads_rebuilt))
         out.print(
             f"replayed {plural(report.wal_events_replayed, 'logged event')}, recorded "
             f"{plural(report.checkpoints_recovered, 'missing checkpoint')} and "
             f"{plural(report.writes_recovered, 'missing task write')}, mirrored "
             f"{plural(report.threads_projected, 'thread')} the workspace was behind on"
-            + (
-                f", rebuilt {', '.join(map(escape, report.threads_rebuilt))}"
-                if report.threads_rebuilt
-                else ""
-            )
+            + (f", rebuilt {rebuilt}" if report.threads_rebuilt else "")
         )
         for p in report.problems:
             out.print(f"[bold red]problem:[/] {escape(p)}")

@@ -66,7 +66,6 @@ def worker(
         float | None,
         typer.Option(
             "--sign-interval",
-            show_default=False,
             help="Seconds between signed heads of the log while anything is sealed; 0: "
             "none (default: $LGX_SIGN_INTERVAL, else 5).",
         ),
@@ -76,7 +75,6 @@ def worker(
         typer.Option(
             "--signing-key",
             envvar="LGX_SIGNING_KEY_FILE",
-            show_default=False,
             help="The log's signing key file (default ~/.config/langgraph-external/"
             "signing.key, created on first use).",
         ),

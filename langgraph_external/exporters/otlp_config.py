@@ -151,7 +151,7 @@ class OtlpExport:
             raise ConfigurationError(
                 f"unknown OTLP preset {self.preset!r}: choose one of {', '.join(PRESETS)}"
             )
-        cfg = _FROM_ENV[self.preset](self, env)
+        cfg = _FROM_ENV.get(self.preset, _otlp_from_env)(self, env)
         cfg = replace(
             cfg,
             endpoint=cfg.endpoint or preset.endpoint,
@@ -268,8 +268,8 @@ def _otlp_from_env(cfg: OtlpExport, env: Mapping[str, str]) -> OtlpExport:
     return replace(cfg, endpoint=endpoint, path=path, headers=headers)
 
 
-_FROM_ENV = {"langfuse": _langfuse_from_env, "phoenix": _phoenix_from_env, "otlp": _otlp_from_env}
-"""Each preset's reading of the environment (unset values only)."""
+_FROM_ENV = {"langfuse": _langfuse_from_env, "phoenix": _phoenix_from_env}
+"""How a preset reads the environment (unset values only); any other: as ``otlp``."""
 
 
 def parse_headers(text: str) -> dict[str, str]:
