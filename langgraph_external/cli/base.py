@@ -181,7 +181,6 @@ PricesOption = Annotated[
     str | None,
     typer.Option(
         "--prices",
-        show_default=False,
         help="Price table of models (YAML, JSON or TOML). Default: $LGX_PRICES, else "
         "[tool.langgraph-external.prices] in ./pyproject.toml; without one, costs show "
         "as unknown.",
@@ -245,7 +244,6 @@ def _global(
         typer.Option(
             "--dsn",
             envvar="LGX_DSN",
-            show_default=False,
             help="PostgreSQL connection string of the ledger. Without it the embedded "
             "server of the workspace (<workspace>/.lgx/pgdata) is used.",
         ),

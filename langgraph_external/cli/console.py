@@ -166,14 +166,13 @@ def time_option(value: str | None, option: str) -> datetime | None:
 
 def file_progress(label: str) -> tuple[Progress, Any]:
     """A progress bar on stderr (only on a terminal) and its ``(done, total)`` callback."""
-    progress = Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    )
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
     task = progress.add_task(label, total=None)
     return progress, lambda done, total: progress.update(task, completed=done, total=total)
+
+
+def spinner(label: str) -> Progress:
+    """How long a step has run, on stderr while it runs (only on a terminal)."""
+    columns = (TextColumn(label), TimeElapsedColumn())
+    return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)

@@ -129,11 +129,12 @@ def _status_lines(st: embedded.ServerStatus) -> list[str]:
             "`lgx db stop`) cleans it up"
         )
     if st.stale_removed:
-        lines.append(
-            "  removed stale pids of processes that no longer exist: "
-            + ", ".join(str(p) for p in st.stale_removed)
-        )
+        lines.append("  " + _stale_removed(st.stale_removed))
     return lines
+
+
+def _stale_removed(pids: list[int]) -> str:
+    return "removed stale pids of processes that no longer exist: " + ", ".join(map(str, pids))
 
 
 @db_app.command("status", cls=LiteralHelpCommand)
@@ -200,11 +201,7 @@ def db_stop(
     if res.cleaned and not as_json:
         out.print(f"cleaned up what a crash left: {escape(res.cleaned)}", soft_wrap=True)
     if res.status.stale_removed and not as_json:
-        out.print(
-            "removed stale pids of processes that no longer exist: "
-            + ", ".join(str(p) for p in res.status.stale_removed),
-            soft_wrap=True,
-        )
+        out.print(_stale_removed(res.status.stale_removed), soft_wrap=True)
     if res.refused_for:
         if not as_json:
             pids = ", ".join(str(p) for p in res.refused_for)

@@ -16,6 +16,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -71,9 +72,7 @@ def export_thread_command(
     thread_id: Annotated[str, typer.Argument(help="The thread to export.")],
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output", "-o", help="Archive to write (default: THREAD.tar.gz).", show_default=False
-        ),
+        typer.Option("--output", "-o", help="Archive to write (default: THREAD.tar.gz)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
@@ -144,16 +143,8 @@ def export_langfuse(
     """
     from langgraph_external.exporters.otlp import OtlpExport  # lazy: OTLP encoding, 15 ms
 
-    _run_export(
-        ctx,
-        lambda: OtlpExport(preset="langfuse"),
-        thread_ids,
-        since,
-        all_threads,
-        follow,
-        resend,
-        as_json,
-    )
+    config = partial(OtlpExport, preset="langfuse")
+    _run_export(ctx, config, thread_ids, since, all_threads, follow, resend, as_json)
 
 
 @export_app.command("otlp", cls=LiteralHelpCommand)

@@ -48,7 +48,6 @@ SigningKeyOption = Annotated[
     typer.Option(
         "--signing-key",
         envvar="LGX_SIGNING_KEY_FILE",
-        show_default=False,
         help="The log's signing key file (default ~/.config/langgraph-external/signing.key).",
     ),
 ]
@@ -56,7 +55,6 @@ TrustOption = Annotated[
     list[str] | None,
     typer.Option(
         "--trust",
-        show_default=False,
         help="A published verifier key to trust (repeat for rotated keys). Default: the "
         "key of this machine's signing key file.",
     ),

@@ -40,7 +40,6 @@ _MaxBytes = Annotated[
         "--max-bytes",
         envvar="LGX_POLICY_MAX_BYTES",
         min=1,
-        show_default=False,
         help="Largest policy file accepted, in bytes (default 262144, 256 KiB); "
         "a larger one is refused unread.",
     ),

@@ -24,6 +24,8 @@ from langgraph_external.cli.console import (
     plural,
     print_data,
 )
+from langgraph_external.options import Options
+from langgraph_external.settings import Settings
 from langgraph_external.upstream.saver_ops import SAVER_TABLES
 
 if TYPE_CHECKING:
@@ -32,17 +34,13 @@ if TYPE_CHECKING:
 
 def prune_command(
     ctx: typer.Context,
-    thread_ids: Annotated[
-        list[str] | None, typer.Argument(help="Threads to prune.", show_default=False)
-    ] = None,
+    thread_ids: Annotated[list[str] | None, typer.Argument(help="Threads to prune.")] = None,
     all_threads: Annotated[
         bool, typer.Option("--all", help="Every thread in the saver's tables.")
     ] = False,
     keep: Annotated[
         int | None,
-        typer.Option(
-            "--keep", help="Checkpoints to keep per namespace (latest first).", show_default=False
-        ),
+        typer.Option("--keep", help="Checkpoints to keep per namespace (latest first)."),
     ] = None,
     older_than: Annotated[
         str | None,
@@ -50,7 +48,6 @@ def prune_command(
             "--older-than",
             help="Only remove checkpoints older than this age "
             "(30d, 12h, 90m, 45s, 2w) or ISO time.",
-            show_default=False,
         ),
     ] = None,
     dry_run: Annotated[
@@ -68,8 +65,6 @@ def prune_command(
     """
     from langgraph_external.assembly import assemble  # lazy: LangGraph, 0.5 s
     from langgraph_external.ops import prune as pruning  # lazy: the saver's statements, 3 ms
-    from langgraph_external.options import Options  # lazy: with the assembly
-    from langgraph_external.settings import Settings  # lazy: with the assembly
 
     if bool(thread_ids) == all_threads:
         fail("give THREAD_ID... or --all")

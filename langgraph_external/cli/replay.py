@@ -14,22 +14,20 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from langgraph_external.cli.base import command, connect
 from langgraph_external.cli.console import (
     EXIT_ERROR,
     EXIT_PROBLEM,
     CliError,
-    err,
     out,
+    spinner,
 )
 from langgraph_external.cli.graphs import load_app
 from langgraph_external.options import Options
 from langgraph_external.read import inspection
 
 
-# -- replay and diff (langgraph_external.replay, langgraph_external.diff) -------------------
 def replay_cmd(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The recorded thread.")],
@@ -75,9 +73,7 @@ def replay_cmd(
         with External(dsn=dsn, workspace=s.workspace, options=Options(schema=s.schema)) as ext:
             graph = load_app(app_ref, ext.checkpointer)
             try:
-                with Progress(
-                    TextColumn("replaying"), TimeElapsedColumn(), console=err, transient=True
-                ):
+                with spinner("replaying"):
                     report = replay(
                         graph,
                         thread_id,
@@ -105,9 +101,7 @@ def replay_cmd(
 def diff_cmd(
     ctx: typer.Context,
     a: Annotated[str, typer.Argument(help="THREAD, THREAD@CHECKPOINT or run:RUN_ID.")],
-    b: Annotated[
-        str | None, typer.Argument(help="The other side (default: A's thread).", show_default=False)
-    ] = None,
+    b: Annotated[str | None, typer.Argument(help="The other side (default: A's thread).")] = None,
     checkpoint: Annotated[
         list[str] | None,
         typer.Option("--checkpoint", help="Checkpoint of A, then of B (repeatable, max 2)."),

@@ -9,22 +9,22 @@ Example (shell)::
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from langgraph_external.cli.base import KeyOption, command
 from langgraph_external.cli.console import (
     EXIT_PROBLEM,
     CliError,
-    err,
     file_progress,
     one_line,
     out,
     plural,
+    spinner,
 )
 from langgraph_external.errors import ArchiveError, ImportConflictError, RestoreError
 from langgraph_external.options import Options
@@ -73,28 +73,13 @@ def restore(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",
                         EXIT_PROBLEM,
                     )
-                with Progress(
-                    TextColumn("restoring"),
-                    TimeElapsedColumn(),
-                    console=err,
-                    transient=True,
-                    disable=not err.is_terminal,
-                ):
+                with spinner("restoring"):
                     done = restore_recorded(ext, thread_id, target_thread_id=target)
         except (RestoreError, DecryptionError) as exc:
             raise CliError(f"restore refused: {one_line(exc)}", EXIT_PROBLEM) from exc
         if as_json:
-            typer.echo(
-                json.dumps(
-                    {
-                        "thread_id": thread_id,
-                        "target_thread_id": target,
-                        "checkpoints": done.checkpoints,
-                        "last_checkpoint_id": done.last_checkpoint_id,
-                    },
-                    ensure_ascii=False,
-                )
-            )
+            report = {"thread_id": thread_id, "target_thread_id": target, **asdict(done)}
+            typer.echo(json.dumps(report, ensure_ascii=False))
             return
         out.print(
             f"restored {plural(done.checkpoints, 'checkpoint')} of {escape(thread_id)} as "

@@ -37,7 +37,6 @@ from langgraph_external.cli.console import (
 from langgraph_external.read import inspection
 
 
-# -- sql ---------------------------------------------------------------------------------
 class _QueryFailed(Exception):
     """The server rejected a statement of the user's SQL (the session is still usable)."""
 
@@ -190,8 +189,7 @@ def sql_command(
         str | None,
         typer.Argument(
             help="SQL to run ('-' reads it from stdin). Without it: a prompt in a terminal, "
-            "else the SQL piped on stdin.",
-            show_default=False,
+            "else the SQL piped on stdin."
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON lines.")] = False,
@@ -208,19 +206,11 @@ def sql_command(
     ] = False,
     thread_id: Annotated[
         str | None,
-        typer.Option(
-            "--thread",
-            help="Thread id to put in the examples (implies --examples).",
-            show_default=False,
-        ),
+        typer.Option("--thread", help="Thread id to put in the examples (implies --examples)."),
     ] = None,
     node: Annotated[
         str | None,
-        typer.Option(
-            "--node",
-            help="Node name to put in the examples (implies --examples).",
-            show_default=False,
-        ),
+        typer.Option("--node", help="Node name to put in the examples (implies --examples)."),
     ] = None,
 ) -> None:
     """Run SQL against the ledger and print the rows (or print example queries).

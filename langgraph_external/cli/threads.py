@@ -77,11 +77,9 @@ def threads(
     if not rows:
         out.print("no threads recorded yet" if not hidden else f"no threads listed{hidden}")
         return
-    shown = (
-        f"{len(rows)} of {plural(n_total, 'thread')}"
-        if n_total > len(rows)
-        else plural(n_total, "thread")
-    )
+    shown = plural(n_total, "thread")
+    if n_total > len(rows):
+        shown = f"{len(rows)} of {shown}"
     deleted = any(r["deleted_at"] is not None for r in rows)
     table = Table(caption=f"{shown}{hidden}; times in UTC", caption_justify="left")
     table.add_column("thread_id", overflow="fold", min_width=12)
@@ -122,14 +120,8 @@ def show(
     with command(ctx) as s, connect(s) as conn:
         ws = s.ws()
         tdir = ws.thread_dir(thread_id)
-        thread = (
-            conn.cursor(row_factory=dict_row)
-            .execute(
-                ledger.q(queries.SELECT_THREAD, s.schema),
-                (thread_id,),
-            )
-            .fetchone()
-        )
+        cur = conn.cursor(row_factory=dict_row)
+        thread = cur.execute(ledger.q(queries.SELECT_THREAD, s.schema), (thread_id,)).fetchone()
         in_workspace = ws.exists(events_path(ws, thread_id)) or ws.exists(f"{tdir}/thread.json")
         if thread is None and not in_workspace:
             raise CliError(
@@ -140,12 +132,8 @@ def show(
         if as_json:
             _echo_envelopes(conn, ws, thread_id, s.schema, limit=limit, full=full)
             return
-        rows = (
-            conn.cursor(row_factory=dict_row)
-            .execute(ledger.q(queries.SELECT_EVENT_PLACES, s.schema), (thread_id,))
-            .fetchall()
-        )
-        placed = inspection.place_events(rows)
+        places = cur.execute(ledger.q(queries.SELECT_EVENT_PLACES, s.schema), (thread_id,))
+        placed = inspection.place_events(places.fetchall())
         events = placed[-limit:] if limit else placed
         seqs = [p.event["seq"] for p in events]
         shown = [  # the payloads of the events shown, for their offloaded values
@@ -153,8 +141,7 @@ def show(
             for r in conn.execute(ledger.q(queries.EVENTS_AT, s.schema), (thread_id, seqs))
         ]
         kinds = conn.execute(
-            ledger.q(queries.SELECT_KIND_COUNTS, s.schema),
-            (thread_id,),
+            ledger.q(queries.SELECT_KIND_COUNTS, s.schema), (thread_id,)
         ).fetchall()
         state, state_problem = _read_state(ws, f"{tdir}/state.json")
 
@@ -239,20 +226,15 @@ def events(
             help="Only events of this kind, as the kind column prints it (repeatable), or "
             "of a family, the part before the first _ (llm: llm_start and llm_end; tool, "
             "node, run, memory, thread). An unknown kind lists the kinds.",
-            show_default=False,
         ),
     ] = None,
     node: Annotated[
         list[str] | None,
-        typer.Option("--node", help="Only events of this node (repeatable).", show_default=False),
+        typer.Option("--node", help="Only events of this node (repeatable)."),
     ] = None,
     name: Annotated[
         list[str] | None,
-        typer.Option(
-            "--name",
-            help="Only events with this name, e.g. a tool (repeatable).",
-            show_default=False,
-        ),
+        typer.Option("--name", help="Only events with this name, e.g. a tool (repeatable)."),
     ] = None,
     since: Annotated[
         str | None,
@@ -260,7 +242,6 @@ def events(
             "--since",
             help="Only events at or after this time: a duration ago (30s, 5m, 2h, 1d, "
             "1h30m) or an ISO 8601 time (UTC if no offset).",
-            show_default=False,
         ),
     ] = None,
     until: Annotated[
@@ -269,7 +250,6 @@ def events(
             "--until",
             help="Only events before this time: a duration ago (5m, 1h30m) or an ISO 8601 "
             "time (UTC if no offset).",
-            show_default=False,
         ),
     ] = None,
     limit: Annotated[
@@ -281,7 +261,6 @@ def events(
             "--order",
             help="step: run by run, step by step (writes with the step that wrote them; the "
             "default of the table); seq: commit order (the default of --json).",
-            show_default=False,
         ),
     ] = None,
     as_json: Annotated[
@@ -424,7 +403,6 @@ def state(
             "--checkpoint",
             "-c",
             help="A checkpoint id or a unique prefix of one (default: the latest).",
-            show_default=False,
         ),
     ] = None,
     ns: Annotated[

@@ -19,7 +19,6 @@ from typing import Annotated, Any
 import psycopg
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from langgraph_external.cli.base import KeyOption, command, connect
 from langgraph_external.cli.console import (
@@ -27,9 +26,11 @@ from langgraph_external.cli.console import (
     CliError,
     err,
     fail,
+    file_progress,
     one_line,
     out,
     plural,
+    spinner,
 )
 from langgraph_external.errors import ConfigurationError, ExternalError
 from langgraph_external.ledger import queries
@@ -141,9 +142,7 @@ def _verify_heads(
 
 def verify(
     ctx: typer.Context,
-    thread_id: Annotated[
-        str | None, typer.Argument(help="The thread to verify.", show_default=False)
-    ] = None,
+    thread_id: Annotated[str | None, typer.Argument(help="The thread to verify.")] = None,
     all_threads: Annotated[
         bool, typer.Option("--all", help="Verify every thread of the ledger and workspace.")
     ] = False,
@@ -186,9 +185,13 @@ def verify(
             results.extend(_verify_every_thread(conn, ws, s.schema, cipher, copies))
         if heads is not None:
             extra.append(_verify_heads(conn, s.schema, heads, given))
-    _print_results(
-        results, extra, all_threads=all_threads, keyed=cipher is not None, as_json=as_json
-    )
+    if as_json:
+        for r in [*results, *extra]:
+            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
+    else:
+        _print_results(results, extra, all_threads=all_threads, keyed=cipher is not None)
+    if not all(r.ok for r in [*results, *extra]):
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 def _verify_every_thread(
@@ -203,18 +206,11 @@ def _verify_every_thread(
     results: list[VerifyResult] = []
     rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, schema)).fetchall()
     ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
-    with Progress(
-        TextColumn("verifying"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("verify", total=len(ids))
-        for tid in ids:
+    progress, advance = file_progress("verifying")
+    with progress:
+        for n, tid in enumerate(ids, 1):
             results.append(_verify_one(conn, ws, tid, schema, cipher, copies))
-            progress.advance(task)
+            advance(n, len(ids))
     return results
 
 
@@ -224,17 +220,10 @@ def _print_results(
     *,
     all_threads: bool,
     keyed: bool,
-    as_json: bool,
 ) -> None:
     """Each thread's result (with ``--all``: the failed ones and a total), then the key's
-    and the heads snapshot's (``snap``); exit 1 when any failed."""
+    and the heads snapshot's (``snap``)."""
     failed = [r for r in [*results, *snap] if not r.ok]
-    if as_json:
-        for r in [*results, *snap]:
-            typer.echo(json.dumps({**dataclasses.asdict(r), "ok": r.ok}, ensure_ascii=False))
-        if failed:
-            raise typer.Exit(EXIT_PROBLEM)
-        return
     shown = results if not all_threads else [r for r in results if not r.ok]
     for r in [*shown, *snap]:
         if r.ok and r in snap:
@@ -260,8 +249,6 @@ def _print_results(
             f"{status}: {plural(len(results), 'thread')}, {plural(events, 'ledger event')} verified"
             + _pending_note(pending)
         )
-    if failed:
-        raise typer.Exit(EXIT_PROBLEM)
 
 
 def _pending_note(pending: int) -> str:
@@ -318,7 +305,6 @@ def repair(
             "--rebuild",
             help="Delete this thread's workspace files and rebuild them from the ledger "
             "(repeatable).",
-            show_default=False,
         ),
     ] = None,
     key: KeyOption = None,
@@ -335,7 +321,7 @@ def repair(
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
-        with Progress(TextColumn("repairing"), TimeElapsedColumn(), console=err, transient=True):
+        with spinner("repairing"):
             report = run_repair(
                 dsn=dsn,
                 workspace=s.ws(),
@@ -346,16 +332,13 @@ def repair(
     if as_json:
         typer.echo(json.dumps({**report.__dict__, "ok": report.ok}))
     else:
+        rebuilt = ", ".join(map(escape, report.threads_rebuilt))
         out.print(
             f"replayed {plural(report.wal_events_replayed, 'logged event')}, recorded "
             f"{plural(report.checkpoints_recovered, 'missing checkpoint')} and "
             f"{plural(report.writes_recovered, 'missing task write')}, mirrored "
             f"{plural(report.threads_projected, 'thread')} the workspace was behind on"
-            + (
-                f", rebuilt {', '.join(map(escape, report.threads_rebuilt))}"
-                if report.threads_rebuilt
-                else ""
-            )
+            + (f", rebuilt {rebuilt}" if report.threads_rebuilt else "")
         )
         for p in report.problems:
             out.print(f"[bold red]problem:[/] {escape(p)}")

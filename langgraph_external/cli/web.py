@@ -45,7 +45,6 @@ def timeline(
             "-o",
             help="HTML file to write ('-': stdout). Default: THREAD.html, the id spelled "
             "as workspace folders are (sp-A: sp-!a.html).",
-            show_default=False,
         ),
     ] = None,
     as_json: Annotated[

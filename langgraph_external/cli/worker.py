@@ -24,6 +24,9 @@ from langgraph_external.cli.console import (
 )
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.postgres import PostgresLedger
+from langgraph_external.ops.verify import threads_mirror_behind
+from langgraph_external.options import Options
+from langgraph_external.settings import Settings
 from langgraph_external.workspace.files import Workspace
 
 
@@ -63,7 +66,6 @@ def worker(
         float | None,
         typer.Option(
             "--sign-interval",
-            show_default=False,
             help="Seconds between signed heads of the log while anything is sealed; 0: "
             "none (default: $LGX_SIGN_INTERVAL, else 5).",
         ),
@@ -73,7 +75,6 @@ def worker(
         typer.Option(
             "--signing-key",
             envvar="LGX_SIGNING_KEY_FILE",
-            show_default=False,
             help="The log's signing key file (default ~/.config/langgraph-external/"
             "signing.key, created on first use).",
         ),
@@ -86,9 +87,7 @@ def worker(
     per thread, wake on NOTIFY, poll as a fallback, and stop on SIGTERM or Ctrl-C after
     sealing what they hold. See docs/architecture.md for a systemd unit and a container.
     """
-    from langgraph_external.options import Options  # lazy: with the settings
     from langgraph_external.processes.worker import run_worker, tune_gc  # lazy: 11 ms
-    from langgraph_external.settings import Settings  # lazy: LangGraph, 0.5 s
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
@@ -161,8 +160,6 @@ def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any
     finally:
         store.close()
     if ws is not None:
-        from langgraph_external.ops.verify import threads_mirror_behind  # lazy: the CLI's start
-
         with ledger.connect(dsn) as conn:
             info["workspace_behind_threads"] = len(threads_mirror_behind(conn, ws, schema))
     return info

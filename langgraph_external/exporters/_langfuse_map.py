@@ -27,13 +27,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import ModuleType
 from typing import Any
 
 from langgraph_external.exporters._span_tree import (
+    OpenRun,
     SpanRecord,
     SpanTree,
     Trace,
@@ -74,17 +75,9 @@ OBS_USAGE = "langfuse.observation.usage_details"
 """Langfuse's OTel attribute names (``langfuse/_client/attributes.py``, SDK 5.x)."""
 
 _USAGE_KEYS = {"input_tokens": "input", "output_tokens": "output", "total_tokens": "total"}
-_POINT_KINDS = {
-    "interrupt": ("event", "DEFAULT"),
-    "resume": ("event", "DEFAULT"),
-    "policy_violation": ("event", "WARNING"),
-    "error": ("event", "ERROR"),
-    "memory_add": ("event", "DEFAULT"),
-    "memory_update": ("event", "DEFAULT"),
-    "memory_delete": ("event", "DEFAULT"),
-    "memory_erase": ("event", "DEFAULT"),
-    "memory_put": ("event", "DEFAULT"),
-}
+_MEMORY_WRITES = ("memory_add", "memory_update", "memory_delete", "memory_erase", "memory_put")
+_POINT_KINDS = ("interrupt", "resume", "policy_violation", "error", *_MEMORY_WRITES)
+_POINT_LEVELS = {"policy_violation": "WARNING", "error": "ERROR"}  # the others: DEFAULT
 _RETRIEVER_KINDS = ("retrieval", "memory_search", "memory_get")
 END_KINDS = ("run_end", "node_end", "tool_end", "tool_error", "llm_end")
 """Kinds that complete a span of a run (when the event has a run id)."""
@@ -134,8 +127,16 @@ class ThreadMapper:
             self._tree.start_run(e)
         elif k == "route":
             self._tree.route(e)
-        elif k in _ENDS:
-            return _ENDS[k](self, e)
+        elif k == "run_end":
+            return self._run_end(e)
+        elif k in _CLOSERS:
+            closing = self._tree.closing(e)
+            if closing is None:
+                return None
+            opened, trace, span_id = closing
+            start = opened.event if opened else None
+            name, attrs, conv = _CLOSERS[k](self, e, opened, start)
+            return self._record(e, trace, span_id, self._tree.parent(e), name, start, attrs, conv)
         elif k in _RETRIEVER_KINDS:
             return self._retrieval(e)
         elif k in _POINT_KINDS:
@@ -155,53 +156,40 @@ class ThreadMapper:
         self._tree.start_graph(e, trace)
 
     def _run_end(self, e: Event) -> SpanRecord | None:
-        trace = self._tree.graph_trace(e.run_id)
+        trace = self._tree.graphs.get(e.run_id or "")
         if trace is None or e.run_id is None:
             return None
         start = self._tree.take_start(e)
         span_id = span_id_for_run(e.run_id)
         resumed = span_id != trace.root_span
+        name = e.name or "LangGraph"
+        output = e.payload.get("output")
         attrs = {
             OBS_TYPE: "agent",
-            OBS_OUTPUT: self._values.value(e.payload.get("output"), e, "output"),
+            OBS_OUTPUT: self._values.value(output, e, "output"),
             **metadata({"run_id": e.run_id, "resumed": resumed or None, "seq": e.seq}),
         }
         given: Any = None
-        if start is not None and start.payload.get("command") == "resume":
-            given = start.payload
-            attrs[OBS_INPUT] = self._values.value(given, start, "input")
-        elif start is not None:
-            given = start.payload.get("input")
+        if start is not None:  # a resume's input is its whole payload (the command)
+            resume = start.payload.get("command") == "resume"
+            given = start.payload if resume else start.payload.get("input")
             attrs[OBS_INPUT] = self._values.value(given, start, "input")
         if not resumed:
             attrs.update(self._tree.trace_attrs.get(trace.trace_id, {}))
-            attrs[TRACE_NAME] = e.name or "LangGraph"
-        conv = None
-        if self._conv is not None:
-            conv = {
-                **self._conv.agent_attrs(e.name or "LangGraph", self.thread_id),
-                **self._io("input", attrs.get(OBS_INPUT), given),
-                **self._io("output", attrs[OBS_OUTPUT], e.payload.get("output")),
-                **self._ours(e, self._tree.last_checkpoint.get(e.checkpoint_ns or "")),
-            }
-        return self._record(
+            attrs[TRACE_NAME] = name
+        conv = self._conv_attrs(
             e,
-            trace,
-            span_id,
-            trace.root_span if resumed else None,
-            e.name or "LangGraph",
-            start,
-            attrs,
-            conv,
+            lambda c: c.agent_attrs(name, self.thread_id),
+            self._tree.last_checkpoint.get(e.checkpoint_ns or ""),
+            ("input", attrs.get(OBS_INPUT), given),
+            ("output", attrs[OBS_OUTPUT], output),
         )
+        parent = trace.root_span if resumed else None
+        return self._record(e, trace, span_id, parent, name, start, attrs, conv)
 
-    def _node_end(self, e: Event) -> SpanRecord | None:
-        closing = self._tree.closing(e)
-        if closing is None:
-            return None
-        opened, trace, span_id = closing
-        start = opened.event if opened else None
+    def _node_end(self, e: Event, opened: OpenRun | None, start: Event | None) -> _Span:
         sp = start.payload if start else {}
+        update = e.payload.get("update")
         meta = {
             "step": e.step,
             "task_id": e.task_id,
@@ -214,39 +202,29 @@ class ThreadMapper:
         }
         attrs = {
             OBS_TYPE: "span",
-            OBS_OUTPUT: self._values.value(e.payload.get("update"), e, "output"),
+            OBS_OUTPUT: self._values.value(update, e, "output"),
             **metadata(meta),
         }
-        conv = None
-        if self._conv is not None:
-            conv = {
-                **self._conv.chain_attrs(self.thread_id),
-                **self._io("output", attrs[OBS_OUTPUT], e.payload.get("update")),
-                **self._ours(e, self._tree.step_checkpoint(e)),
-            }
-        return self._record(
-            e, trace, span_id, self._tree.parent(e), e.node or e.name or "node", start, attrs, conv
+        conv = self._conv_attrs(
+            e,
+            lambda c: c.chain_attrs(self.thread_id),
+            self._tree.step_checkpoint(e),
+            ("output", attrs[OBS_OUTPUT], update),
         )
+        return e.node or e.name or "node", attrs, conv
 
-    def _tool_end(self, e: Event) -> SpanRecord | None:
-        closing = self._tree.closing(e)
-        if closing is None:
-            return None
-        opened, trace, span_id = closing
-        start = opened.event if opened else None
+    def _tool_end(self, e: Event, _opened: OpenRun | None, start: Event | None) -> _Span:
         raw: Any = None
         if e.raw is not None:
             raw = e.raw.decode("utf-8", "replace")
         elif e.artifact:
             raw = {"artifact": self._values.artifact_path(e.artifact)}
+        args = start.payload.get("args") if start else None
+        result = e.payload.get("parsed", e.payload.get("result"))
         attrs = {
             OBS_TYPE: "tool",
-            OBS_INPUT: self._values.value(
-                start.payload.get("args") if start else None, start or e, "input"
-            ),
-            OBS_OUTPUT: self._values.value(
-                e.payload.get("parsed", e.payload.get("result")), e, "output"
-            ),
+            OBS_INPUT: self._values.value(args, start or e, "input"),
+            OBS_OUTPUT: self._values.value(result, e, "output"),
             **metadata(
                 {
                     "tool_call_id": e.payload.get("tool_call_id"),
@@ -259,32 +237,22 @@ class ThreadMapper:
                 }
             ),
         }
-        conv = None
-        if self._conv is not None:
-            args = start.payload.get("args") if start else None
-            result = e.payload.get("parsed", e.payload.get("result"))
-            conv = {
-                **self._conv.tool_attrs(
-                    name=e.name or "tool",
-                    call_id=e.payload.get("tool_call_id")
-                    or (start.payload.get("tool_call_id") if start else None),
-                    args=attrs[OBS_INPUT],
-                    result=attrs[OBS_OUTPUT],
-                ),
-                **self._io("input", attrs[OBS_INPUT], args),
-                **self._io("output", attrs[OBS_OUTPUT], result),
-                **self._ours(e, self._tree.step_checkpoint(e)),
-            }
-        return self._record(
-            e, trace, span_id, self._tree.parent(e), e.name or "tool", start, attrs, conv
+        conv = self._conv_attrs(
+            e,
+            lambda c: c.tool_attrs(
+                name=e.name or "tool",
+                call_id=e.payload.get("tool_call_id")
+                or (start.payload.get("tool_call_id") if start else None),
+                args=attrs[OBS_INPUT],
+                result=attrs[OBS_OUTPUT],
+            ),
+            self._tree.step_checkpoint(e),
+            ("input", attrs[OBS_INPUT], args),
+            ("output", attrs[OBS_OUTPUT], result),
         )
+        return e.name or "tool", attrs, conv
 
-    def _llm_end(self, e: Event) -> SpanRecord | None:
-        closing = self._tree.closing(e)
-        if closing is None:
-            return None
-        opened, trace, span_id = closing
-        start = opened.event if opened else None
+    def _llm_end(self, e: Event, _opened: OpenRun | None, start: Event | None) -> _Span:
         sp = start.payload if start else {}
         gens = e.payload.get("generations") or []
         output: Any = gens[0] if len(gens) == 1 else gens
@@ -294,13 +262,13 @@ class ThreadMapper:
             if isinstance(v, (int, float))
         }
         params = sp.get("params") or {}
+        messages, prompts = sp.get("messages"), sp.get("prompts")
+        given = messages if "messages" in sp else prompts
         attrs: dict[str, Any] = {
             OBS_TYPE: "generation",
             OBS_MODEL: sp.get("model") or e.name,
             OBS_MODEL_PARAMS: json_text({k: v for k, v in params.items() if v is not None}),
-            OBS_INPUT: self._values.value(
-                sp.get("messages") if "messages" in sp else sp.get("prompts"), start or e, "input"
-            ),
+            OBS_INPUT: self._values.value(given, start or e, "input"),
             OBS_OUTPUT: self._values.value(output, e, "output"),
             **metadata(
                 {
@@ -315,29 +283,24 @@ class ThreadMapper:
         }
         if usage:
             attrs[OBS_USAGE] = json_text(usage)
-        conv = None
-        if self._conv is not None:
-            messages = sp.get("messages")
-            prompts = sp.get("prompts")
-            conv = {
-                **self._conv.llm_attrs(
-                    thread_id=self.thread_id,
-                    model=sp.get("model") or e.name,
-                    params=params if isinstance(params, Mapping) else {},
-                    tools=sp.get("tools") if isinstance(sp.get("tools"), list) else None,
-                    messages=messages if isinstance(messages, list) else None,
-                    prompts=prompts if isinstance(prompts, list) else None,
-                    generations=gens if isinstance(gens, list) else [],
-                    usage=e.payload.get("usage") or {},
-                    clip=lambda text: self._values.clip(text, e),
-                ),
-                **self._io("input", attrs[OBS_INPUT], messages if "messages" in sp else prompts),
-                **self._io("output", attrs[OBS_OUTPUT], output),
-                **self._ours(e, self._tree.step_checkpoint(e)),
-            }
-        return self._record(
-            e, trace, span_id, self._tree.parent(e), e.name or "llm", start, attrs, conv
+        conv = self._conv_attrs(
+            e,
+            lambda c: c.llm_attrs(
+                thread_id=self.thread_id,
+                model=sp.get("model") or e.name,
+                params=params if isinstance(params, Mapping) else {},
+                tools=sp.get("tools") if isinstance(sp.get("tools"), list) else None,
+                messages=messages if isinstance(messages, list) else None,
+                prompts=prompts if isinstance(prompts, list) else None,
+                generations=gens if isinstance(gens, list) else [],
+                usage=e.payload.get("usage") or {},
+                clip=lambda text: self._values.clip(text, e),
+            ),
+            self._tree.step_checkpoint(e),
+            ("input", attrs[OBS_INPUT], given),
+            ("output", attrs[OBS_OUTPUT], output),
         )
+        return e.name or "llm", attrs, conv
 
     def _retrieval(self, e: Event) -> SpanRecord | None:
         trace = self._tree.trace_of(e)
@@ -357,22 +320,21 @@ class ThreadMapper:
         span_id = span_id_for_run(e.run_id) if e.run_id else span_id_for_event(e.event_id)
         if e.run_id and e.kind != "retrieval":
             span_id = span_id_for_event(e.event_id)  # memory adapters share the node's run
-        conv = None
-        if self._conv is not None:
-            scope = p.get("collection") or p.get("namespace")
-            source = "/".join(str(x) for x in scope) if isinstance(scope, list) else scope
-            conv = {
-                **self._conv.retriever_attrs(
-                    thread_id=self.thread_id,
-                    query=p.get("query"),
-                    hits=hits,
-                    source=str(source) if source else None,
-                    clip=lambda text: self._values.clip(text, e),
-                ),
-                **self._io("input", attrs[OBS_INPUT], query),
-                **self._io("output", attrs[OBS_OUTPUT], hits),
-                **self._ours(e, self._tree.step_checkpoint(e)),
-            }
+        scope = p.get("collection") or p.get("namespace")
+        source = "/".join(str(x) for x in scope) if isinstance(scope, list) else scope
+        conv = self._conv_attrs(
+            e,
+            lambda c: c.retriever_attrs(
+                thread_id=self.thread_id,
+                query=p.get("query"),
+                hits=hits,
+                source=str(source) if source else None,
+                clip=lambda text: self._values.clip(text, e),
+            ),
+            self._tree.step_checkpoint(e),
+            ("input", attrs[OBS_INPUT], query),
+            ("output", attrs[OBS_OUTPUT], hits),
+        )
         return self._record(
             e, trace, span_id, self._tree.parent(e), e.name or e.kind, None, attrs, conv
         )
@@ -382,11 +344,9 @@ class ThreadMapper:
         trace = self._tree.trace_of(e)
         if trace is None:
             return None
-        otype, level = _POINT_KINDS[e.kind]
-        if e.kind == "error" and e.status == "quarantined":
-            level = "ERROR"
+        level = _POINT_LEVELS.get(e.kind, "DEFAULT")
         attrs: dict[str, Any] = {
-            OBS_TYPE: otype,
+            OBS_TYPE: "event",
             OBS_LEVEL: level,
             OBS_OUTPUT: self._values.value(dict(e.payload), e, "output"),
             **metadata(
@@ -398,49 +358,71 @@ class ThreadMapper:
             attrs[OBS_STATUS] = str(message)[:2000]
         name = e.kind if e.kind != "resume" or e.name != "checkpoint" else "resume (checkpoint)"
         parent = self._tree.graph_parent(e)
-        conv = None
-        if self._conv is not None:
-            if e.kind == "policy_violation":
-                kind_attrs = {
-                    **self._conv.chain_attrs(self.thread_id, self._conv.GUARDRAIL),
-                    **self._conv.policy_attrs(e.payload),
-                }
-            else:
-                kind_attrs = self._conv.chain_attrs(self.thread_id)
-            conv = {
-                **kind_attrs,
-                **self._io("output", attrs[OBS_OUTPUT], dict(e.payload)),
-                **self._ours(e, e.checkpoint_id or self._tree.step_checkpoint(e)),
-            }
+
+        def kind_attrs(c: ModuleType) -> dict[str, Any]:
+            if e.kind != "policy_violation":
+                return c.chain_attrs(self.thread_id)
+            return {**c.chain_attrs(self.thread_id, c.GUARDRAIL), **c.policy_attrs(e.payload)}
+
+        conv = self._conv_attrs(
+            e,
+            kind_attrs,
+            e.checkpoint_id or self._tree.step_checkpoint(e),
+            ("output", attrs[OBS_OUTPUT], dict(e.payload)),
+        )
         return self._record(
             e, trace, span_id_for_event(e.event_id), parent, name, None, attrs, conv
         )
 
-    def _ours(self, e: Event, checkpoint_id: str | None) -> dict[str, Any]:
-        """``lgx.*`` attributes and OpenInference ``metadata`` of a span ending at ``e``."""
-        assert self._conv is not None
-        return self._conv.ours(
-            {
-                "thread_id": self.thread_id,
-                "run_id": e.run_id,
-                "node": e.node,
-                "step": e.step,
-                "task_id": e.task_id,
-                "checkpoint_ns": e.checkpoint_ns or None,
-                "checkpoint_id": checkpoint_id,
-                "kind": e.kind,
-                "seq": e.seq,
-            }
-        )
-
-    def _io(self, part: str, text: str | None, value: Any) -> dict[str, Any]:
-        """``input.*``/``output.*`` of a value rendered as ``text`` (plain text if it was)."""
-        assert self._conv is not None
-        return self._conv.io_attrs(part, text, is_text=isinstance(value, str) and text == value)
+    def _conv_attrs(
+        self,
+        e: Event,
+        kind_attrs: Callable[[ModuleType], dict[str, Any]],
+        checkpoint_id: str | None,
+        *values: tuple[str, str | None, Any],
+    ) -> dict[str, Any] | None:
+        """The other conventions' attributes of a span ending at ``e`` (``None`` when they
+        are not sent): its kind's, ``input.*``/``output.*`` of each ``(part, text, value)``
+        (plain text if the value was), then ``lgx.*`` and OpenInference ``metadata``."""
+        conv = self._conv
+        if conv is None:
+            return None
+        out = kind_attrs(conv)
+        for part, text, value in values:
+            is_text = isinstance(value, str) and text == value
+            out.update(conv.io_attrs(part, text, is_text=is_text))
+        ours = {
+            "thread_id": self.thread_id,
+            "run_id": e.run_id,
+            "node": e.node,
+            "step": e.step,
+            "task_id": e.task_id,
+            "checkpoint_ns": e.checkpoint_ns or None,
+            "checkpoint_id": checkpoint_id,
+            "kind": e.kind,
+            "seq": e.seq,
+        }
+        out.update(conv.ours(ours))
+        return out
 
     def _trace_level(self, e: Event) -> dict[str, Any]:
-        """Attributes every span of the trace carries: session, user, tags, environment."""
-        return trace_attributes(self.thread_id, e.payload, self.options, self._conv is not None)
+        """What every span of the trace carries (session, user, tags, environment), from
+        the ``run_start`` payload that opened it."""
+        p, options = e.payload, self.options
+        out: dict[str, Any] = {SESSION_ID: self.thread_id}
+        if p.get("user_id"):
+            out[USER_ID] = str(p["user_id"])
+        tags = p.get("tags")
+        if tags:
+            out[TRACE_TAGS] = [str(t) for t in tags]
+            if self._conv is not None:
+                out["tag.tags"] = [str(t) for t in tags]
+        if options.environment:
+            out["langfuse.environment"] = options.environment
+        if options.release:
+            out["langfuse.release"] = options.release
+        out[f"{TRACE_METADATA}.thread_id"] = json_text(self.thread_id)
+        return out
 
     def _record(
         self,
@@ -451,10 +433,41 @@ class ThreadMapper:
         name: str,
         start: Event | None,
         attrs: dict[str, Any],
-        conv: dict[str, Any] | None = None,
+        conv: dict[str, Any] | None,
     ) -> SpanRecord:
-        trace_attrs = self._tree.trace_attrs.get(trace.trace_id, {})
-        return finish_span(e, trace, span_id, parent, name, start, attrs, conv, trace_attrs)
+        """The span ``e`` completes: its times, its attributes (Langfuse's first, then the
+        other conventions ``conv``, then the trace's), and its status."""
+        end_ns = timestamp_ns(e.ts)
+        if start is not None:
+            start_ns = timestamp_ns(start.ts)
+        elif e.duration_ms:
+            start_ns = timestamp_ns(e.ts - timedelta(milliseconds=e.duration_ms))
+        else:
+            start_ns = end_ns
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        if conv:  # the other conventions, after Langfuse's (whose bytes stay as they were)
+            attrs.update((k, v) for k, v in conv.items() if v is not None)
+        for k, v in self._tree.trace_attrs.get(trace.trace_id, {}).items():
+            attrs.setdefault(k, v)
+        error = None
+        if e.status == "error":
+            error = str(e.payload.get("error") or "error")[:2000]
+            attrs[OBS_LEVEL] = "ERROR"
+            attrs[OBS_STATUS] = f"{e.payload.get('error_type') or 'Error'}: {error}"
+        elif e.status == "interrupted":
+            attrs.setdefault(OBS_STATUS, "interrupted")
+        return SpanRecord(
+            trace_id=trace.trace_id,
+            span_id=span_id,
+            parent_id=parent if parent != span_id else None,
+            name=name,
+            start_ns=min(start_ns, end_ns),
+            end_ns=end_ns,
+            attributes=attrs,
+            error=error,
+            seq=e.seq or 0,
+            ok=conv is not None and e.status == "ok",
+        )
 
 
 def metadata(values: Mapping[str, Any]) -> dict[str, str]:
@@ -462,76 +475,10 @@ def metadata(values: Mapping[str, Any]) -> dict[str, str]:
     return {f"{OBS_METADATA}.{k}": json_text(v) for k, v in values.items() if v is not None}
 
 
-def trace_attributes(
-    thread_id: str, payload: Mapping[str, Any], options: MapperOptions, semconv: bool
-) -> dict[str, Any]:
-    """What every span of a trace carries (session, user, tags, environment), from the
-    ``run_start`` payload that opened it."""
-    p = payload
-    out: dict[str, Any] = {SESSION_ID: thread_id}
-    if p.get("user_id"):
-        out[USER_ID] = str(p["user_id"])
-    tags = p.get("tags")
-    if tags:
-        out[TRACE_TAGS] = [str(t) for t in tags]
-        if semconv:
-            out["tag.tags"] = [str(t) for t in tags]
-    if options.environment:
-        out["langfuse.environment"] = options.environment
-    if options.release:
-        out["langfuse.release"] = options.release
-    out[f"{TRACE_METADATA}.thread_id"] = json_text(thread_id)
-    return out
+_Span = tuple[str, dict[str, Any], dict[str, Any] | None]
+"""What a run's end makes of it: the span's name, Langfuse's attributes, the others'."""
 
-
-def finish_span(
-    e: Event,
-    trace: Trace,
-    span_id: str,
-    parent: str | None,
-    name: str,
-    start: Event | None,
-    attrs: dict[str, Any],
-    conv: dict[str, Any] | None,
-    trace_attrs: Mapping[str, Any],
-) -> SpanRecord:
-    """The span ``e`` completes: its times, its attributes (Langfuse's first, then the
-    other conventions ``conv``, then the trace's), and its status."""
-    end_ns = timestamp_ns(e.ts)
-    if start is not None:
-        start_ns = timestamp_ns(start.ts)
-    elif e.duration_ms:
-        start_ns = timestamp_ns(e.ts - timedelta(milliseconds=e.duration_ms))
-    else:
-        start_ns = end_ns
-    attrs = {k: v for k, v in attrs.items() if v is not None}
-    if conv:  # the other conventions, after Langfuse's (whose bytes stay as they were)
-        attrs.update((k, v) for k, v in conv.items() if v is not None)
-    for k, v in trace_attrs.items():
-        attrs.setdefault(k, v)
-    error = None
-    if e.status == "error":
-        error = str(e.payload.get("error") or "error")[:2000]
-        attrs[OBS_LEVEL] = "ERROR"
-        attrs[OBS_STATUS] = f"{e.payload.get('error_type') or 'Error'}: {error}"
-    elif e.status == "interrupted":
-        attrs.setdefault(OBS_STATUS, "interrupted")
-    return SpanRecord(
-        trace_id=trace.trace_id,
-        span_id=span_id,
-        parent_id=parent if parent != span_id else None,
-        name=name,
-        start_ns=min(start_ns, end_ns),
-        end_ns=end_ns,
-        attributes=attrs,
-        error=error,
-        seq=e.seq or 0,
-        ok=conv is not None and e.status == "ok",
-    )
-
-
-_ENDS = {
-    "run_end": ThreadMapper._run_end,
+_CLOSERS: dict[str, Callable[[ThreadMapper, Event, OpenRun | None, Event | None], _Span]] = {
     "node_end": ThreadMapper._node_end,
     "tool_end": ThreadMapper._tool_end,
     "tool_error": ThreadMapper._tool_end,

@@ -242,7 +242,7 @@ def _reason(exc: BaseException) -> str:
             if isinstance(nxt, BaseException):
                 todo.append(nxt)
     text = _OBJECT_REPR.sub("", str(exc))
-    return _short(text)
+    return text if len(text) < 300 else text[:300] + "…"
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -250,7 +250,3 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value)) if value else None
     except ValueError:
         return None
-
-
-def _short(text: str) -> str:
-    return text if len(text) < 300 else text[:300] + "…"

@@ -278,18 +278,15 @@ def _messages(prefix: str, messages: Sequence[Mapping[str, Any]], clip: Clip) ->
         if m.get("role") is not None:
             out[p + MessageAttributes.MESSAGE_ROLE] = str(m["role"])
         content = m.get("content")
-        if isinstance(content, str):
-            if content:
-                out[p + MessageAttributes.MESSAGE_CONTENT] = clip(content)
-        elif isinstance(content, list):
-            for k, block in enumerate(content):
+        if isinstance(content, list):
+            for k, (kind, text) in enumerate(_parts(content)):
                 bp = f"{p}{MessageAttributes.MESSAGE_CONTENTS}.{k}."
-                kind, text = _block(block)
                 out[bp + MessageContentAttributes.MESSAGE_CONTENT_TYPE] = kind
                 if text is not None:
                     out[bp + MessageContentAttributes.MESSAGE_CONTENT_TEXT] = clip(text)
-        elif content is not None:
-            out[p + MessageAttributes.MESSAGE_CONTENT] = clip(dumps(content))
+        else:  # one text
+            for _, text in _parts(content):
+                out[p + MessageAttributes.MESSAGE_CONTENT] = clip(str(text))
         if m.get("name"):
             out[p + MessageAttributes.MESSAGE_NAME] = str(m["name"])
         if m.get("tool_call_id"):
@@ -306,6 +303,16 @@ def _messages(prefix: str, messages: Sequence[Mapping[str, Any]], clip: Clip) ->
                 dumps(call.get("args") or {})
             )
     return out
+
+
+def _parts(content: Any) -> list[tuple[str, str | None]]:
+    """A message's content as ``(type, text)`` parts: a text, the blocks of a list, or
+    any other value as its JSON (none for no or empty content)."""
+    if isinstance(content, str):
+        return [("text", content)] if content else []
+    if isinstance(content, list):
+        return [_block(block) for block in content]
+    return [] if content is None else [("text", dumps(content))]
 
 
 def _block(block: Any) -> tuple[str, str | None]:
@@ -331,18 +338,9 @@ def _genai_message(m: Mapping[str, Any], clip: Clip) -> dict[str, Any]:
                 "response": clip(content) if isinstance(content, str) else content,
             }
         )
-    elif isinstance(content, str):
-        if content:
-            parts.append({"type": "text", "content": clip(content)})
-    elif isinstance(content, list):
-        for block in content:
-            kind, text = _block(block)
-            part: dict[str, Any] = {"type": kind}
-            if text is not None:
-                part["content"] = clip(text)
-            parts.append(part)
-    elif content is not None:
-        parts.append({"type": "text", "content": clip(dumps(content))})
+    else:
+        for kind, text in _parts(content):
+            parts.append({"type": kind} if text is None else {"type": kind, "content": clip(text)})
     for call in m.get("tool_calls") or []:
         if isinstance(call, Mapping):
             parts.append(

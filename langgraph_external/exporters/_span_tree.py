@@ -164,10 +164,6 @@ class SpanTree:
         self.runs[e.run_id] = span_id_for_run(e.run_id)
         self.open[e.run_id] = OpenRun(e)
 
-    def graph_trace(self, run_id: str | None) -> Trace | None:
-        """The trace of a graph run read before."""
-        return self.graphs.get(run_id or "")
-
     # -- runs inside a graph -------------------------------------------------------------
     def start_run(self, e: Event) -> None:
         """A node, tool or model run starts (remembered when it has a run id)."""
@@ -256,16 +252,14 @@ class SpanTree:
         """The nearest recorded ancestor: the parent run, the task's node, the graph run."""
         if e.parent_run_id and e.parent_run_id in self.runs:
             return self.runs[e.parent_run_id]
-        ns = e.checkpoint_ns
-        if ns and e.root_run_id:
-            task = split_task(ns).task_id
-            node = self.task_node.get((e.root_run_id, task or ""))
-            if node is not None and node != e.run_id:
-                return self.runs[node]
-        if e.kind not in ("node_end",) and e.task_id and e.root_run_id:
-            node = self.task_node.get((e.root_run_id, e.task_id))
-            if node is not None and node != e.run_id:
-                return self.runs[node]
+        if e.root_run_id:  # the node of the subgraph call's task, then of its own task
+            tasks = [split_task(e.checkpoint_ns).task_id or ""] if e.checkpoint_ns else []
+            if e.kind != "node_end" and e.task_id:
+                tasks.append(e.task_id)
+            for task in tasks:
+                node = self.task_node.get((e.root_run_id, task))
+                if node is not None and node != e.run_id:
+                    return self.runs[node]
         return self.graph_parent(e)
 
 

@@ -53,10 +53,6 @@ def json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=True)
 
 
-def _is_offloaded(value: Any) -> bool:
-    return is_ref(value)
-
-
 @dataclass
 class SpanValues:
     """Renders one thread's values; remembers which events' payloads were offloaded."""
@@ -93,36 +89,18 @@ class SpanValues:
         """JSON of ``value``; a preview plus the workspace address when it is too large."""
         if value is None:
             return None
-        if _is_offloaded(value):
+        chars = self.options.preview_chars
+        if is_ref(value):
             digest = str(value["$artifact"])
             body = e.attachments.get(f"artifacts/{digest}")
-            preview = (
-                body[: self.options.preview_chars].decode("utf-8", "replace")
-                if body
-                else str(value.get("head") or "")[: self.options.preview_chars]
-            )
-            return json_text(
-                {
-                    "preview": preview,
-                    "truncated": True,
-                    "size": value.get("size"),
-                    "artifact": self.artifact_path(digest),
-                }
-            )
+            head = body[:chars].decode("utf-8", "replace") if body else value.get("head")
+            preview = str(head or "")[:chars]
+            return _preview(preview, value.get("size"), self.artifact_path(digest))
         text = value if isinstance(value, str) else json_text(value)
         if len(text.encode("utf-8", "replace")) <= self.options.max_value_bytes:
             return text
-        where = self._where(e)
-        if e.artifact and part == "raw":
-            where = self.artifact_path(e.artifact)
-        return json_text(
-            {
-                "preview": text[: self.options.preview_chars],
-                "truncated": True,
-                "size": len(text),
-                "artifact": where,
-            }
-        )
+        where = self.artifact_path(e.artifact) if e.artifact and part == "raw" else self._where(e)
+        return _preview(text[:chars], len(text), where)
 
     def clip(self, text: str, e: Event) -> str:
         """``text``, or its first characters and the record's address when too large."""
@@ -138,3 +116,8 @@ class SpanValues:
         if e.event_id in self.offloaded:
             return self.artifact_path(self.offloaded[e.event_id])
         return f"{events_relpath(self.thread_id, legacy=self.legacy)}#seq={e.seq}"
+
+
+def _preview(preview: str, size: Any, artifact: str) -> str:
+    """A value too large for a span: its first characters, its size, where the whole is."""
+    return json_text({"preview": preview, "truncated": True, "size": size, "artifact": artifact})

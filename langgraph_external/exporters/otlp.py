@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib.metadata import version
 from typing import Any
 
 from langgraph_external.errors import ConfigurationError, LedgerUnavailableError
@@ -40,6 +41,7 @@ from langgraph_external.exporters._langfuse_map import (
     span_id_for_run,
     trace_id_for_run,
 )
+from langgraph_external.exporters._span_tree import is_continuation
 from langgraph_external.exporters.otlp_config import PRESETS, OtlpExport, parse_headers
 from langgraph_external.exporters.reader import ExportReader
 from langgraph_external.ledger import schema as ledger_sql
@@ -114,8 +116,7 @@ class OtlpExporter:
         ledger: PostgresLedger | None = None,
     ) -> None:
         try:
-            # the OpenTelemetry SDK comes with the optional `otlp` extra
-            from langgraph_external.exporters._otlp import (  # lazy: the optional SDK
+            from langgraph_external.exporters._otlp import (  # lazy: the optional `otlp` extra
                 LANGFUSE_HINTS,
                 Hints,
                 OtlpSender,
@@ -232,12 +233,11 @@ class OtlpExporter:
         ):
             pending, mapper = None, None  # another exporter moved on meanwhile
         if pending is None and (mapper is None or mapper.pos != cursor):
+            legacy = _keeps_old_names(self.ledger, thread_id)
             if self._cursors.get(thread_id, cursor) != cursor:
                 # older events deleted with the thread: its chain starts over here
-                legacy = _keeps_old_names(self.ledger, thread_id)
                 mapper = ThreadMapper(thread_id, self.options, pos=cursor, legacy=legacy)
             else:
-                legacy = _keeps_old_names(self.ledger, thread_id)
                 mapper = rebuild_mapper(self.reader, self.options, thread_id, cursor, legacy=legacy)
         assert mapper is not None
         self._mappers[thread_id] = mapper
@@ -378,14 +378,8 @@ class OtlpExporter:
         report = ExportReport()
         down: str | None = None
         for tid in thread_ids:
-            if down is not None:
-                report.behind[tid] = down
-                report.threads += 1
-                if on_thread is not None:
-                    on_thread(tid, 0)
-                continue
             sent_before = self.spans_sent
-            for attempt in range(attempts):
+            for attempt in range(attempts if down is None else 0):
                 try:
                     pos = self.export_thread(tid, on_spans=on_spans)
                 except ExportStalled as exc:
@@ -399,7 +393,9 @@ class OtlpExporter:
                     continue
                 report.behind.pop(tid, None)
                 break
-            if self.stalled and tid in report.behind:
+            if down is not None:
+                report.behind[tid] = down
+            elif self.stalled and tid in report.behind:
                 down = report.behind[tid]
             report.threads += 1
             report.spans += self.spans_sent - sent_before
@@ -493,9 +489,7 @@ def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
         if kind == "interrupt":
             interrupted = True
             continue
-        p = payload or {}
-        cont = p.get("command") == "resume" or ("input" in p and p.get("input") is None)
-        if not (interrupted and cont) or root is None:
+        if not (interrupted and is_continuation(payload or {})) or root is None:
             root = run_id
         interrupted = False
     if root is None or not interrupted:
@@ -561,8 +555,6 @@ def _n(count: int, noun: str) -> str:
 
 def _package_version() -> str | None:
     try:
-        from importlib.metadata import version
-
         return version("langgraph-external")
     except Exception:
         return None

@@ -151,13 +151,7 @@ class OtlpExport:
             raise ConfigurationError(
                 f"unknown OTLP preset {self.preset!r}: choose one of {', '.join(PRESETS)}"
             )
-        cfg = self
-        if self.preset == "langfuse":
-            cfg = _langfuse_from_env(cfg, env)
-        elif self.preset == "phoenix":
-            cfg = _phoenix_from_env(cfg, env)
-        else:
-            cfg = _otlp_from_env(cfg, env)
+        cfg = _FROM_ENV.get(self.preset, _otlp_from_env)(self, env)
         cfg = replace(
             cfg,
             endpoint=cfg.endpoint or preset.endpoint,
@@ -272,6 +266,10 @@ def _otlp_from_env(cfg: OtlpExport, env: Mapping[str, str]) -> OtlpExport:
     if headers is None and raw:
         headers = parse_headers(raw)
     return replace(cfg, endpoint=endpoint, path=path, headers=headers)
+
+
+_FROM_ENV = {"langfuse": _langfuse_from_env, "phoenix": _phoenix_from_env}
+"""How a preset reads the environment (unset values only); any other: as ``otlp``."""
 
 
 def parse_headers(text: str) -> dict[str, str]:

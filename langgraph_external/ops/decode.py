@@ -226,12 +226,6 @@ def _writes_args(
                 yield task_id, task_path, group
 
 
-def _stored_config(ns: str, checkpoint_id: str, target: str) -> RunnableConfig:
-    return {
-        "configurable": {"thread_id": target, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-    }
-
-
 def _last_root(plan: RestorePlan) -> str | None:
     roots = [tup.checkpoint["id"] for ns, tup, _ in plan if ns == ""]
     return roots[-1] if roots else None
@@ -263,7 +257,8 @@ def _bulk_rows(plan: RestorePlan, serde: SerializerProtocol, target: str) -> dic
         blobs, row = _compat.saver_put_rows(serde, *_put_args(ns, tup, target))
         rows["blobs"].extend(blobs)
         rows["checkpoints"].append(row)
-        stored = _stored_config(ns, tup.checkpoint["id"], target)
+        conf = {"thread_id": target, "checkpoint_ns": ns, "checkpoint_id": tup.checkpoint["id"]}
+        stored: RunnableConfig = {"configurable": conf}
         for task_id, task_path, writes in _writes_args(by_task):
             upsert, wrows = _compat.saver_write_rows(serde, stored, writes, task_id, task_path)
             rows["writes_upsert" if upsert else "writes_insert"].extend(wrows)

@@ -39,7 +39,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -115,7 +115,9 @@ def plan_thread(
             continue  # a subgraph call: decided by its root checkpoint below
         cks.sort(key=lambda c: c.id)
         for c in cks[: max(0, len(cks) - keep)]:
-            if older_than is None or (c.ts is not None and _ts(c.ts) < older_than):
+            if older_than is None or (
+                c.ts is not None and datetime.fromisoformat(c.ts) < older_than
+            ):
                 remove.add((ns, c.id))
     for ns, cks in by_ns.items():
         if ":" in ns:
@@ -167,10 +169,6 @@ def parse_age(text: str, now: datetime | None = None) -> datetime:
         return parse_since(text, now)
     except ValueError as exc:
         raise ConfigurationError(f"--older-than: {exc}") from None
-
-
-def _ts(text: str) -> datetime:
-    return datetime.fromisoformat(text)
 
 
 def _load(conn: psycopg.Connection[Any], thread_id: str) -> list[Ckpt]:
@@ -306,11 +304,7 @@ def _prune_one(
 
 def _sealed(event: Event, position: tuple[int, str] | None) -> Event:
     """``event`` numbered and chained after the thread's head (``None``: a new thread)."""
-
-    def lookup(_ids: Collection[str]) -> dict[str, tuple[int, str]]:
-        return {event.thread_id: position} if position else {}
-
-    return Sequencer(lookup).seal([event])[0]
+    return Sequencer(lambda _ids: {event.thread_id: position} if position else {}).seal([event])[0]
 
 
 def _pruned_event(tid: str, plan: PrunePlan, keep: int, older_than: datetime | None) -> Event:

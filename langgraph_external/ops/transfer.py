@@ -334,10 +334,8 @@ def read_archive(path: str | os.PathLike[str]) -> Archive:
         raise ArchiveError(f"{p}: the events do not start at seq 1")
     if any(e.get("thread_id") != thread_id for e in envelopes):
         raise ArchiveError(f"{p}: events of another thread than {thread_id!r}")
-    if (envelopes[-1]["seq"], envelopes[-1]["hash"]) != (
-        manifest.get("last_seq"),
-        manifest.get("last_hash"),
-    ):
+    last = envelopes[-1]
+    if (last["seq"], last["hash"]) != (manifest.get("last_seq"), manifest.get("last_hash")):
         raise ArchiveError(f"{p}: the events do not end where the manifest says")
     mirror = _parse_jsonl(p, files, MIRROR_EVENTS)
     if [(e.get("seq"), e.get("hash")) for e in mirror] != [

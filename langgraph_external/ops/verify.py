@@ -123,8 +123,7 @@ def verify_thread(
     elif not lg:
         res.problems.append("ledger: the threads row has no events")
     if lg:
-        p = _chain_problem(lg)
-        if p:
+        if p := _chain_problem(lg):
             res.problems.append(f"ledger: {p}")
         if row is not None and (row[0] != lg[-1]["seq"] or row[1] != lg[-1]["hash"]):
             res.problems.append(
@@ -137,14 +136,10 @@ def verify_thread(
         pass  # a deleted replay copy leaves no folder: its tombstone is the ledger's
     elif not wk:
         res.problems.append(f"workspace: no events at {path} (wrong --workspace?)")
-    else:
-        p = _chain_problem(wk)
-        if p:
-            res.problems.append(f"workspace events.jsonl: {p}")
-    if lg and wk and bad_line is None:
-        p = _agreement_problem(lg, wk)
-        if p:
-            res.problems.append(p)
+    elif p := _chain_problem(wk):
+        res.problems.append(f"workspace events.jsonl: {p}")
+    if lg and wk and bad_line is None and (p := _agreement_problem(lg, wk)):
+        res.problems.append(p)
     if cipher is not None and row is not None and lg:
         p = _head_problem(conn, thread_id, schema, cipher)
         if p:
@@ -231,7 +226,7 @@ def derived_problems(
         if kind == "checkpoint" and env.get("checkpoint_id"):
             row = checkpoint_row(Event.from_envelope(env))
             expected[(env["checkpoint_ns"] or "", env["checkpoint_id"])] = dict(
-                zip(_INDEX_COLUMNS, row, strict=True)
+                zip(stmt.CHECKPOINT_INDEX_COLUMNS, row, strict=True)
             )
         elif kind in ("thread_pruned", "runs_deleted"):
             for ns, ids in ((env.get("payload") or {}).get("removed") or {}).items():
@@ -266,9 +261,6 @@ def derived_problems(
                 f"{got['event_seq']}, which is not a checkpoint event of the thread"
             )
     return out[:20]
-
-
-_INDEX_COLUMNS = stmt.CHECKPOINT_INDEX_COLUMNS
 
 
 def _deleted_copy(thread_id: str, lg: Sequence[Mapping[str, Any]]) -> bool:
@@ -309,8 +301,7 @@ def workspace_problems(
     except RestoreError as exc:  # DecryptionError too: an edited ciphertext or wrong key
         out.append(f"workspace exact copies: {_one_line(exc)}")
     out.extend(_artifact_problems(ws, thread_id, wk))
-    p = _state_problem(ws, thread_id, lg or wk, cipher)
-    if p:
+    if p := _state_problem(ws, thread_id, lg or wk, cipher):
         out.append(p)
     return out
 
