@@ -261,13 +261,17 @@ def test_a_worker_sigkilled_mid_batch_loses_nothing_in_s3(
     worker_log = tmp_path / "worker.log"
     logs = [tmp_path / f"app-{n}.log" for n in range(2)]
     apps = [
-        processes(_app_args(dsn, tmp_path / f"spool-{n}", f"app{n}", 60, stop=stop, pause=0.4), log)
+        # rounds enough to outlast the kills on a slow machine: the stop file ends them
+        processes(
+            _app_args(dsn, tmp_path / f"spool-{n}", f"app{n}", 400, stop=stop, pause=0.4), log
+        )
         for n, log in enumerate(logs)
     ]
     worker = processes(_worker_args(dsn, ws), worker_log)
     kills, outstanding, seen = 0, 0, 0
     # a bound, not a pace: each kill waits for the restarted worker to mirror one more
-    # thread, which on a machine busy with other suites takes a while (120 s was too short)
+    # thread, which on a machine busy with other suites takes a while (120 s was too short,
+    # and 60 app rounds could end before the fifth kill)
     deadline = time.monotonic() + 400
     try:
         while kills < KILLS and time.monotonic() < deadline:
