@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import psycopg
 import typer
@@ -36,8 +36,12 @@ from langgraph_external.errors import ExternalError
 from langgraph_external.ledger import queries
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.embedded import EmbeddedPostgres
+from langgraph_external.options import Options
 from langgraph_external.record.keys import KEY_VARIABLE, OLD_KEY_VARIABLE
 from langgraph_external.workspace.files import Workspace
+
+if TYPE_CHECKING:
+    from langgraph_external.external import External
 
 DEFAULT_WORKSPACE = "./agent_workspace"
 _CONNECT_TIMEOUT = 10
@@ -160,6 +164,13 @@ class Settings:
         if ws.is_local and not Path(ws.root).is_dir():
             return None
         return ws
+
+    def external(self, dsn: str, key: str | None = None) -> External:
+        """``External`` over this run's ledger (``dsn``), workspace, schema and ``key``."""
+        from langgraph_external.external import External  # lazy: LangGraph, 0.5 s
+
+        options = Options(schema=self.schema)
+        return External(dsn=dsn, workspace=self.ws().location, key=key or None, options=options)
 
     def close(self) -> None:
         """Release the embedded server this run used (it keeps running for the next)."""

@@ -24,7 +24,6 @@ from langgraph_external.cli.console import (
     spinner,
 )
 from langgraph_external.cli.graphs import load_app
-from langgraph_external.options import Options
 from langgraph_external.read import inspection
 
 
@@ -65,12 +64,11 @@ def replay_cmd(
     Each divergence is printed with its before/after (the unified diff of the first prompt
     that differs). The new thread is deleted after the comparison unless --keep or --into.
     """
-    from langgraph_external.external import External  # lazy: LangGraph, 0.5 s
     from langgraph_external.replay import replay  # lazy: LangGraph, 0.5 s
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
-        with External(dsn=dsn, workspace=s.workspace, options=Options(schema=s.schema)) as ext:
+        with s.external(dsn) as ext:
             graph = load_app(app_ref, ext.checkpointer)
             try:
                 with spinner("replaying"):

@@ -27,7 +27,6 @@ from langgraph_external.cli.console import (
     spinner,
 )
 from langgraph_external.errors import ArchiveError, ImportConflictError, RestoreError
-from langgraph_external.options import Options
 from langgraph_external.record.crypto import DecryptionError, WorkspaceCipher
 
 
@@ -50,7 +49,6 @@ def restore(
     The restore is recorded as a ``thread_restored`` event, so ``lgx show`` and
     ``lgx verify`` see it.
     """
-    from langgraph_external.external import External  # lazy: LangGraph, 0.5 s
     from langgraph_external.ops.restore import has_checkpoints, restore_recorded  # lazy: 0.5 s
 
     target = as_thread or thread_id
@@ -62,12 +60,7 @@ def restore(
                     f"thread {thread_id!r} has no checkpoints in the workspace", EXIT_PROBLEM
                 )
             dsn = s.resolve_dsn(create=True)
-            with External(
-                dsn=dsn,
-                workspace=ws.location,
-                key=key or None,
-                options=Options(schema=s.schema),
-            ) as ext:
+            with s.external(dsn, key) as ext:
                 if ext.checkpointer.get_tuple({"configurable": {"thread_id": target}}):
                     raise CliError(
                         f"thread {target!r} already has checkpoints; use --as NEW_ID",

@@ -45,7 +45,6 @@ from langgraph_external.ops.verify import (
     snapshot_heads,
     verify_thread,
 )
-from langgraph_external.options import Options
 from langgraph_external.record.crypto import WorkspaceCipher
 from langgraph_external.record.keys import (
     KEY_VARIABLE,
@@ -278,18 +277,11 @@ def resolve(
     record_failure_resolved event naming the failure and the note. The failure stays in
     the chain. Exit 1 if SEQ is not an unresolved record_failed event.
     """
-    from langgraph_external.external import External  # lazy: LangGraph, 0.5 s
 
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
-        ws = s.ws()
         try:
-            with External(
-                dsn=dsn,
-                workspace=ws.location,
-                key=key or None,
-                options=Options(schema=s.schema),
-            ) as ext:
+            with s.external(dsn, key) as ext:
                 resolve_record_failure(ext, thread_id, seq, note)
         except ExternalError as exc:
             raise CliError(one_line(exc), EXIT_PROBLEM) from exc
