@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from langgraph_external.record.events import ENVELOPE_KEYS
+
 POSITION_MOVED = "LX001"
 """SQLSTATE raised when a writer's view of a thread's position is stale (see the v4
 migration's ``advance_thread``)."""
@@ -40,32 +42,8 @@ def q(text: str, schema: str) -> sql.Composed:
     return sql.SQL(text).format(schema=sql.Identifier(schema))
 
 
-ENVELOPE_COLUMNS = (
-    "v",
-    "seq",
-    "ts",
-    "event_id",
-    "kind",
-    "name",
-    "status",
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "run_id",
-    "parent_run_id",
-    "root_run_id",
-    "node",
-    "step",
-    "task_id",
-    "duration_ms",
-    "payload",
-    "raw",
-    "artifact",
-    "redactions",
-    "prev",
-    "hash",
-)
-"""Keys of an event envelope, in the order of ``events.jsonl``."""
+ENVELOPE_COLUMNS = ENVELOPE_KEYS
+"""The events table's envelope columns: the envelope's keys, in the order of ``events.jsonl``."""
 
 ENVELOPE_SELECT = ", ".join("event_id::text" if c == "event_id" else c for c in ENVELOPE_COLUMNS)
 """The select list of an event's envelope columns (in :data:`ENVELOPE_COLUMNS` order)."""

@@ -168,7 +168,8 @@ class Event:
             return json.dumps(self.payload, ensure_ascii=False, separators=(",", ":"), default=str)
 
     def envelope(self) -> dict[str, Any]:
-        """The JSON form stored in ``events.jsonl`` (everything but attachments)."""
+        """The JSON form stored in ``events.jsonl`` (everything but attachments; its keys
+        are :data:`ENVELOPE_KEYS`)."""
         return {
             "v": self.v,
             "seq": self.seq,
@@ -229,6 +230,39 @@ class Event:
             line=line,
         )
 
+
+ENVELOPE_KEYS = (
+    "v",
+    "seq",
+    "ts",
+    "event_id",
+    "kind",
+    "name",
+    "status",
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "run_id",
+    "parent_run_id",
+    "root_run_id",
+    "node",
+    "step",
+    "task_id",
+    "duration_ms",
+    "payload",
+    "raw",
+    "artifact",
+    "redactions",
+    "prev",
+    "hash",
+)
+"""The keys of :meth:`Event.envelope`, in its order (that of ``events.jsonl`` and of the
+ledger's envelope columns).
+
+Example:
+    >>> tuple(Event.new("error", "t").envelope()) == ENVELOPE_KEYS
+    True
+"""
 
 TEXT_FIELDS = (
     "kind",
