@@ -87,7 +87,11 @@ class PostgresLedger:
     # -- connection ------------------------------------------------------------------------
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the ledger's small pool (:func:`ledger_pool`)."""
+        """A connection of the ledger's small pool (:func:`ledger_pool`).
+
+        A pool, not one connection per thread: look-ups also run on LangGraph's
+        short-lived executor threads, and a connection per thread would outlive them.
+        """
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
