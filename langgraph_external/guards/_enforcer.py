@@ -99,27 +99,33 @@ class Enforcer:
         fallback = action.fallback
         if fallback is not None and fallback == v.node:
             fallback = None  # routing a node to itself would loop; stop instead
-        if action.action == "interrupt":
-            # interrupt() reads the task's config from the context; routers run without it
-            token = var_child_runnable_config.set(config)
-            try:
-                answer = interrupt(self._request(v, fallback))
-            except GraphInterrupt:
-                self._record(v, config, "interrupted", action.action, fallback)
-                raise
-            finally:
-                var_child_runnable_config.reset(token)
-            if _approved(answer):
-                self._record(v, config, "approved", action.action, fallback)
-                return None
-            self._record(v, config, "rejected", action.action, fallback)
-            if fallback is None:
-                raise v
+        if action.action != "interrupt":
+            return self._route_or_raise(v, config, action.action, fallback)
+        # interrupt() reads the task's config from the context; routers run without it
+        token = var_child_runnable_config.set(config)
+        try:
+            answer = interrupt(self._request(v, fallback))
+        except GraphInterrupt:
+            self._record(v, config, "interrupted", action.action, fallback)
+            raise
+        finally:
+            var_child_runnable_config.reset(token)
+        approved = _approved(answer)
+        self._record(v, config, "approved" if approved else "rejected", action.action, fallback)
+        if approved:
+            return None
+        if fallback is None:
+            raise v
+        return fallback
+
+    def _route_or_raise(
+        self, v: TransitionViolation, config: RunnableConfig, action: str, fallback: str | None
+    ) -> str:
+        """``route`` with a fallback: record and return it; any other action: record, raise."""
+        if action == "route" and fallback is not None:
+            self._record(v, config, "routed", action, fallback)
             return fallback
-        if action.action == "route" and fallback is not None:
-            self._record(v, config, "routed", action.action, fallback)
-            return fallback
-        self._record(v, config, "raised", action.action, fallback)
+        self._record(v, config, "raised", action, fallback)
         raise v
 
     def refusal_text(self, v: TransitionViolation) -> str:
@@ -255,11 +261,8 @@ class Enforcer:
             if v is None:
                 continue
             action = self.policy.action_for(None)
-            if action.action == "route" and action.fallback is not None:
-                self._record(v, config, "routed", action.action, action.fallback)
-                return dataclasses.replace(value, goto=action.fallback)
-            self._record(v, config, "raised", action.action, action.fallback)
-            raise v
+            fallback = self._route_or_raise(v, config, action.action, action.fallback)
+            return dataclasses.replace(value, goto=fallback)
         return value
 
 
@@ -279,10 +282,7 @@ def audit_pipeline(config: RunnableConfig) -> Pipeline | None:
             *(getattr(callbacks, "handlers", None) or ()),
             *(getattr(callbacks, "inheritable_handlers", None) or ()),
         ]
-    for handler in handlers:
-        if isinstance(handler, AuditCallbackHandler):
-            return handler.pipeline
-    return None
+    return next((h.pipeline for h in handlers if isinstance(h, AuditCallbackHandler)), None)
 
 
 def _clause(
@@ -329,10 +329,8 @@ def goto_targets(goto: Any, via: str = "Command.goto") -> list[tuple[Any, str]]:
         [('a', 'Command.goto'), ('b', 'Send')]
     """
     items = goto if isinstance(goto, (list, tuple)) else [goto]
-    out: list[tuple[Any, str]] = []
-    for item in items:
-        if isinstance(item, Send):
-            out.append((item.node, "Send"))
-        elif item is not None and item != ():
-            out.append((item, via))
-    return out
+    return [
+        (item.node, "Send") if isinstance(item, Send) else (item, via)
+        for item in items
+        if item is not None and item != ()
+    ]

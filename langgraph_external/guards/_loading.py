@@ -125,8 +125,8 @@ def parse_json(text: str, source: str | None, limits: PolicyLimits) -> Any:
         data = json.loads(
             text,
             object_pairs_hook=_json_object,
-            parse_int=_json_int,
-            parse_float=_json_float,
+            parse_int=lambda text: int(_check_number(text, "digits")),
+            parse_float=lambda text: float(_check_number(text)),
             parse_constant=_json_constant,
         )
     except _LimitExceeded as exc:
@@ -163,19 +163,10 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _check_number(text: str, unit: str = "characters", mark: yaml.Mark | None = None) -> None:
+def _check_number(text: str, unit: str = "characters", mark: yaml.Mark | None = None) -> str:
     if len(text) > MAX_NUMBER_CHARS:
         raise _LimitExceeded(f"a number of {len(text)} {unit} (at most {MAX_NUMBER_CHARS})", mark)
-
-
-def _json_int(text: str) -> int:
-    _check_number(text, "digits")
-    return int(text)
-
-
-def _json_float(text: str) -> float:
-    _check_number(text)
-    return float(text)
+    return text
 
 
 def _json_constant(name: str) -> float:

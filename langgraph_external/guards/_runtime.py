@@ -246,24 +246,23 @@ class _NodeCall:
     def stopped(self, stop: ToolStop, value: Any) -> Command[Any]:
         """The node's result after the tool callback stopped a refused tool call.
 
-        The node did not finish, so its update is lost. Tool calls of the latest
-        ``AIMessage`` still unanswered are answered here, so the state stays valid for
-        a chat model: the refused one with the refusal, the others with a notice that
-        the step was stopped.
+        The node did not finish, so its update is lost. The latest ``AIMessage``'s
+        unanswered tool calls are answered here (the refused one with the refusal, the
+        others with a notice), so the state stays valid for a chat model.
         """
         if stop.error is not None:
             raise stop.error from None
         assert stop.fallback is not None
-        answers = []
-        for call in unanswered_calls(value, self.messages_key):
-            if call.get("id") == stop.tool_call_id:
-                text = self.guard.refusal_text(stop.violation)
-            else:
-                text = (
-                    f"Not answered: the step was stopped by the transition policy "
-                    f"({stop.violation.message}); this call's result was discarded."
-                )
-            answers.append(refusal_message(call, text))
+        notice = (
+            f"Not answered: the step was stopped by the transition policy "
+            f"({stop.violation.message}); this call's result was discarded."
+        )
+        answers = [
+            refusal_message(call, self.guard.refusal_text(stop.violation))
+            if call.get("id") == stop.tool_call_id
+            else refusal_message(call, notice)
+            for call in unanswered_calls(value, self.messages_key)
+        ]
         update = {self.messages_key: answers} if answers else None
         return self.divert(stop.fallback, update)
 

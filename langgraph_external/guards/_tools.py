@@ -62,7 +62,9 @@ def pending_tool_calls(value: Any, messages_key: str) -> PendingCalls | None:
     i, ai = found
     return PendingCalls(
         [dict(c) for c in ai.tool_calls],
-        lambda calls: replace([*messages[:i], _with_calls(ai, calls), *messages[i + 1 :]]),
+        lambda calls: replace(
+            [*messages[:i], ai.model_copy(update={"tool_calls": calls}), *messages[i + 1 :]]
+        ),
     )
 
 
@@ -143,10 +145,6 @@ def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage] | None:
         if isinstance(m, AIMessage):
             return (i, m) if m.tool_calls else None
     return None
-
-
-def _with_calls(ai: AIMessage, calls: list[dict[str, Any]]) -> AIMessage:
-    return ai.model_copy(update={"tool_calls": calls})
 
 
 def _replace_attr(value: Any, key: str, messages: list[Any]) -> Any:
