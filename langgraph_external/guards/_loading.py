@@ -10,7 +10,7 @@ message never renders more than a short preview of the input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,13 +180,10 @@ def _depth(data: Any) -> int:
     while stack:
         value, level = stack.pop()
         if isinstance(value, dict):
-            children: Iterable[Any] = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children)
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in value)
     return deepest
 
 
@@ -323,9 +320,6 @@ def _not_a_policy_type(loader: _PolicyLoader, node: yaml.Node) -> Any:
 # YAML types beyond JSON's: a set would even make the policy hash vary between runs
 for _tag in ("set", "omap", "pairs", "binary"):
     _PolicyLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _not_a_policy_type)
-_PolicyLoader.add_constructor(
-    "tag:yaml.org,2002:int", _bounded_number(yaml.SafeLoader.construct_yaml_int)
-)
-_PolicyLoader.add_constructor(
-    "tag:yaml.org,2002:float", _bounded_number(yaml.SafeLoader.construct_yaml_float)
-)
+for _tag in ("int", "float"):
+    _construct = getattr(yaml.SafeLoader, f"construct_yaml_{_tag}")
+    _PolicyLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _bounded_number(_construct))

@@ -205,11 +205,8 @@ class _NodeCall:
         return self.decide(v)
 
     def plan_tools(self, value: Any) -> ToolPlan | None:
-        """Decide on the tool calls a tool node is about to run, before it runs them.
-
-        Refused calls are left out of the node's input and answered by the guard, so the
-        node runs (and answers) only the allowed ones.
-        """
+        """Decide on a tool node's pending tool calls before it runs: refused ones are left
+        out of its input and answered by the guard."""
         if not (self.tool_node and self.guard.policy.guards_tools):
             return None
         pending = pending_tool_calls(value, self.messages_key)
@@ -276,10 +273,8 @@ class _NodeCall:
         return self.divert(plan.fallback, kept)
 
     def parent_command(self, command: Command[Any]) -> Command[Any] | None:
-        """Check a ``Command(graph=PARENT)`` a subgraph of this node sent to this graph.
-
-        Returns the reroute, or ``None`` to let LangGraph apply the command.
-        """
+        """Check a ``Command(graph=PARENT)`` a subgraph of this node sent to this graph: the
+        reroute, or ``None`` to let LangGraph apply the command."""
         conf = self.config.get("configurable") or {}
         if command.graph not in (conf.get("checkpoint_ns"), self.name):
             return None  # addressed to a graph further up
@@ -307,8 +302,8 @@ class _NodeCall:
                 rerouted = self.decide(v)
                 if rerouted is not None:
                     return rerouted
-        for cmd in _commands(output):
-            if cmd.graph is not None:
+        for cmd in output if isinstance(output, (list, tuple)) else [output]:
+            if not isinstance(cmd, Command) or cmd.graph is not None:
                 continue  # addressed to the parent graph: its own guard decides
             for target, via_ in goto_targets(cmd.goto, via):
                 bad = self.guard.check_target(
@@ -318,14 +313,6 @@ class _NodeCall:
                 if rerouted is not None:
                     return rerouted
         return output
-
-
-def _commands(output: Any) -> list[Command[Any]]:
-    if isinstance(output, Command):
-        return [output]
-    if isinstance(output, (list, tuple)):
-        return [c for c in output if isinstance(c, Command)]
-    return []
 
 
 def _update_keys(output: Any) -> set[str]:
@@ -415,12 +402,12 @@ def _route_result(
             v = guard.check_target(
                 source, item.node, "Send", node=node, would_be=item.arg, config=config
             )
-        elif ends is not None:
+        else:
             try:
-                target = ends.get(item)
+                target = item if ends is None else ends.get(item)
             except TypeError:  # unhashable router output
                 target = None
-            if target is None:
+            if ends is not None and target is None:
                 v = guard.violation(
                     "unmapped_route",
                     source,
@@ -435,8 +422,6 @@ def _route_result(
                 v = guard.check_target(
                     source, target, "router", node=node, would_be=None, config=config
                 )
-        else:
-            v = guard.check_target(source, item, "router", node=node, would_be=None, config=config)
         if v is None:
             continue
         fallback = guard.decide(v, config)

@@ -48,9 +48,7 @@ class ToolTierCheck(BaseCallbackHandler):
     """Refuses a tool call the node may not make, before the tool's body runs.
 
     LangChain calls ``on_tool_start`` before executing any tool (``tool.invoke``,
-    ``ToolNode``, agents); raising there skips the body. This is the backstop for tools
-    the node calls on its own; tool calls a tool node answers from the latest
-    ``AIMessage`` are decided before the node runs (see ``_NodeCall.plan_tools``).
+    ``ToolNode``, agents); raising there skips the body.
     """
 
     raise_error = True

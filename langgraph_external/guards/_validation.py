@@ -23,11 +23,9 @@ Problem = tuple[str, str]
 def cross_references(
     raw_states: Any, raw_transitions: Any, raw_nodes: Any, raw_tools: Any, raw_action: Any
 ) -> tuple[list[Problem], list[str], dict[str, list[str]]]:
-    """Check the cross-references of a policy given as plain data.
+    """The problems, normalized states and normalized transitions of plain policy data.
 
-    Works on data that failed schema validation too (ill-typed parts are skipped: the
-    schema errors already name them), so that one load reports every problem at once.
-    Returns the problems, the normalized states and the normalized transitions.
+    Ill-typed parts are skipped: the schema errors already name them.
     """
     problems: list[Problem] = []
     states: list[str] = []

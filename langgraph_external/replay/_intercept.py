@@ -118,8 +118,7 @@ class ReplaySession:
         params = _compat.chat_invocation_params(model, stop, kwargs)
         tools = params.pop("tools", None)
         digest = prompt_context_hash(messages, tools, params, key=self.key)
-        ctx = live_context(md)
-        rec, same = self.index.take_llm(ctx, digest)
+        rec, same = self.index.take_llm(live_context(md), digest)
         if not same:
             self.diverged(
                 _model_input_divergence(md, rec, digest, messages, self.redactor),

@@ -115,14 +115,12 @@ class CallIndex:
         """
         with self._lock:
             cands = self._candidates("llm", ctx)
-            for c in cands:
-                if c.input_hash == input_hash:
-                    c.consumed = True
-                    return c, True
-            if cands:
-                cands[0].consumed = True
-                return cands[0], False
-            return None, False
+            if not cands:
+                return None, False
+            same = [c for c in cands if c.input_hash == input_hash]
+            call = (same or cands)[0]
+            call.consumed = True
+            return call, bool(same)
 
     def take_tool(
         self, ctx: Context, name: str, args: Any, tool_call_id: str | None
@@ -146,11 +144,11 @@ class CallIndex:
 
 def _paths(events: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
     """task id -> task path, from ``node_start`` events."""
-    out: dict[str, tuple[str, ...]] = {}
-    for e in events:
-        if e["kind"] == "node_start" and e.get("task_id"):
-            out[e["task_id"]] = tuple(str(p) for p in (e.get("payload") or {}).get("path") or ())
-    return out
+    return {
+        e["task_id"]: tuple(str(p) for p in (e.get("payload") or {}).get("path") or ())
+        for e in events
+        if e["kind"] == "node_start" and e.get("task_id")
+    }
 
 
 _STARTS = {"llm_start": "llm", "tool_start": "tool"}

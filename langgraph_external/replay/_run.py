@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -233,11 +234,9 @@ class _Replay:
                 value = _remap_resume(value, self.interrupts, pending)
             return Command(resume=value)
         if inv.exact is not None:
-            try:
+            with suppress(Exception):  # recorded from a value LangChain cannot rebuild
                 return load_exact(inv.exact)
-            except Exception:  # recorded from a value LangChain cannot rebuild: readable form
-                pass
-        return inv.input
+        return inv.input  # the readable form
 
     def failed(self, inv: Invocation, exc: Exception) -> bool:
         """The replay raised: a divergence unless the recorded invocation failed too."""
