@@ -36,24 +36,19 @@ ViolationHook = Callable[[TransitionViolation, str], None]
 """Called with each violation and its outcome (``raised``, ``routed``, ...)."""
 
 
+@dataclasses.dataclass(eq=False)
 class Enforcer:
     """Shared by all wrappers of one guarded graph: the policy and where to record."""
 
-    def __init__(
-        self,
-        policy: TransitionPolicy,
-        nodes: frozenset[str],
-        pipeline: Pipeline | None,
-        hook: ViolationHook | None,
-        refusal: str = DEFAULT_REFUSAL,
-    ) -> None:
-        self.policy = policy
-        self.nodes = nodes
-        self.pipeline = pipeline
-        self.hook = hook
-        self.refusal = refusal
-        self.counts_visits = policy.default_max_visits is not None or any(
-            r.max_visits is not None for r in policy.nodes.values()
+    policy: TransitionPolicy
+    nodes: frozenset[str]
+    pipeline: Pipeline | None
+    hook: ViolationHook | None
+    refusal: str = DEFAULT_REFUSAL
+
+    def __post_init__(self) -> None:
+        self.counts_visits = self.policy.default_max_visits is not None or any(
+            r.max_visits is not None for r in self.policy.nodes.values()
         )
 
     def violation(
@@ -70,10 +65,8 @@ class Enforcer:
     ) -> TransitionViolation:
         where: dict[str, Any] = {"node": node}
         if config is not None:
-            meta = config.get("metadata") or {}
-            conf = config.get("configurable") or {}
-            where["step"] = meta.get("langgraph_step")
-            where["task"] = conf.get("checkpoint_ns") or None
+            where["step"] = (config.get("metadata") or {}).get("langgraph_step")
+            where["task"] = (config.get("configurable") or {}).get("checkpoint_ns") or None
         if tool_call_id is not None:
             where["tool_call_id"] = tool_call_id
         return TransitionViolation(
@@ -201,14 +194,13 @@ class Enforcer:
             logger.debug("policy violation not recorded: the run has no thread_id")
             return
         thread_id = check_thread_id(thread_id)  # refused as the checkpointer refuses it
-        meta = config.get("metadata") or {}
         task_id, parent_ns = split_task(str(conf.get("checkpoint_ns") or ""))
         pipeline.emit(
             Event.new(
                 EventKind.POLICY_VIOLATION,
                 thread_id,
                 node=v.node,
-                step=meta.get("langgraph_step"),
+                step=(config.get("metadata") or {}).get("langgraph_step"),
                 task_id=task_id,
                 checkpoint_ns=parent_ns,
                 name=v.rule,
@@ -273,8 +265,6 @@ def audit_pipeline(config: RunnableConfig) -> Pipeline | None:
     guard record violations without being given the pipeline.
     """
     callbacks = config.get("callbacks")
-    if callbacks is None:
-        return None
     if isinstance(callbacks, (list, tuple)):
         handlers: list[Any] = list(callbacks)
     else:

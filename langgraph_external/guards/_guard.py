@@ -252,8 +252,7 @@ def _static_check(report: CheckReport, mode: str) -> None:
     if mode == "ignore" or report.ok:
         return
     if mode == "raise":
-        problems = [("graph", i.message) for i in report.errors]
-        raise PolicyError(problems, source=report.policy_name)
+        raise PolicyError([("graph", i.message) for i in report.errors], source=report.policy_name)
     warnings.warn(report.text(), stacklevel=3)
 
 

@@ -246,10 +246,8 @@ class _PolicyLoader(yaml.SafeLoader):
         return node
 
     def _size(self, node: yaml.Node) -> tuple[int, int]:
-        """Values ``node`` stands for, aliases expanded, and its nesting height.
-
-        Recursion is bounded: every composed node is at most ``max_depth`` high.
-        """
+        """Values ``node`` stands for, aliases expanded, and its nesting height (recursion is
+        bounded: every composed node is at most ``max_depth`` high)."""
         known = self._sizes.get(id(node))
         if known is not None:
             return known

@@ -322,9 +322,7 @@ class TransitionPolicy(BaseModel):
         if tool in rule.tools:
             return True
         tier = rule.tier if rule.tier is not None else self.default_tier
-        if tier == "none":
-            return False
-        return _RANK[self.tool_tier(tool)] <= _RANK[tier]
+        return tier != "none" and _RANK[self.tool_tier(tool)] <= _RANK[tier]
 
     @property
     def guards_tools(self) -> bool:

@@ -186,9 +186,8 @@ class _NodeCall:
         if limit is None or self.run is None:
             return None
         task = _task_key(self.config)
-        scope = parent_of(task)
         with _LOCK:
-            seen = self.run.visits.setdefault((scope, self.name), set())
+            seen = self.run.visits.setdefault((parent_of(task), self.name), set())
             seen.add(task)  # a set: re-running a task after an interrupt is not a new visit
             visits = len(seen)
         if visits <= limit:
@@ -284,8 +283,7 @@ class _NodeCall:
 
     def exit(self, output: Any, via: str = "Command.goto") -> Any:
         """Check the update and every target the output names; the output to return."""
-        policy = self.guard.policy
-        allowed = policy.node_rule(self.name).writes
+        allowed = self.guard.policy.node_rule(self.name).writes
         if allowed is not None:
             extra = sorted(_update_keys(output) - set(allowed))
             if extra:
@@ -347,12 +345,8 @@ def guard_node(
     tool_node: bool = False,
     messages_key: str = "messages",
 ) -> Runnable:
-    """Wrap one node's runnable (sync and async) with the guard's checks.
-
-    ``tool_node``: the node executes the pending tool calls of the latest ``AIMessage``
-    (a ``ToolNode``, or a hand-written equivalent); its refused calls are decided before
-    it runs and answered by the guard.
-    """
+    """Wrap one node's runnable (sync and async) with the guard's checks. ``tool_node``: it
+    runs the latest ``AIMessage``'s tool calls; refused ones are decided before it runs."""
 
     def run(input: Any, config: RunnableConfig) -> Any:
         call = _NodeCall(guard, name, config, reroutable, tool_node, messages_key)

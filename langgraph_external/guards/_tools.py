@@ -140,8 +140,7 @@ def _messages_of(value: Any, messages_key: str) -> list[Any]:
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage] | None:
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
+    for i, m in reversed(list(enumerate(messages))):
         if isinstance(m, AIMessage):
             return (i, m) if m.tool_calls else None
     return None

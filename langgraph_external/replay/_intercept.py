@@ -206,11 +206,8 @@ def _model_input_divergence(
     messages: list[Any],
     redactor: Any = None,
 ) -> Divergence:
-    """The model got a prompt the record does not have: both prompts, readable.
-
-    The live prompt is redacted as the record was (so a secret in it is neither printed
-    nor reported as a difference the redaction made).
-    """
+    """The model got a prompt the record does not have: both prompts, readable. The live one
+    is redacted as the record was, so a secret in it is neither printed nor a difference."""
     actual: Any = [message_to_dict(m) for m in messages]
     if redactor is not None:
         actual = redactor(to_readable(actual))[0]
@@ -450,11 +447,7 @@ def _install() -> None:
 
 @contextmanager
 def intercepting(session: ReplaySession) -> Iterator[ReplaySession]:
-    """Answer calls of the current context (and the tasks it starts) from ``session``.
-
-    The wrappers are installed for as long as any replay runs; calls outside a replay's
-    context go straight to the real model or tool.
-    """
+    """Answer calls of the current context (and the tasks it starts) from ``session``."""
     global _users
     with _install_lock:
         if _users == 0:

@@ -108,11 +108,8 @@ class CallIndex:
         return [c for c in self._by_scope.get((kind, scope, step), ()) if not c.consumed]
 
     def take_llm(self, ctx: Context, input_hash: str) -> tuple[RecordedCall | None, bool]:
-        """The recorded model call for this context and input: ``(call, same_input)``.
-
-        With no call of the same input, the next unanswered call of the context is
-        returned (``same_input`` False), or ``None`` when there is none.
-        """
+        """The recorded model call for this context and input: ``(call, same_input)``; with
+        none of the same input, the context's next unanswered call (or ``None``)."""
         with self._lock:
             cands = self._candidates("llm", ctx)
             if not cands:
@@ -161,10 +158,8 @@ def index_calls(
     after_seq: int,
     resolve: Callable[[Mapping[str, Any]], Mapping[str, Any]],
 ) -> CallIndex:
-    """Every model and tool call recorded after ``after_seq``, paired with its answer.
-
-    ``resolve`` turns an offloaded payload (``{"$artifact": ...}``) back into its value.
-    """
+    """Every model and tool call recorded after ``after_seq``, paired with its answer
+    (``resolve`` turns an offloaded payload back into its value)."""
     paths = _paths(events)
     index = CallIndex()
     open_calls: dict[str, RecordedCall] = {}
@@ -172,15 +167,14 @@ def index_calls(
         kind = e["kind"]
         if kind in _STARTS and e["seq"] > after_seq:
             task = e.get("task_id")
-            ctx: Context = (
-                scope_of(e.get("checkpoint_ns"), e.get("node")),
-                e.get("step"),
-                paths.get(task or "", ()),
-            )
             call = RecordedCall(
                 kind=_STARTS[kind],
                 seq=e["seq"],
-                context=ctx,
+                context=(
+                    scope_of(e.get("checkpoint_ns"), e.get("node")),
+                    e.get("step"),
+                    paths.get(task or "", ()),
+                ),
                 node=e.get("node"),
                 step=e.get("step"),
                 task_id=task,
