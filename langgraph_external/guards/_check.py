@@ -181,15 +181,16 @@ def check(policy: DeclaredTransitions, graph: Any) -> CheckReport:
           WARNING unreachable_state  b cannot be reached from START under the policy
     """
     topo = Topology.of(graph)
+    declared, nodes = set(policy.states), set(topo.nodes)
     issues = [
         Issue("error", "undeclared_node", f"graph node {node} is not a policy state", node)
         for node in topo.nodes
-        if node not in policy.states
+        if node not in declared
     ]
     issues += [
         Issue("error", "missing_state", f"policy state {state} is not in the graph", state)
         for state in policy.states
-        if state not in (START, END) and state not in topo.nodes
+        if state not in (START, END) and state not in nodes
     ]
     for src, dst, kind in topo.edges:
         if policy.allows(src, dst):
