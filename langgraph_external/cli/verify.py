@@ -54,26 +54,6 @@ from langgraph_external.record.keys import (
 )
 from langgraph_external.workspace.files import Workspace
 
-
-def _verify_one(
-    conn: psycopg.Connection[Any],
-    ws: Workspace,
-    tid: str,
-    schema: str,
-    cipher: WorkspaceCipher | None = None,
-    copies: bool = True,
-) -> VerifyResult:
-    """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
-    try:
-        return verify_thread(conn, ws, tid, schema, cipher=cipher, copies=copies)
-    except ThreadNotFoundError:
-        return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
-    except Exception as exc:  # a hostile file must not stop the other threads
-        with contextlib.suppress(psycopg.Error):
-            conn.rollback()
-        return VerifyResult(tid, problems=[f"cannot verify: {type(exc).__name__}: {one_line(exc)}"])
-
-
 _GIVE_KEY = (
     "give the key that wrote the record with --key KEY, $LGX_KEY, or the key file "
     "($LGX_KEY_FILE, default ~/.config/langgraph-external/key)"
@@ -201,14 +181,25 @@ def _verify_every_thread(
     copies: bool,
 ) -> list[VerifyResult]:
     """``verify --all``: every thread the ledger, the workspace or the saver's tables
-    hold, with a progress bar."""
+    hold, with a progress bar; whatever goes wrong is that thread's problem only."""
     results: list[VerifyResult] = []
     rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, schema)).fetchall()
     ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
     progress, advance = file_progress("verifying")
     with progress:
         for n, tid in enumerate(ids, 1):
-            results.append(_verify_one(conn, ws, tid, schema, cipher, copies))
+            try:
+                result = verify_thread(conn, ws, tid, schema, cipher=cipher, copies=copies)
+            except ThreadNotFoundError:
+                result = VerifyResult(
+                    tid, problems=["only a thread.json in the workspace, no events"]
+                )
+            except Exception as exc:  # a hostile file must not stop the other threads
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+                why = f"{type(exc).__name__}: {one_line(exc)}"
+                result = VerifyResult(tid, problems=[f"cannot verify: {why}"])
+            results.append(result)
             advance(n, len(ids))
     return results
 

@@ -227,8 +227,7 @@ def _writes_args(
 
 
 def _last_root(plan: RestorePlan) -> str | None:
-    roots = [tup.checkpoint["id"] for ns, tup, _ in plan if ns == ""]
-    return roots[-1] if roots else None
+    return next((tup.checkpoint["id"] for ns, tup, _ in reversed(plan) if ns == ""), None)
 
 
 def put_all(
@@ -248,10 +247,7 @@ def put_all(
 def _bulk_rows(plan: RestorePlan, serde: SerializerProtocol, target: str) -> dict[str, list[Any]]:
     """The official Postgres saver's rows for the whole thread (what its puts would write)."""
     rows: dict[str, list[Any]] = {
-        "blobs": [],
-        "checkpoints": [],
-        "writes_insert": [],
-        "writes_upsert": [],
+        k: [] for k in ("blobs", "checkpoints", "writes_insert", "writes_upsert")
     }
     for ns, tup, by_task in plan:
         blobs, row = _compat.saver_put_rows(serde, *_put_args(ns, tup, target))
