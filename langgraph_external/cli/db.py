@@ -30,7 +30,6 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.roles import apply_grants, grant_script
 
 
-# -- setup -------------------------------------------------------------------------------
 def setup(
     ctx: typer.Context,
     roles: Annotated[
@@ -99,7 +98,6 @@ def _saver_setup(conn: psycopg.Connection[Any]) -> None:
     setup_saver(PostgresSaver(conn).setup)
 
 
-# -- db ----------------------------------------------------------------------------------
 db_app = typer.Typer(
     cls=LiteralHelpGroup,
     name="db",

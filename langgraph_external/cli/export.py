@@ -42,11 +42,8 @@ if TYPE_CHECKING:
 
 
 class _DefaultCommandGroup(LiteralHelpGroup):
-    """A group whose first argument, when it names no subcommand, goes to ``thread``.
-
-    So ``lgx export THREAD -o FILE`` works next to ``lgx export langfuse ...``; a thread
-    named like a subcommand is exported with ``lgx export thread NAME``.
-    """
+    """A group whose first argument, when it names no subcommand, goes to ``thread``
+    (``lgx export THREAD``; a thread named like a subcommand: ``lgx export thread NAME``)."""
 
     default_command = "thread"
 

@@ -47,7 +47,6 @@ from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.lines import events_path
 
 
-# -- threads -----------------------------------------------------------------------------
 def threads(
     ctx: typer.Context,
     limit: Annotated[
@@ -103,7 +102,6 @@ def threads(
     print_data(table)
 
 
-# -- show --------------------------------------------------------------------------------
 def show(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread to show.")],
@@ -384,7 +382,6 @@ def _events_table(
     return table
 
 
-# -- state -------------------------------------------------------------------------------
 def state(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread whose state to print.")],

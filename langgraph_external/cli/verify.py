@@ -250,7 +250,6 @@ def _pending_note(pending: int) -> str:
     )
 
 
-# -- resolve -----------------------------------------------------------------------------
 def resolve(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread.")],
@@ -279,7 +278,6 @@ def resolve(
     out.print(f"resolved the record failure at seq {seq} of {escape(thread_id)}")
 
 
-# -- repair ------------------------------------------------------------------------------
 def repair(
     ctx: typer.Context,
     rebuild: Annotated[
@@ -329,7 +327,6 @@ def repair(
         raise typer.Exit(EXIT_PROBLEM)
 
 
-# -- heads -------------------------------------------------------------------------------
 def heads(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="Where to write the snapshot (JSON).")],

@@ -214,10 +214,8 @@ def _writes_args(
 ) -> Iterator[tuple[str, str, list[tuple[str, Any]]]]:
     """The ``put_writes`` calls (task id, task path, writes) that store a checkpoint's writes.
 
-    A task's special writes (error, interrupt, resume, scheduled: stored under fixed
-    negative indexes) and its ordinary writes (stored under their position) go in separate
-    calls, as LangGraph makes them, so both keep the index they were recorded with.
-    """
+    A task's special writes (fixed negative indexes) and ordinary ones (their position) go
+    in separate calls, as LangGraph makes them, so both keep their recorded index."""
     for (task_id, task_path), writes in by_task.items():
         ordered = sorted(writes, key=lambda w: w[0])
         for special in (True, False):

@@ -495,10 +495,8 @@ def _check_conflicts(conn: psycopg.Connection[Any], ws: Workspace, tid: str, sch
 
 
 def _move_in(staged: Workspace, ws: Workspace, tid: str) -> None:
-    """Move the staged thread folder into the workspace (a rename when local).
-
-    Runs inside the database transaction: if it fails, the transaction rolls back.
-    """
+    """Move the staged thread folder into the workspace (a rename when local), inside the
+    database transaction: if it fails, the transaction rolls back."""
     src, dst = staged.thread_dir(tid), ws.thread_dir(tid)
     if ws.is_local:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
