@@ -142,7 +142,6 @@ def verify(
     """
     if (thread_id is None) == (not all_threads):
         fail("give either a THREAD_ID or --all")
-    results: list[VerifyResult] = []
     extra: list[VerifyResult] = []  # the key's and the heads snapshot's, after the threads
     with command(ctx) as s, connect(s) as conn:
         ws = s.ws()
@@ -152,16 +151,16 @@ def verify(
             extra.append(wrong_key)
             cipher = None  # the unkeyed checks still run
         copies = cipher is not None  # encrypted under keyed addresses: the key's to check
-        if not all_threads:
+        if all_threads:
+            results = _verify_every_thread(conn, ws, s.schema, cipher, copies)
+        else:
             assert thread_id is not None
             try:
-                results.append(
+                results = [
                     verify_thread(conn, ws, thread_id, s.schema, cipher=cipher, copies=copies)
-                )
+                ]
             except ThreadNotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
-        else:
-            results.extend(_verify_every_thread(conn, ws, s.schema, cipher, copies))
         if heads is not None:
             extra.append(_verify_heads(conn, s.schema, heads, given))
     if as_json:

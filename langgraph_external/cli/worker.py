@@ -8,6 +8,7 @@ Example (shell)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -146,15 +147,12 @@ def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any
     agree: a cursor lost or reset over complete files is not "behind", files removed or
     cut under an up-to-date cursor are.
     """
-    store = PostgresLedger(dsn, schema)
-    try:
+    with contextlib.closing(PostgresLedger(dsn, schema)) as store:
         info = store.pending()
-        oldest = info.pop("oldest")
-        info["oldest_seconds"] = (
-            round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
-        )
-    finally:
-        store.close()
+    oldest = info.pop("oldest")
+    info["oldest_seconds"] = (
+        round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
+    )
     if ws is not None:
         with ledger.connect(dsn) as conn:
             info["workspace_behind_threads"] = len(threads_mirror_behind(conn, ws, schema))

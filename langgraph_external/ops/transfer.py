@@ -230,8 +230,7 @@ def export_thread(
     }
     total = len(ws_files) + len(members)
     for n, f in enumerate(ws_files, 1):
-        rel = f[len(tdir) + 1 :]
-        members[f"workspace/{rel}"] = ws.read_bytes(f)
+        members[f"workspace/{f[len(tdir) + 1 :]}"] = ws.read_bytes(f)
         if progress:
             progress(n, total)
     target = Path(path)
