@@ -161,9 +161,7 @@ class Settings:
     def readable_workspace(self) -> Workspace | None:
         """The workspace when it exists (a local one that is not there is left out)."""
         ws = self.ws()
-        if ws.is_local and not Path(ws.root).is_dir():
-            return None
-        return ws
+        return None if ws.is_local and not Path(ws.root).is_dir() else ws
 
     def external(self, dsn: str, key: str | None = None) -> External:
         """``External`` over this run's ledger (``dsn``), workspace, schema and ``key``."""
@@ -236,10 +234,8 @@ def connect(settings: Settings, *, create: bool = False) -> Iterator[psycopg.Con
         params = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         raise CliError(f"invalid DSN: {one_line(exc)}") from exc
-    kwargs: dict[str, Any] = {"autocommit": True}
-    if "connect_timeout" not in params:
-        kwargs["connect_timeout"] = _CONNECT_TIMEOUT
-    conn = ledger.connect(dsn, **kwargs)
+    timeout = {} if "connect_timeout" in params else {"connect_timeout": _CONNECT_TIMEOUT}
+    conn = ledger.connect(dsn, autocommit=True, **timeout)
     try:
         conn.execute(queries.SET_TIME_ZONE_UTC)
         yield conn

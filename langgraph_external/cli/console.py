@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -64,8 +65,7 @@ class _Stdout(Console):
 # emoji=False: ":name:" in a thread id (``lgx-replay:t:1a2b``) is text, never an emoji
 out = _Stdout(highlight=False, emoji=False)
 err = Console(stderr=True, highlight=False, emoji=False)
-_PIPE_WIDTH = 100_000
-_piped = _Stdout(highlight=False, emoji=False, width=_PIPE_WIDTH)
+_piped = _Stdout(highlight=False, emoji=False, width=100_000)
 """Prints tables when stdout is not a terminal: as wide as their content, never wrapped."""
 
 
@@ -98,11 +98,8 @@ def print_data(renderable: Any) -> None:
 
 def silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, io.UnsupportedOperation):
-        pass
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def format_ts(value: datetime | None, *, precise: bool = False) -> str:
@@ -126,9 +123,7 @@ def json_default(value: Any) -> Any:
         >>> json_default(datetime(2026, 1, 31, 12, tzinfo=timezone.utc))
         '2026-01-31T12:00:00+00:00'
     """
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -156,10 +151,8 @@ def time_option(value: str | None, option: str) -> datetime | None:
     Raises:
         CliError: neither (a usage error: exit 2).
     """
-    if value is None:
-        return None
     try:
-        return inspection.parse_since(value)
+        return None if value is None else inspection.parse_since(value)
     except ValueError as exc:
         raise CliError(f"{option}: {exc}") from None
 

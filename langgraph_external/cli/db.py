@@ -30,7 +30,6 @@ from langgraph_external.ledger import schema as ledger
 from langgraph_external.ops.roles import apply_grants, grant_script
 
 
-# -- setup -------------------------------------------------------------------------------
 def setup(
     ctx: typer.Context,
     roles: Annotated[
@@ -71,7 +70,11 @@ def setup(
         with connect(s, create=True) as conn:
             version = ledger.setup(conn, s.schema)
             if roles:
-                _saver_setup(conn)
+                from langgraph.checkpoint.postgres import PostgresSaver  # lazy: --roles only
+
+                from langgraph_external.assembly import setup_saver  # lazy: LangGraph, 0.5 s
+
+                setup_saver(PostgresSaver(conn).setup)  # as the owner (the app role cannot)
                 applied = list(
                     apply_grants(conn, s.schema, app_role, saver=True, capture_only=capture_only)
                 )
@@ -90,16 +93,6 @@ def setup(
             out.print(f"granted {escape(app_role)} append-only rights ({len(applied)} statements)")
 
 
-def _saver_setup(conn: psycopg.Connection[Any]) -> None:
-    """Create the official saver's tables as the owner (the app role cannot)."""
-    from langgraph.checkpoint.postgres import PostgresSaver  # lazy: `setup --roles` only
-
-    from langgraph_external.assembly import setup_saver  # lazy: LangGraph, 0.5 s
-
-    setup_saver(PostgresSaver(conn).setup)
-
-
-# -- db ----------------------------------------------------------------------------------
 db_app = typer.Typer(
     cls=LiteralHelpGroup,
     name="db",

@@ -42,11 +42,8 @@ if TYPE_CHECKING:
 
 
 class _DefaultCommandGroup(LiteralHelpGroup):
-    """A group whose first argument, when it names no subcommand, goes to ``thread``.
-
-    So ``lgx export THREAD -o FILE`` works next to ``lgx export langfuse ...``; a thread
-    named like a subcommand is exported with ``lgx export thread NAME``.
-    """
+    """A group whose first argument, when it names no subcommand, goes to ``thread``
+    (``lgx export THREAD``; a thread named like a subcommand: ``lgx export thread NAME``)."""
 
     default_command = "thread"
 
@@ -200,14 +197,12 @@ def export_otlp(
     from langgraph_external.exporters.otlp import OtlpExport, parse_headers  # lazy: 15 ms
 
     def config() -> OtlpExport:
-        parsed: dict[str, str] | None = None
-        for item in headers or []:
-            parsed = {**(parsed or {}), **parse_headers(item)}
+        parsed = {k: v for h in headers or () for k, v in parse_headers(h).items()}
         return OtlpExport(
             preset=preset,
             endpoint=endpoint,
             path=path,
-            headers=parsed,
+            headers=parsed if headers else None,
             api_key=api_key or os.environ.get("LGX_OTLP_API_KEY") or None,
             project=project,
             cursor=cursor,
@@ -300,12 +295,8 @@ def _backfill(
 def _print_report(exporter: OtlpExporter, report: ExportReport, total: int, as_json: bool) -> None:
     """What the export sent, and which threads are still behind and why."""
     if as_json:
-        typer.echo(
-            json.dumps(
-                {**report.__dict__, "events_behind": total, "ok": not report.behind},
-                ensure_ascii=False,
-            )
-        )
+        doc = {**report.__dict__, "events_behind": total, "ok": not report.behind}
+        typer.echo(json.dumps(doc, ensure_ascii=False))
     elif not report.behind and not report.threads:
         out.print(f"nothing new to send to {escape(exporter.url)}: every thread is up to date")
     elif not report.behind:

@@ -20,9 +20,7 @@ from langgraph_external.errors import ConfigurationError
 def split_ref(ref: str) -> tuple[str, str] | None:
     """``module:attribute`` as its two parts, or ``None`` when it is not of that shape."""
     module_name, _, attr = ref.partition(":")
-    if not module_name or not attr:
-        return None
-    return module_name, attr
+    return (module_name, attr) if module_name and attr else None
 
 
 def import_ref(module_name: str, attr: str) -> Any:

@@ -72,9 +72,7 @@ def _load_policy_and_graph(
         raise CliError(
             f"cannot load the policy {policy_file}: {type(exc).__name__}: {one_line(exc)[:200]}"
         ) from exc
-    if graph_ref is None:
-        return policy, None
-    return policy, load_graph(graph_ref)
+    return policy, None if graph_ref is None else load_graph(graph_ref)
 
 
 @policy_app.command("check", cls=LiteralHelpCommand)
@@ -89,9 +87,7 @@ def policy_check(
             "function returning one). Without it only the policy file is validated.",
         ),
     ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the check too.")] = (
-        False
-    ),
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the check too.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     max_bytes: _MaxBytes = None,
 ) -> None:

@@ -82,11 +82,8 @@ def _json_keys(columns: Sequence[str]) -> list[str]:
 
 
 def _run_sql(conn: psycopg.Connection[Any], query: str, *, as_json: bool) -> None:
-    """Run the user's SQL and print every result.
-
-    Raises:
-        _QueryFailed: the server rejected a statement.
-    """
+    """Run the user's SQL and print every result; :class:`_QueryFailed` if the server rejects
+    a statement."""
     try:
         results = inspection.run_query(conn, query)
     except psycopg.Error as exc:

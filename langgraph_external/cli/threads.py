@@ -47,7 +47,6 @@ from langgraph_external.workspace.files import Workspace
 from langgraph_external.workspace.lines import events_path
 
 
-# -- threads -----------------------------------------------------------------------------
 def threads(
     ctx: typer.Context,
     limit: Annotated[
@@ -103,7 +102,6 @@ def threads(
     print_data(table)
 
 
-# -- show --------------------------------------------------------------------------------
 def show(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread to show.")],
@@ -289,7 +287,14 @@ def events(
                 until=until_at,
                 limit=limit or None,
             )
-            found, context = _matching_events(conn, thread_id, s.schema, flt, by_step=by_step)
+            found = inspection.query_events(conn, thread_id, flt, s.schema)
+            if not found and not inspection.thread_in_ledger(conn, thread_id, s.schema):
+                raise CliError(
+                    f"thread {thread_id!r} not found in the ledger (schema {s.schema}); "
+                    "`lgx show` also reads the workspace",
+                    EXIT_PROBLEM,
+                )
+            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
         placed = (
             inspection.place_events(found, context)
             if by_step
@@ -297,22 +302,6 @@ def events(
         )
         ws = s.ws() if full or not as_json else None
         _print_events(thread_id, placed, ws, as_json=as_json, by_step=by_step, full=full)
-
-
-def _matching_events(
-    conn: Any, thread_id: str, schema: str, flt: inspection.EventFilter, *, by_step: bool
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """The thread's events ``flt`` matches and, to place them step by step, the thread's
-    step context; a thread the ledger does not hold: exit 1."""
-    found = inspection.query_events(conn, thread_id, flt, schema)
-    if not found and not inspection.thread_in_ledger(conn, thread_id, schema):
-        raise CliError(
-            f"thread {thread_id!r} not found in the ledger (schema {schema}); "
-            "`lgx show` also reads the workspace",
-            EXIT_PROBLEM,
-        )
-    context = inspection.step_context(conn, thread_id, schema) if by_step else None
-    return found, context
 
 
 def _print_events(
@@ -393,7 +382,6 @@ def _events_table(
     return table
 
 
-# -- state -------------------------------------------------------------------------------
 def state(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread whose state to print.")],

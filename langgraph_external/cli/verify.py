@@ -54,26 +54,6 @@ from langgraph_external.record.keys import (
 )
 from langgraph_external.workspace.files import Workspace
 
-
-def _verify_one(
-    conn: psycopg.Connection[Any],
-    ws: Workspace,
-    tid: str,
-    schema: str,
-    cipher: WorkspaceCipher | None = None,
-    copies: bool = True,
-) -> VerifyResult:
-    """One thread of ``verify --all``: whatever goes wrong is that thread's problem only."""
-    try:
-        return verify_thread(conn, ws, tid, schema, cipher=cipher, copies=copies)
-    except ThreadNotFoundError:
-        return VerifyResult(tid, problems=["only a thread.json in the workspace, no events"])
-    except Exception as exc:  # a hostile file must not stop the other threads
-        with contextlib.suppress(psycopg.Error):
-            conn.rollback()
-        return VerifyResult(tid, problems=[f"cannot verify: {type(exc).__name__}: {one_line(exc)}"])
-
-
 _GIVE_KEY = (
     "give the key that wrote the record with --key KEY, $LGX_KEY, or the key file "
     "($LGX_KEY_FILE, default ~/.config/langgraph-external/key)"
@@ -162,7 +142,6 @@ def verify(
     """
     if (thread_id is None) == (not all_threads):
         fail("give either a THREAD_ID or --all")
-    results: list[VerifyResult] = []
     extra: list[VerifyResult] = []  # the key's and the heads snapshot's, after the threads
     with command(ctx) as s, connect(s) as conn:
         ws = s.ws()
@@ -172,16 +151,16 @@ def verify(
             extra.append(wrong_key)
             cipher = None  # the unkeyed checks still run
         copies = cipher is not None  # encrypted under keyed addresses: the key's to check
-        if not all_threads:
+        if all_threads:
+            results = _verify_every_thread(conn, ws, s.schema, cipher, copies)
+        else:
             assert thread_id is not None
             try:
-                results.append(
+                results = [
                     verify_thread(conn, ws, thread_id, s.schema, cipher=cipher, copies=copies)
-                )
+                ]
             except ThreadNotFoundError as exc:
                 raise CliError(str(exc), EXIT_PROBLEM) from exc
-        else:
-            results.extend(_verify_every_thread(conn, ws, s.schema, cipher, copies))
         if heads is not None:
             extra.append(_verify_heads(conn, s.schema, heads, given))
     if as_json:
@@ -201,14 +180,25 @@ def _verify_every_thread(
     copies: bool,
 ) -> list[VerifyResult]:
     """``verify --all``: every thread the ledger, the workspace or the saver's tables
-    hold, with a progress bar."""
+    hold, with a progress bar; whatever goes wrong is that thread's problem only."""
     results: list[VerifyResult] = []
     rows = conn.execute(ledger.q(queries.SELECT_THREAD_IDS, schema)).fetchall()
     ids = sorted({r[0] for r in rows} | set(ws.list_threads()) | saver_thread_ids(conn))
     progress, advance = file_progress("verifying")
     with progress:
         for n, tid in enumerate(ids, 1):
-            results.append(_verify_one(conn, ws, tid, schema, cipher, copies))
+            try:
+                result = verify_thread(conn, ws, tid, schema, cipher=cipher, copies=copies)
+            except ThreadNotFoundError:
+                result = VerifyResult(
+                    tid, problems=["only a thread.json in the workspace, no events"]
+                )
+            except Exception as exc:  # a hostile file must not stop the other threads
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+                why = f"{type(exc).__name__}: {one_line(exc)}"
+                result = VerifyResult(tid, problems=[f"cannot verify: {why}"])
+            results.append(result)
             advance(n, len(ids))
     return results
 
@@ -259,7 +249,6 @@ def _pending_note(pending: int) -> str:
     )
 
 
-# -- resolve -----------------------------------------------------------------------------
 def resolve(
     ctx: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="The thread.")],
@@ -288,7 +277,6 @@ def resolve(
     out.print(f"resolved the record failure at seq {seq} of {escape(thread_id)}")
 
 
-# -- repair ------------------------------------------------------------------------------
 def repair(
     ctx: typer.Context,
     rebuild: Annotated[
@@ -338,7 +326,6 @@ def repair(
         raise typer.Exit(EXIT_PROBLEM)
 
 
-# -- heads -------------------------------------------------------------------------------
 def heads(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="Where to write the snapshot (JSON).")],

@@ -119,7 +119,6 @@ def _thread_envelopes(s: Settings, thread_id: str) -> tuple[list[dict[str, Any]]
     return envelopes, "workspace"
 
 
-# -- lgx ui ------------------------------------------------------------------------------
 def ui_command(
     ctx: typer.Context,
     host: Annotated[

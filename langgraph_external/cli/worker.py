@@ -8,6 +8,7 @@ Example (shell)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -92,7 +93,12 @@ def worker(
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
         if status:
-            _print_status(sealing_status(dsn, s.schema, None if no_workspace else s.ws()), as_json)
+            info = sealing_status(dsn, s.schema, None if no_workspace else s.ws())
+            if as_json:
+                typer.echo(json.dumps(info, default=str))
+            else:
+                for line in sealing_lines(info):
+                    out.print(line, soft_wrap=True)
             return
         exports: tuple[Any, ...] = ()
         if langfuse:
@@ -121,15 +127,6 @@ def worker(
         raise typer.Exit(EXIT_PROBLEM)
 
 
-def _print_status(info: dict[str, Any], as_json: bool) -> None:
-    """``lgx worker --status``: :func:`sealing_status` as JSON, or as lines."""
-    if as_json:
-        typer.echo(json.dumps(info, default=str))
-    else:
-        for line in sealing_lines(info):
-            out.print(line, soft_wrap=True)
-
-
 def _announce(schema: str, workspace: str | None, *, langfuse: bool) -> None:
     """What a worker that keeps running does, on stderr."""
     err.print(
@@ -150,15 +147,12 @@ def sealing_status(dsn: str, schema: str, ws: Workspace | None) -> dict[str, Any
     agree: a cursor lost or reset over complete files is not "behind", files removed or
     cut under an up-to-date cursor are.
     """
-    store = PostgresLedger(dsn, schema)
-    try:
+    with contextlib.closing(PostgresLedger(dsn, schema)) as store:
         info = store.pending()
-        oldest = info.pop("oldest")
-        info["oldest_seconds"] = (
-            round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
-        )
-    finally:
-        store.close()
+    oldest = info.pop("oldest")
+    info["oldest_seconds"] = (
+        round((datetime.now(timezone.utc) - oldest).total_seconds(), 3) if oldest else 0.0
+    )
     if ws is not None:
         with ledger.connect(dsn) as conn:
             info["workspace_behind_threads"] = len(threads_mirror_behind(conn, ws, schema))

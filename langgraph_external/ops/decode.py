@@ -214,10 +214,8 @@ def _writes_args(
 ) -> Iterator[tuple[str, str, list[tuple[str, Any]]]]:
     """The ``put_writes`` calls (task id, task path, writes) that store a checkpoint's writes.
 
-    A task's special writes (error, interrupt, resume, scheduled: stored under fixed
-    negative indexes) and its ordinary writes (stored under their position) go in separate
-    calls, as LangGraph makes them, so both keep the index they were recorded with.
-    """
+    A task's special writes (fixed negative indexes) and ordinary ones (their position) go
+    in separate calls, as LangGraph makes them, so both keep their recorded index."""
     for (task_id, task_path), writes in by_task.items():
         ordered = sorted(writes, key=lambda w: w[0])
         for special in (True, False):
@@ -227,8 +225,7 @@ def _writes_args(
 
 
 def _last_root(plan: RestorePlan) -> str | None:
-    roots = [tup.checkpoint["id"] for ns, tup, _ in plan if ns == ""]
-    return roots[-1] if roots else None
+    return next((tup.checkpoint["id"] for ns, tup, _ in reversed(plan) if ns == ""), None)
 
 
 def put_all(
@@ -248,10 +245,7 @@ def put_all(
 def _bulk_rows(plan: RestorePlan, serde: SerializerProtocol, target: str) -> dict[str, list[Any]]:
     """The official Postgres saver's rows for the whole thread (what its puts would write)."""
     rows: dict[str, list[Any]] = {
-        "blobs": [],
-        "checkpoints": [],
-        "writes_insert": [],
-        "writes_upsert": [],
+        k: [] for k in ("blobs", "checkpoints", "writes_insert", "writes_upsert")
     }
     for ns, tup, by_task in plan:
         blobs, row = _compat.saver_put_rows(serde, *_put_args(ns, tup, target))

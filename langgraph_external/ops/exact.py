@@ -104,8 +104,7 @@ class ExactSerde:
             if key == splice:
                 parts.append(_map_header(len(value)))
                 for ch, v in value.items():
-                    parts.append(ormsgpack.packb(ch))
-                    parts.append(self._member(v))
+                    parts += (ormsgpack.packb(ch), self._member(v))
             else:
                 parts.append(self._member(value))
         return b"".join(parts)

@@ -45,7 +45,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import tuple_row
 
 from langgraph_external.errors import ConfigurationError
 from langgraph_external.ledger import schema as ledger
@@ -172,22 +172,11 @@ def parse_age(text: str, now: datetime | None = None) -> datetime:
 
 
 def _load(conn: psycopg.Connection[Any], thread_id: str) -> list[Ckpt]:
-    rows = (
-        conn.cursor(row_factory=dict_row)
-        .execute(saver_ops.PRUNE_SELECT_CHECKPOINTS, (thread_id,))
-        .fetchall()
-    )
+    cur = conn.cursor(row_factory=tuple_row)  # whatever rows the caller's connection makes
+    rows = cur.execute(saver_ops.PRUNE_SELECT_CHECKPOINTS, (thread_id,)).fetchall()
     return [
-        Ckpt(
-            r["checkpoint_ns"],
-            r["checkpoint_id"],
-            r["parent_checkpoint_id"],
-            r["ts"],
-            dict(r["counters"] or {}),
-            r["root"],
-            dict(r["versions"] or {}),
-        )
-        for r in rows
+        Ckpt(ns, cid, parent, ts, dict(counters or {}), root, dict(versions or {}))
+        for ns, cid, parent, ts, counters, root, versions in rows
     ]
 
 

@@ -230,8 +230,7 @@ def export_thread(
     }
     total = len(ws_files) + len(members)
     for n, f in enumerate(ws_files, 1):
-        rel = f[len(tdir) + 1 :]
-        members[f"workspace/{rel}"] = ws.read_bytes(f)
+        members[f"workspace/{f[len(tdir) + 1 :]}"] = ws.read_bytes(f)
         if progress:
             progress(n, total)
     target = Path(path)
@@ -495,10 +494,8 @@ def _check_conflicts(conn: psycopg.Connection[Any], ws: Workspace, tid: str, sch
 
 
 def _move_in(staged: Workspace, ws: Workspace, tid: str) -> None:
-    """Move the staged thread folder into the workspace (a rename when local).
-
-    Runs inside the database transaction: if it fails, the transaction rolls back.
-    """
+    """Move the staged thread folder into the workspace (a rename when local), inside the
+    database transaction: if it fails, the transaction rolls back."""
     src, dst = staged.thread_dir(tid), ws.thread_dir(tid)
     if ws.is_local:
         os.makedirs(os.path.dirname(dst), exist_ok=True)

@@ -104,13 +104,11 @@ def verify_thread(
     res.ledger_events, res.workspace_events = len(lg), len(wk)
     if row is None and not lg and not wk and bad_line is None:
         in_saver = saver_problems(conn, thread_id, schema)
-        if not in_saver and res.pending:
-            return res  # captured, nothing sealed yet: pending, not a failure
-        if not in_saver:
+        if not in_saver and not res.pending:
             raise ThreadNotFoundError(
                 f"thread {thread_id!r} not found in the ledger or the workspace"
             )
-        res.problems.extend(in_saver)
+        res.problems.extend(in_saver)  # none: captured, nothing sealed yet (pending, not a failure)
         return res
 
     if row is None and not lg:
@@ -140,10 +138,8 @@ def verify_thread(
         res.problems.append(f"workspace events.jsonl: {p}")
     if lg and wk and bad_line is None and (p := _agreement_problem(lg, wk)):
         res.problems.append(p)
-    if cipher is not None and row is not None and lg:
-        p = _head_problem(conn, thread_id, schema, cipher)
-        if p:
-            res.problems.append(p)
+    if cipher and row is not None and lg and (p := _head_problem(conn, thread_id, schema, cipher)):
+        res.problems.append(p)
     if lg:
         res.problems.extend(derived_problems(conn, thread_id, schema, lg))
         res.problems.extend(record_failures(lg))
@@ -436,8 +432,7 @@ def threads_mirror_behind(
     (``lgx db status``, ``lgx worker --status``)."""
     out: dict[str, str] = {}
     for tid, last_seq in conn.execute(ledger.q(queries.SELECT_THREAD_HEADS, schema)).fetchall():
-        p = mirror_behind(conn, ws, tid, schema, int(last_seq))
-        if p is not None:
+        if (p := mirror_behind(conn, ws, tid, schema, int(last_seq))) is not None:
             out[tid] = p
     return out
 
@@ -536,10 +531,8 @@ def heads_problems(
     out = []
     for tid, (seq, hash_) in sorted(heads.items()):
         row = conn.execute(ledger.q(stmt.SELECT_EVENT_HASH, schema), (tid, seq)).fetchone()
-        if row is not None and row[0] == hash_:
-            continue
-        if tid in deleted:
-            continue  # erased since, by a recorded tombstone
+        if (row is not None and row[0] == hash_) or tid in deleted:
+            continue  # unchanged, or erased since by a recorded tombstone
         what = "is gone" if row is None else "holds another event there"
         out.append(
             f"thread {tid!r}: the snapshot of {snapshot.get('taken')} saw seq {seq}; the "
