@@ -181,10 +181,7 @@ def _status_locked(datadir: Path, stale: list[int]) -> ServerStatus:
         datadir=str(datadir),
         initialized=(datadir / "PG_VERSION").exists(),
         running=pm is not None,
-        pid=pm.pid if pm else None,
-        uri=pm.uri if pm else None,
-        state=pm.state if pm else None,
-        started_at=pm.started_at if pm else None,
+        **(asdict(pm) if pm else {}),
         handles=upstream.read_handles(datadir),
         stale_removed=stale,
         keep_running=(datadir / KEEP_RUNNING_FILE).exists(),
@@ -345,11 +342,8 @@ def _release_at_exit(datadir: Path) -> None:
 
 
 def _open(datadir: Path, stop_on_close: bool) -> Any:
-    """The wheel's handle on a running, answering server of ``datadir``.
-
-    A server that a crash left half there is cleaned up first; a running server that
-    does not answer is stopped and started again (once).
-    """
+    """The wheel's handle on a running, answering server of ``datadir``: what a crash left
+    is cleaned up first; a server that does not answer is restarted (once)."""
     upstream.load()  # not installed: a ConfigurationError, not a failed start
     for _attempt in range(2):
         try:

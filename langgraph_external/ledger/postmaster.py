@@ -85,11 +85,11 @@ def server_processes(datadir: Path) -> list[int]:
     processes a killed postmaster left behind)."""
     import psutil
 
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        if proc.info.get("name") in POSTGRES_NAMES and server_process(proc.pid, datadir):
-            found.append(proc.pid)
-    return found
+    return [
+        proc.pid
+        for proc in psutil.process_iter(["name"])
+        if proc.info.get("name") in POSTGRES_NAMES and server_process(proc.pid, datadir)
+    ]
 
 
 def pidfile_lines(datadir: Path) -> list[str] | None:

@@ -294,9 +294,8 @@ class Verdict:
 
     def report(self) -> str:
         """The verdict as text: VERIFIED or FAILED, then what was found."""
-        head = f"{'VERIFIED' if self.ok else 'FAILED'}: {self.what}"
-        lines = [head] + [f"  {f}" for f in self.facts]
-        lines += [f"  problem: {p}" for p in self.problems]
+        lines = [f"{'VERIFIED' if self.ok else 'FAILED'}: {self.what}"]
+        lines += [f"  {f}" for f in self.facts] + [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
 
@@ -444,11 +443,8 @@ def _check_leaf(
             "the thread was cut back or replaced"
         )
     try:
-        lh = leaf_hash(
-            leaf_bytes(
-                str(leaf["thread_id"]), int(leaf["seq"]), str(leaf["hash"]), int(leaf["ts_us"])
-            )
-        )
+        fields = str(leaf["thread_id"]), int(leaf["seq"]), str(leaf["hash"]), int(leaf["ts_us"])
+        lh = leaf_hash(leaf_bytes(*fields))
         proof = _hex_list(bundle.get("inclusion"), "the inclusion proof")
         index = int(leaf["index"])
     except (KeyError, TypeError, ValueError) as exc:

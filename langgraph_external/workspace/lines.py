@@ -135,8 +135,7 @@ def read_file(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], BadLine |
         return objects, None
     with ws.fs.open(path, "rb") as f:
         try:
-            for _, _, doc in parse_lines(f):
-                objects.append(doc)
+            objects.extend(doc for _, _, doc in parse_lines(f))
         except BadLine as bad:
             return objects, bad
     return objects, None

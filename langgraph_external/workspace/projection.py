@@ -45,15 +45,13 @@ logger = logging.getLogger("langgraph_external")
 __all__ = ["STATE_INTERVAL", "WorkspaceProjection", "state_tag"]
 
 _CACHE = 4096
+_YOUNG = 20  # a thread's policy hash is looked for in its events up to this seq
 # a deferred state.json whose thread another writer appended to after it was due, or whose
 # files another writer left (it may have died with its own state.json deferred): the
 # newest root checkpoint is then read from the log (our own later appends of writes lines
 # must not make the old one look current)
 _FOREIGN = -1
 STATE_INTERVAL = 5.0  # state.json is rewritten at most this often per thread (and at flush)
-
-
-_YOUNG = 20  # a thread's policy hash is looked for in its events up to this seq
 
 
 def _policy_hash(e: Event) -> str | None:
@@ -542,9 +540,7 @@ def _namespace_of(stem: str, log: bytes) -> str | None:
 
 def _dir_of(path: str) -> str:
     """The thread directory of a log path (``<dir>/events.jsonl``, ``<dir>/checkpoints/..``)."""
-    if path.endswith("/" + EVENTS_FILE):
-        return path[: -len("/" + EVENTS_FILE)]
-    return path.rsplit("/", 2)[0]
+    return path.rsplit("/", 1 if path.endswith("/" + EVENTS_FILE) else 2)[0]
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:
