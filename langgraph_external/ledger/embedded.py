@@ -304,8 +304,7 @@ def stop_server(
             # the wheel caches one handle object per directory and process; it now
             # describes a stopped server
             upstream.forget_cached(path)
-        status = _status_locked(path, stale)
-    return StopResult(True, True, users, status)
+        return StopResult(True, True, users, _status_locked(path, stale))
 
 
 # -- handles ----------------------------------------------------------------------------
@@ -450,10 +449,9 @@ class EmbeddedPostgres:
             if shared is None:
                 return
             shared.holders -= 1
-            if shared.holders > 0:
-                return
-            del _shared[self.datadir]
-            _release(self.datadir, shared)
+            if shared.holders <= 0:
+                del _shared[self.datadir]
+                _release(self.datadir, shared)
 
     def stop(self) -> None:
         """Deprecated: the earlier name of :meth:`release` (it never stopped a server

@@ -226,10 +226,8 @@ class PostgresLedger:
             # the captures, committed synchronously with the checkpoints, are sealed
             # again into the same events (ids, times and bytes come from the captures)
             conn.execute(stmt.ASYNC_COMMIT)
-            tids = [
-                r[0]
-                for r in conn.execute(self.sql.claim, (max_threads, self.seal_class)).fetchall()
-            ]
+            claimed = conn.execute(self.sql.claim, (max_threads, self.seal_class)).fetchall()
+            tids = [r[0] for r in claimed]
             if not tids:
                 yield None
                 return
@@ -350,8 +348,7 @@ class PostgresLedger:
                 yield locked
             finally:
                 if not conn.closed and not conn.broken:
-                    tids = list(locked.positions)
-                    seqs = [locked.positions[t] for t in tids]
+                    tids, seqs = list(locked.positions), list(locked.positions.values())
                     conn.execute(self.sql.cursors, (projection, tids, seqs, held))
 
     def connections(self) -> dict[str, int]:

@@ -185,10 +185,8 @@ def stop_postmaster(datadir: Path, pid: int, timeout: float) -> bool:
     (what a SIGKILL leaves is then cleared). ``False`` if it is still alive after all."""
     half = max(timeout / 2, 0.5)
     left = signal_and_wait([pid], signal.SIGINT, half)  # "fast shutdown"
-    if left:
-        left = signal_and_wait(left, signal.SIGQUIT, half)  # "immediate shutdown"
-    if left:
-        left = signal_and_wait(left, signal.SIGKILL, 5.0)
+    left = signal_and_wait(left, signal.SIGQUIT, half)  # "immediate shutdown" (none left: a no-op)
+    left = signal_and_wait(left, signal.SIGKILL, 5.0)
     clear_stale(datadir)
     return not left
 

@@ -109,11 +109,10 @@ def parse_lines(
             if skip_bad:
                 continue
             raise BadLine(n, exc) from exc
-        if not isinstance(doc, dict):
-            if skip_bad:
-                continue
+        if isinstance(doc, dict):
+            yield n, raw.rstrip(b"\r\n"), doc
+        elif not skip_bad:
             raise BadLine(n, None)
-        yield n, raw.rstrip(b"\r\n"), doc
 
 
 def read_lines(

@@ -255,9 +255,7 @@ class WorkspaceProjection:
 
     def _append(self, path: str, lines: list[tuple[int, str]]) -> None:
         """Append ``(seq, line)`` pairs whose seq the file does not hold yet."""
-        held = self._file_seq.get(path)
-        if held is None:
-            held = self.ws.repair_tail(path)
+        held = self._file_seq[path] if path in self._file_seq else self.ws.repair_tail(path)
         fresh = [line for seq, line in lines if seq > held]
         if fresh:
             try:
@@ -275,8 +273,7 @@ class WorkspaceProjection:
         self._file_seq.move_to_end(path)
         self._by_dir.setdefault(_dir_of(path), set()).add(path)
         while len(self._file_seq) > _CACHE:
-            old = next(iter(self._file_seq))
-            self._drop_path(old)
+            self._drop_path(next(iter(self._file_seq)))
 
     def _paths_of(self, tid: str) -> list[str]:
         """Cached log paths under a thread's directory."""
@@ -328,8 +325,7 @@ class WorkspaceProjection:
             for sha, b64 in ((e.detail or {}).get("inline") or {}).items():
                 self.views.remember_bytes(sha, base64.b64decode(b64))
             for rel, data in e.attachments.items():
-                name = rel.rsplit("/", 1)[-1]
-                self.views.remember_bytes(name, data)
+                self.views.remember_bytes(rel.rsplit("/", 1)[-1], data)
                 ws.write_if_absent(f"{tdir}/{rel}", data)
         logs: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # ns -> (seq, line)
         latest_root: Event | None = None
