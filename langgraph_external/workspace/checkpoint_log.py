@@ -119,11 +119,9 @@ class CheckpointLog:
         doc = dict(self.docs[checkpoint_id])
         late = self.writers.get(checkpoint_id, [])
         if late:
-            known = {w.get("task_id") for w in doc.get("writers", [])}
-            doc["writers"] = [
-                *doc.get("writers", []),
-                *(w for w in late if w["task_id"] not in known),
-            ]
+            writers = doc.get("writers", [])
+            known = {w.get("task_id") for w in writers}
+            doc["writers"] = [*writers, *(w for w in late if w["task_id"] not in known)]
         return doc
 
     def bytes_of(self, ref: dict[str, Any], *, where: str = "") -> bytes:

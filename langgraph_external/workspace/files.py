@@ -175,11 +175,8 @@ class Workspace:
             raise
 
     def _inside(self, path: str) -> None:
-        """Refuse a local write whose directory resolves outside the root (a symlink).
-
-        Raises:
-            WorkspaceError: the path escapes the workspace root.
-        """
+        """Refuse a local write whose directory resolves outside the root (a symlink):
+        raises :class:`WorkspaceError`."""
         directory = path.rsplit("/", 1)[0]
         checked = getattr(self._locks, "checked", None)
         if checked is not None and directory in checked:

@@ -363,10 +363,8 @@ class WorkspaceProjection:
     def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
         for ns, lines in logs.items():
             if lines:
-                self._append(
-                    self.ws.checkpoint_log_path(tid, ns),
-                    [(seq, _dumps_line(x)) for seq, x in lines],
-                )
+                path = self.ws.checkpoint_log_path(tid, ns)
+                self._append(path, [(seq, _dumps_line(x)) for seq, x in lines])
         logs.clear()
 
     def _write_thread_json(self, tid: str, fresh: list[Event]) -> None:
