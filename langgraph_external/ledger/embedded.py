@@ -181,10 +181,7 @@ def _status_locked(datadir: Path, stale: list[int]) -> ServerStatus:
         datadir=str(datadir),
         initialized=(datadir / "PG_VERSION").exists(),
         running=pm is not None,
-        pid=pm.pid if pm else None,
-        uri=pm.uri if pm else None,
-        state=pm.state if pm else None,
-        started_at=pm.started_at if pm else None,
+        **(asdict(pm) if pm else {}),
         handles=upstream.read_handles(datadir),
         stale_removed=stale,
         keep_running=(datadir / KEEP_RUNNING_FILE).exists(),
@@ -307,8 +304,7 @@ def stop_server(
             # the wheel caches one handle object per directory and process; it now
             # describes a stopped server
             upstream.forget_cached(path)
-        status = _status_locked(path, stale)
-    return StopResult(True, True, users, status)
+        return StopResult(True, True, users, _status_locked(path, stale))
 
 
 # -- handles ----------------------------------------------------------------------------
@@ -345,11 +341,8 @@ def _release_at_exit(datadir: Path) -> None:
 
 
 def _open(datadir: Path, stop_on_close: bool) -> Any:
-    """The wheel's handle on a running, answering server of ``datadir``.
-
-    A server that a crash left half there is cleaned up first; a running server that
-    does not answer is stopped and started again (once).
-    """
+    """The wheel's handle on a running, answering server of ``datadir``: what a crash left
+    is cleaned up first; a server that does not answer is restarted (once)."""
     upstream.load()  # not installed: a ConfigurationError, not a failed start
     for _attempt in range(2):
         try:
@@ -456,10 +449,9 @@ class EmbeddedPostgres:
             if shared is None:
                 return
             shared.holders -= 1
-            if shared.holders > 0:
-                return
-            del _shared[self.datadir]
-            _release(self.datadir, shared)
+            if shared.holders <= 0:
+                del _shared[self.datadir]
+                _release(self.datadir, shared)
 
     def stop(self) -> None:
         """Deprecated: the earlier name of :meth:`release` (it never stopped a server

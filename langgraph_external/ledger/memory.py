@@ -40,12 +40,8 @@ class InMemoryLedger:
     def positions(self, thread_ids: Collection[str]) -> dict[str, tuple[int, str]]:
         """Last ``(seq, hash)`` per thread."""
         with self._lock:
-            out = {}
-            for t in thread_ids:
-                evs = self._by_thread.get(t)
-                if evs:
-                    out[t] = (evs[-1].seq or 0, evs[-1].hash or "")
-            return out
+            held = {t: self._by_thread.get(t) for t in thread_ids}
+            return {t: (evs[-1].seq or 0, evs[-1].hash or "") for t, evs in held.items() if evs}
 
     def append(self, events: Sequence[Event], *, legacy_names: Collection[str] = ()) -> None:
         """Store ``events`` all or nothing; a group not at its thread's head is refused
@@ -80,18 +76,16 @@ class InMemoryLedger:
         """Keep captures until a sealer takes them (in order)."""
         now = datetime.now(timezone.utc)
         with self._lock:
-            for c in captures:
-                self.captures.append(replace(c, id=next(self._ids), captured_at=now))
+            self.captures.extend(replace(c, id=next(self._ids), captured_at=now) for c in captures)
 
     def pending(self) -> dict[str, Any]:
         """Captures waiting for a sealer."""
         with self._lock:
             oldest = min((c.captured_at for c in self.captures if c.captured_at), default=None)
-            threads = {c.thread_id for c in self.captures}
             return {
                 "captures": len(self.captures),
                 "oldest": oldest,
-                "threads": len(threads),
+                "threads": len({c.thread_id for c in self.captures}),
                 "behind_running_transactions": 0,
             }
 

@@ -226,10 +226,8 @@ class PostgresLedger:
             # the captures, committed synchronously with the checkpoints, are sealed
             # again into the same events (ids, times and bytes come from the captures)
             conn.execute(stmt.ASYNC_COMMIT)
-            tids = [
-                r[0]
-                for r in conn.execute(self.sql.claim, (max_threads, self.seal_class)).fetchall()
-            ]
+            claimed = conn.execute(self.sql.claim, (max_threads, self.seal_class)).fetchall()
+            tids = [r[0] for r in claimed]
             if not tids:
                 yield None
                 return
@@ -350,8 +348,7 @@ class PostgresLedger:
                 yield locked
             finally:
                 if not conn.closed and not conn.broken:
-                    tids = list(locked.positions)
-                    seqs = [locked.positions[t] for t in tids]
+                    tids, seqs = list(locked.positions), list(locked.positions.values())
                     conn.execute(self.sql.cursors, (projection, tids, seqs, held))
 
     def connections(self) -> dict[str, int]:
@@ -395,22 +392,15 @@ def _with_saver_blobs(
         for address, row in ((e.detail or {}).get("saver_blobs") or {}).items()
         if f"checkpoints/blobs/{address}" not in e.attachments
     }
-    if not wanted:
-        return e
-
-    channels = [row[0] for row in wanted.values()]
-    versions = [row[1] for row in wanted.values()]
-    found = {
-        (ch, ver): bytes(blob)
-        for ch, ver, blob in conn.execute(
-            SAVER_BLOBS_SQL, (e.thread_id, e.checkpoint_ns, channels, versions)
-        ).fetchall()
-        if blob is not None
-    }
-    files = dict(e.attachments)
     sealed = bool((e.detail or {}).get("enc"))
-    if sealed and cipher is None:
+    if not wanted or (sealed and cipher is None):
         return e  # the copies are sealed and this process holds no key: left missing
+    channels, versions = zip(*wanted.values(), strict=True)
+    rows = conn.execute(
+        SAVER_BLOBS_SQL, (e.thread_id, e.checkpoint_ns, list(channels), list(versions))
+    ).fetchall()
+    found = {(ch, ver): bytes(blob) for ch, ver, blob in rows if blob is not None}
+    files = dict(e.attachments)
     for address, (ch, ver) in wanted.items():
         if (ch, ver) in found:
             data = found[(ch, ver)]
@@ -466,8 +456,7 @@ class SealTx:
 
 def _lock_class(name: str) -> int:
     """A signed 32-bit advisory-lock class for ``name``."""
-    value = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
-    return value - (1 << 32) if value >= 1 << 31 else value
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big", signed=True)
 
 
 def translate(exc: psycopg.Error) -> Exception:

@@ -85,11 +85,11 @@ def server_processes(datadir: Path) -> list[int]:
     processes a killed postmaster left behind)."""
     import psutil
 
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        if proc.info.get("name") in POSTGRES_NAMES and server_process(proc.pid, datadir):
-            found.append(proc.pid)
-    return found
+    return [
+        proc.pid
+        for proc in psutil.process_iter(["name"])
+        if proc.info.get("name") in POSTGRES_NAMES and server_process(proc.pid, datadir)
+    ]
 
 
 def pidfile_lines(datadir: Path) -> list[str] | None:
@@ -185,10 +185,8 @@ def stop_postmaster(datadir: Path, pid: int, timeout: float) -> bool:
     (what a SIGKILL leaves is then cleared). ``False`` if it is still alive after all."""
     half = max(timeout / 2, 0.5)
     left = signal_and_wait([pid], signal.SIGINT, half)  # "fast shutdown"
-    if left:
-        left = signal_and_wait(left, signal.SIGQUIT, half)  # "immediate shutdown"
-    if left:
-        left = signal_and_wait(left, signal.SIGKILL, 5.0)
+    left = signal_and_wait(left, signal.SIGQUIT, half)  # "immediate shutdown" (none left: a no-op)
+    left = signal_and_wait(left, signal.SIGKILL, 5.0)
     clear_stale(datadir)
     return not left
 

@@ -66,13 +66,12 @@ def event_row(e: Event) -> tuple[Any, ...]:
 def commit_params(group: Sequence[Event]) -> tuple[str, list[bytes | None], str]:
     """The events of ``COMMIT_EVENTS``: their lines, details, index rows."""
     rows = "[" + ",".join(e.line for e in group if e.line) + "]"
-    details = [pack_detail(e) for e in group]
     index = [
         dict(zip(CHECKPOINT_INDEX_COLUMNS, checkpoint_row(e), strict=True))
         for e in group
         if e.kind == "checkpoint"
     ]
-    return rows, details, json.dumps(index, default=_iso)
+    return rows, [pack_detail(e) for e in group], json.dumps(index, default=_iso)
 
 
 def _iso(value: Any) -> str:

@@ -494,10 +494,9 @@ def setup(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> int:
         conn.execute(q(MIGRATIONS[0], schema))
         done = {int(r[0]) for r in conn.execute(q(APPLIED_MIGRATIONS, schema)).fetchall()}
         for v, text in enumerate(MIGRATIONS):
-            if v in done:
-                continue
-            conn.execute(q(text, schema))
-            conn.execute(q(RECORD_MIGRATION, schema), (v,))
+            if v not in done:
+                conn.execute(q(text, schema))
+                conn.execute(q(RECORD_MIGRATION, schema), (v,))
     return len(MIGRATIONS) - 1
 
 

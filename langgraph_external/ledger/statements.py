@@ -348,7 +348,6 @@ class LedgerStatements:
         self.checkpoint = compose(UPSERT_CHECKPOINT, schema)
         self.positions = compose(SELECT_POSITIONS, schema)
         self.seal_heads = compose(SELECT_SEAL_HEADS, schema)
-        self.legacy_named = compose(SELECT_LEGACY_NAMED, schema)
         self.namespaces = compose(SELECT_NAMESPACES, schema)
         self.mark_legacy_named = compose(MARK_LEGACY_NAMED, schema)
         self.after = compose(SELECT_EVENTS_AFTER, schema)

@@ -62,16 +62,8 @@ def write_statements(
         first, last = group[0], group[-1]
         assert first.seq is not None and last.seq is not None
         tag = head_tag(cipher, tid, last.seq, last.hash)
-        head = (
-            tid,
-            first.seq - 1,
-            first.prev,
-            last.seq,
-            last.hash,
-            last.ts,
-            tag,
-            list(captures.get(tid, ())),
-        )
+        sealed_from = list(captures.get(tid, ()))
+        head = (tid, first.seq - 1, first.prev, last.seq, last.hash, last.ts, tag, sealed_from)
         if all(e.line and e.kind not in THREAD_OPS for e in group):
             out.append((sql.commit, (*head, *commit_params(group))))
         else:
@@ -102,9 +94,8 @@ def _refs(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
         if is_ref(value):
             yield str(value["$artifact"]), value
             return
-        for v in value.values():
-            yield from _refs(v)
-    elif isinstance(value, list):
+        value = list(value.values())
+    if isinstance(value, list):
         for v in value:
             yield from _refs(v)
 

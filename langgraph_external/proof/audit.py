@@ -99,8 +99,7 @@ def trusted_head(
 
 
 def _leaves(conn: psycopg.Connection[Any], schema: str, size: int) -> list[bytes]:
-    rows = conn.execute(q(LEAVES, schema), (size,)).fetchall()
-    return [bytes(r[0]) for r in rows]
+    return [bytes(r[0]) for r in conn.execute(q(LEAVES, schema), (size,)).fetchall()]
 
 
 def export_bundle(
@@ -131,12 +130,11 @@ def export_bundle(
         )
     index, _tid, seq, head_hash, ts_us = row
     envelopes = [e for e in fetch_events(conn, thread_id, schema) if e["seq"] <= seq]
-    lines = [hashed_line(e)[0] for e in envelopes]
     bundle: dict[str, Any] = {
         "format": BUNDLE_FORMAT,
         "origin": signed.head.origin,
         "thread_id": thread_id,
-        "events": lines,
+        "events": [hashed_line(e)[0] for e in envelopes],
         "leaf": {
             "index": int(index),
             "thread_id": thread_id,

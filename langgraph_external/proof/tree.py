@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 from langgraph_external.proof.verify import leaf_hash, node_hash, tree_root
 
@@ -36,10 +37,7 @@ __all__ = [
 
 def _split(n: int) -> int:
     """The largest power of two below ``n`` (``n`` > 1)."""
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return k
+    return 1 << ((n - 1).bit_length() - 1)
 
 
 def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
@@ -101,7 +99,4 @@ def frontier_root(frontier: Sequence[bytes]) -> bytes:
     """The tree hash of a log from its right edge (:func:`frontier_of`)."""
     if not frontier:
         return tree_root([])
-    acc = frontier[-1]
-    for h in reversed(frontier[:-1]):
-        acc = node_hash(h, acc)
-    return acc
+    return reduce(lambda acc, h: node_hash(h, acc), reversed(frontier[:-1]), frontier[-1])

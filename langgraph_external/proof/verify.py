@@ -294,9 +294,8 @@ class Verdict:
 
     def report(self) -> str:
         """The verdict as text: VERIFIED or FAILED, then what was found."""
-        head = f"{'VERIFIED' if self.ok else 'FAILED'}: {self.what}"
-        lines = [head] + [f"  {f}" for f in self.facts]
-        lines += [f"  problem: {p}" for p in self.problems]
+        lines = [f"{'VERIFIED' if self.ok else 'FAILED'}: {self.what}"]
+        lines += [f"  {f}" for f in self.facts] + [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
 
@@ -348,9 +347,8 @@ def _commitments(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         if isinstance(value, dict):
             if isinstance(value.get("sha256"), str) and isinstance(value.get("commit"), str):
                 out[value["sha256"]] = value["commit"]
-            for x in value.values():
-                refs(x)
-        elif isinstance(value, list):
+            value = list(value.values())
+        if isinstance(value, list):
             for x in value:
                 refs(x)
 
@@ -390,7 +388,6 @@ def _check_events(lines: Any, tid: Any, v: Verdict) -> list[dict[str, Any]] | No
     """The bundle's events, each hash over its exact text, each ``prev`` the hash before
     it (``None``: none, or one cannot be read)."""
     events: list[dict[str, Any]] = []
-    prev: str | None = None
     if not isinstance(lines, list) or not lines:
         v.problems.append("the bundle holds no events")
         return None
@@ -408,7 +405,7 @@ def _check_events(lines: Any, tid: Any, v: Verdict) -> list[dict[str, Any]] | No
             )
         if obj.get("thread_id") != tid:
             v.problems.append(f"event seq {seq} belongs to thread {obj.get('thread_id')!r}")
-        if i and (seq != events[-1].get("seq", 0) + 1 or obj.get("prev") != prev):
+        if i and (seq != events[-1].get("seq", 0) + 1 or obj.get("prev") != events[-1]["hash"]):
             v.problems.append(
                 f"the chain is broken before event seq {seq} (an event was "
                 "removed, inserted or reordered)"
@@ -418,7 +415,6 @@ def _check_events(lines: Any, tid: Any, v: Verdict) -> list[dict[str, Any]] | No
                 f"the record starts at seq {seq} (earlier events were deleted "
                 "under a recorded tombstone)"
             )
-        prev = obj["hash"]
         events.append(obj)
     v.facts.append(
         f"{len(events)} events, seq {events[0].get('seq')}..{events[-1].get('seq')}, "
@@ -444,11 +440,8 @@ def _check_leaf(
             "the thread was cut back or replaced"
         )
     try:
-        lh = leaf_hash(
-            leaf_bytes(
-                str(leaf["thread_id"]), int(leaf["seq"]), str(leaf["hash"]), int(leaf["ts_us"])
-            )
-        )
+        fields = str(leaf["thread_id"]), int(leaf["seq"]), str(leaf["hash"]), int(leaf["ts_us"])
+        lh = leaf_hash(leaf_bytes(*fields))
         proof = _hex_list(bundle.get("inclusion"), "the inclusion proof")
         index = int(leaf["index"])
     except (KeyError, TypeError, ValueError) as exc:

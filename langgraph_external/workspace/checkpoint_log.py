@@ -97,10 +97,9 @@ class CheckpointLog:
             raise _bad_line(path, bad, "; nothing was restored") from bad
 
     def _add(self, n: int, line: dict[str, Any]) -> None:
-        path = self.path
         kind, cid = line.get("record"), cast(str, line.get("checkpoint_id"))
         if kind in ("checkpoint", "write", "writer") and not isinstance(cid, str):
-            raise RestoreError(f"{path}: line {n} has no checkpoint id (a {kind} line)")
+            raise RestoreError(f"{self.path}: line {n} has no checkpoint id (a {kind} line)")
         if kind == "checkpoint":
             self.docs[cid] = line
             self.line_of[cid] = n
@@ -120,11 +119,9 @@ class CheckpointLog:
         doc = dict(self.docs[checkpoint_id])
         late = self.writers.get(checkpoint_id, [])
         if late:
-            known = {w.get("task_id") for w in doc.get("writers", [])}
-            doc["writers"] = [
-                *doc.get("writers", []),
-                *(w for w in late if w["task_id"] not in known),
-            ]
+            writers = doc.get("writers", [])
+            known = {w.get("task_id") for w in writers}
+            doc["writers"] = [*writers, *(w for w in late if w["task_id"] not in known)]
         return doc
 
     def bytes_of(self, ref: dict[str, Any], *, where: str = "") -> bytes:
@@ -142,21 +139,15 @@ class CheckpointLog:
         sealed = ref.get("enc") is not None
         # one check per copy: the same place holds the same bytes for every reference
         # (unchanged channels refer back to the checkpoint that stored them)
-        key = (
-            ("b64", id(ref), sha)
-            if ref.get("b64") is not None
-            else ("inline", ref.get("in"), sha)
-            if ref.get("inline")
-            else ("file", None, sha),
-            sealed,
-        )
+        kind = "b64" if ref.get("b64") is not None else "inline" if ref.get("inline") else "file"
+        key = (kind, {"b64": id(ref), "inline": ref.get("in")}.get(kind), sha, sealed)
         if key in self._checked:
             return self._checked[key]
         try:
-            if ref.get("b64") is not None:
+            if kind == "b64":
                 source = f"{self.path}: {where or 'write line'} inline bytes"
                 data = base64.b64decode(ref["b64"], validate=True)
-            elif ref.get("inline"):
+            elif kind == "inline":
                 holder_id = ref["in"]
                 source = (
                     f"{self.path}: line {self.line_of.get(holder_id, '?')} "
@@ -296,10 +287,8 @@ def _same_ref(at: str, what: str, line: Any, recorded: Any) -> None:
 
 
 def _check_link(prev: Mapping[str, Any] | None, env: Mapping[str, Any], raw: bytes) -> str:
-    """:func:`verify_chain` of ``[prev, env]`` where ``prev`` was checked already.
-
-    Returns the canonical line of ``env`` (what the ledger stores), computed while hashing.
-    """
+    """:func:`verify_chain` of ``[prev, env]`` where ``prev`` was checked already; returns
+    the canonical line of ``env`` (what the ledger stores), computed while hashing."""
     seq = env["seq"]
     if prev is not None:
         if seq != prev["seq"] + 1:
@@ -466,10 +455,8 @@ def has_checkpoints(ws: Workspace, thread_id: str) -> bool:
         >>> has_checkpoints(Workspace("memory://lgx-doc-has"), "t")
         False
     """
-    for ns in _namespaces(ws, thread_id):
-        path = ws.checkpoint_log_path(thread_id, ns)
-        # a torn line is skipped here: verifying names it
-        for _, _, line in read_lines(ws, path, skip_bad=True):
-            if line.get("record") == "checkpoint":
-                return True
-    return False
+    return any(  # a torn line is skipped here: verifying names it
+        line.get("record") == "checkpoint"
+        for ns in _namespaces(ws, thread_id)
+        for _, _, line in read_lines(ws, ws.checkpoint_log_path(thread_id, ns), skip_bad=True)
+    )

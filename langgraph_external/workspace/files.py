@@ -175,11 +175,8 @@ class Workspace:
             raise
 
     def _inside(self, path: str) -> None:
-        """Refuse a local write whose directory resolves outside the root (a symlink).
-
-        Raises:
-            WorkspaceError: the path escapes the workspace root.
-        """
+        """Refuse a local write whose directory resolves outside the root (a symlink):
+        raises :class:`WorkspaceError`."""
         directory = path.rsplit("/", 1)[0]
         checked = getattr(self._locks, "checked", None)
         if checked is not None and directory in checked:
@@ -323,8 +320,7 @@ class Workspace:
                 if self.fsync:
                     os.fsync(f.fileno())
             return
-        data = self.fs.cat_file(path)[:size]
-        self.fs.pipe_file(path, data)
+        self.fs.pipe_file(path, self.fs.cat_file(path)[:size])
 
     def write_json(self, path: str, obj: Any, *, clean: bool = False) -> None:
         """Atomically write ``obj`` as indented UTF-8 JSON (``clean``: ``obj`` is JSON
@@ -394,9 +390,7 @@ class Workspace:
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""
-        if self.is_local:
-            return os.path.exists(path)
-        return bool(self.fs.exists(path))
+        return os.path.exists(path) if self.is_local else bool(self.fs.exists(path))
 
     def iter_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
         """Yield the envelopes of ``events.jsonl`` in order, streamed (read by
@@ -405,8 +399,7 @@ class Workspace:
         if not self.exists(path):
             return
         with self.fs.open(path, "rb") as f:
-            for _, _, doc in parse_lines(f):
-                yield doc
+            yield from (doc for _, _, doc in parse_lines(f))
 
     def list_threads(self) -> list[str]:
         """Thread ids present in the workspace, sorted."""
@@ -461,16 +454,8 @@ def dumps_json(obj: Any, indent: int | None = None, *, sort_keys: bool = False) 
         >>> dumps_json([1.5, float("-inf")])
         '[1.5, "-Infinity"]'
     """
+    options: dict[str, Any] = {"indent": indent, "default": str, "sort_keys": sort_keys}
     try:
-        return json.dumps(
-            obj,
-            indent=indent,
-            ensure_ascii=False,
-            allow_nan=False,
-            default=str,
-            sort_keys=sort_keys,
-        )
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False, **options)
     except ValueError:  # a non-finite float somewhere (rare): encode it as json_safe does
-        return json.dumps(
-            json_safe(obj), indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys
-        )
+        return json.dumps(json_safe(obj), ensure_ascii=False, **options)

@@ -109,11 +109,10 @@ def parse_lines(
             if skip_bad:
                 continue
             raise BadLine(n, exc) from exc
-        if not isinstance(doc, dict):
-            if skip_bad:
-                continue
+        if isinstance(doc, dict):
+            yield n, raw.rstrip(b"\r\n"), doc
+        elif not skip_bad:
             raise BadLine(n, None)
-        yield n, raw.rstrip(b"\r\n"), doc
 
 
 def read_lines(
@@ -135,8 +134,7 @@ def read_file(ws: Workspace, path: str) -> tuple[list[dict[str, Any]], BadLine |
         return objects, None
     with ws.fs.open(path, "rb") as f:
         try:
-            for _, _, doc in parse_lines(f):
-                objects.append(doc)
+            objects.extend(doc for _, _, doc in parse_lines(f))
         except BadLine as bad:
             return objects, bad
     return objects, None

@@ -45,15 +45,13 @@ logger = logging.getLogger("langgraph_external")
 __all__ = ["STATE_INTERVAL", "WorkspaceProjection", "state_tag"]
 
 _CACHE = 4096
+_YOUNG = 20  # a thread's policy hash is looked for in its events up to this seq
 # a deferred state.json whose thread another writer appended to after it was due, or whose
 # files another writer left (it may have died with its own state.json deferred): the
 # newest root checkpoint is then read from the log (our own later appends of writes lines
 # must not make the old one look current)
 _FOREIGN = -1
 STATE_INTERVAL = 5.0  # state.json is rewritten at most this often per thread (and at flush)
-
-
-_YOUNG = 20  # a thread's policy hash is looked for in its events up to this seq
 
 
 def _policy_hash(e: Event) -> str | None:
@@ -257,9 +255,7 @@ class WorkspaceProjection:
 
     def _append(self, path: str, lines: list[tuple[int, str]]) -> None:
         """Append ``(seq, line)`` pairs whose seq the file does not hold yet."""
-        held = self._file_seq.get(path)
-        if held is None:
-            held = self.ws.repair_tail(path)
+        held = self._file_seq[path] if path in self._file_seq else self.ws.repair_tail(path)
         fresh = [line for seq, line in lines if seq > held]
         if fresh:
             try:
@@ -277,8 +273,7 @@ class WorkspaceProjection:
         self._file_seq.move_to_end(path)
         self._by_dir.setdefault(_dir_of(path), set()).add(path)
         while len(self._file_seq) > _CACHE:
-            old = next(iter(self._file_seq))
-            self._drop_path(old)
+            self._drop_path(next(iter(self._file_seq)))
 
     def _paths_of(self, tid: str) -> list[str]:
         """Cached log paths under a thread's directory."""
@@ -330,8 +325,7 @@ class WorkspaceProjection:
             for sha, b64 in ((e.detail or {}).get("inline") or {}).items():
                 self.views.remember_bytes(sha, base64.b64decode(b64))
             for rel, data in e.attachments.items():
-                name = rel.rsplit("/", 1)[-1]
-                self.views.remember_bytes(name, data)
+                self.views.remember_bytes(rel.rsplit("/", 1)[-1], data)
                 ws.write_if_absent(f"{tdir}/{rel}", data)
         logs: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # ns -> (seq, line)
         latest_root: Event | None = None
@@ -369,10 +363,8 @@ class WorkspaceProjection:
     def _flush_logs(self, tid: str, logs: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
         for ns, lines in logs.items():
             if lines:
-                self._append(
-                    self.ws.checkpoint_log_path(tid, ns),
-                    [(seq, _dumps_line(x)) for seq, x in lines],
-                )
+                path = self.ws.checkpoint_log_path(tid, ns)
+                self._append(path, [(seq, _dumps_line(x)) for seq, x in lines])
         logs.clear()
 
     def _write_thread_json(self, tid: str, fresh: list[Event]) -> None:
@@ -542,9 +534,7 @@ def _namespace_of(stem: str, log: bytes) -> str | None:
 
 def _dir_of(path: str) -> str:
     """The thread directory of a log path (``<dir>/events.jsonl``, ``<dir>/checkpoints/..``)."""
-    if path.endswith("/" + EVENTS_FILE):
-        return path[: -len("/" + EVENTS_FILE)]
-    return path.rsplit("/", 2)[0]
+    return path.rsplit("/", 1 if path.endswith("/" + EVENTS_FILE) else 2)[0]
 
 
 def _dumps_line(obj: dict[str, Any]) -> str:

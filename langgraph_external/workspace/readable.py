@@ -37,7 +37,6 @@ _BYTES_BUDGET = 2 * 1024 * 1024  # exact bytes kept for rendering readable views
 _READABLE_CACHE = 256  # rendered values, each from at most RENDER_MAX bytes
 INTERNAL_CHANNELS = ("__", "branch:")
 """Prefixes of LangGraph's own channels: exact copies only, no rendering."""
-_INTERNAL = INTERNAL_CHANNELS
 # a checkpoint line renders changed channels up to this size; a larger value (a long
 # message list) is what its writes lines already render, so the line refers to them
 # instead of rendering the whole value again at every step
@@ -137,15 +136,11 @@ class ReadableViews:
 
     def redact(self, value: Any) -> Any:
         """``value`` through the redactor (if any)."""
-        if self.redactor is None:
-            return value
-        return self.redactor(value)[0]
+        return value if self.redactor is None else self.redactor(value)[0]
 
     def redact_at(self, key: Any, value: Any) -> Any:
         """``value`` redacted as it sits under ``key`` (a channel) in the whole state."""
-        if self.redactor is None:
-            return value
-        return redact_at(self.redactor, [str(key)], value)[0]
+        return value if self.redactor is None else redact_at(self.redactor, [str(key)], value)[0]
 
     def writes_lines(self, tid: str, e: Event) -> list[dict[str, Any]]:
         """The checkpoint log's lines of a ``writes`` event, rendered and redacted."""
@@ -174,7 +169,9 @@ class ReadableViews:
     ) -> dict[str, Any]:
         """The ``state.json`` of checkpoint ``checkpoint_id`` (channel map ``full``)."""
         values = {
-            ch: self.render(tid, ref) for ch, ref in full.items() if not ch.startswith(_INTERNAL)
+            ch: self.render(tid, ref)
+            for ch, ref in full.items()
+            if not ch.startswith(INTERNAL_CHANNELS)
         }
         doc: dict[str, Any] = {
             "thread_id": tid,
