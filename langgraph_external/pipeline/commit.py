@@ -31,23 +31,18 @@ class Commit:
     that precede it; :meth:`done` or :meth:`failed` settles it once the saver returned.
     """
 
-    __slots__ = ("_riders", "_settled", "capture", "pipeline", "step", "thread_id")
+    __slots__ = ("_settled", "capture", "pipeline", "riders", "step", "thread_id")
 
     def __init__(self, pipeline: Pipeline, thread_id: str) -> None:
         self.pipeline = pipeline
         self.thread_id = thread_id
         self.capture: Capture | None = None
         self.step: int | None = None
-        self._riders: list[Entry] = []
+        self.riders: list[Entry] = []  # the buffered entries this capture carries
         self._settled = False
         buffer = pipeline.buffer
         with buffer.cv:  # the flusher leaves the thread to this commit until it settles
             buffer.open_commit(id(self), thread_id)
-
-    @property
-    def riders(self) -> list[Entry]:
-        """The buffered entries this capture carries."""
-        return self._riders
 
     def take(
         self,
@@ -111,7 +106,7 @@ class Commit:
         taken = self.pipeline.buffer.try_take(self.thread_id, ns, step, checkpoint_id, parent_id)
         if taken is None:
             return False
-        self._riders = taken
+        self.riders = taken
         capture.riders = [en.event for en in taken]
         self.capture = self.pipeline.buffer.riding(capture)
         return True
@@ -122,7 +117,7 @@ class Commit:
             return
         self._settled = True
         self.pipeline.captured(
-            [self.capture] if self.capture is not None else [], self._riders, commit=self
+            [self.capture] if self.capture is not None else [], self.riders, commit=self
         )
 
     def failed(self, *, doubtful: bool = False) -> None:
@@ -137,11 +132,11 @@ class Commit:
         self._settled = True
         buffer = self.pipeline.buffer
         with buffer.cv:
-            if doubtful and self._riders and self.capture is not None:
+            if doubtful and self.riders and self.capture is not None:
                 buffer.doubt(
                     self.thread_id,
-                    [(self.capture.event_id, {en.event.event_id for en in self._riders})],
+                    [(self.capture.event_id, {en.event.event_id for en in self.riders})],
                 )
-            buffer.close_commit(id(self), self.thread_id, self._riders)
-            buffer.rebuffer(self.thread_id, self._riders)
+            buffer.close_commit(id(self), self.thread_id, self.riders)
+            buffer.rebuffer(self.thread_id, self.riders)
             buffer.cv.notify_all()

@@ -283,11 +283,9 @@ class SealingService:
     def _look_pending(self) -> None:
         """Count the captures still waiting (for ``health()``), at most once a second."""
         pending = getattr(self.ledger, "pending", None)
-        if pending is None or (
-            self._pending is not None and time.monotonic() - self._pending[0] < 1.0
-        ):
-            return
-        self._pending = (time.monotonic(), pending())
+        stale = self._pending is None or time.monotonic() - self._pending[0] >= 1.0
+        if pending is not None and stale:
+            self._pending = (time.monotonic(), pending())
 
     def _on_sealed(self, result: SealResult) -> None:
         if self.signer is not None:

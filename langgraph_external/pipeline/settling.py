@@ -44,11 +44,9 @@ def lagging_threads(ledger: Any, proj: Projection, recheck: bool) -> dict[str, i
     due = getattr(proj, "due", None)
     pending = set(due()) if due is not None else set()
     peek = getattr(proj, "peek", None) or proj.position  # not holding the threads
-    out = {}
-    for t, head, cursor in lag:
-        if (recheck and t not in pending) or head > peek(t):
-            out[t] = cursor
-    return out
+    return {
+        t: cursor for t, head, cursor in lag if (recheck and t not in pending) or head > peek(t)
+    }
 
 
 def settle_projection(
