@@ -70,7 +70,7 @@ class Commit:
         if p.is_doubtful(self.thread_id):
             p.resolve_doubts(self.thread_id)  # before riders are picked again
         with p.buffer.cv:
-            while not self._try_take(capture, ns, step, checkpoint_id, parent_id):
+            while not self._try_take(capture, (ns, step, checkpoint_id, parent_id)):
                 p.buffer.cv.wait(0.05)
         return capture
 
@@ -91,19 +91,14 @@ class Commit:
             await asyncio.to_thread(p.resolve_doubts, self.thread_id)
         while True:
             with p.buffer.cv:
-                if self._try_take(capture, ns, step, checkpoint_id, parent_id):
+                if self._try_take(capture, (ns, step, checkpoint_id, parent_id)):
                     return capture
             await asyncio.sleep(0.001)
 
     def _try_take(
-        self,
-        capture: Capture,
-        ns: str,
-        step: int | None,
-        checkpoint_id: str | None,
-        parent_id: str | None,
+        self, capture: Capture, at: tuple[str, int | None, str | None, str | None]
     ) -> bool:
-        taken = self.pipeline.buffer.try_take(self.thread_id, ns, step, checkpoint_id, parent_id)
+        taken = self.pipeline.buffer.try_take(self.thread_id, *at)
         if taken is None:
             return False
         self.riders = taken

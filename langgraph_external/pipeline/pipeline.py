@@ -422,9 +422,8 @@ class Pipeline:
             return
         atexit.unregister(self._atexit)
         deadline = Deadline(timeout)
-        # exports get their own chance when the sealer closes (and do not wait again
-        # after a flush of the app's that found their receiver down); a backend that
-        # seals elsewhere (``lgx worker``) is not waited for: the captures are durable
+        # exports get their chance when the sealer closes (no second wait after a flush
+        # found their receiver down); a worker elsewhere is not waited for (durable)
         seal = getattr(self.sealing, "seals_here", True)
         ok = self._flush(timeout, exports=False, seal=seal)
         self._closed = True

@@ -214,13 +214,8 @@ class Sealer:
                 why,
                 f"; kept in {path}" if path else "",
             )
-            note = refusal(
-                tid,
-                why,
-                path,
-                capture=first.kind,
-                events=len(first.riders) + (first.kind != "events"),
-            )
+            carried = len(first.riders) + (first.kind != "events")
+            note = refusal(tid, why, path, capture=first.kind, events=carried)
             for proc in self.processors:
                 note = proc(note)
             sealed = Sequencer(lambda _ids: dict(tx.heads)).seal([note])

@@ -254,9 +254,8 @@ class SealingService:
                 self._busy_since = time.monotonic()
             busy = False
             try:
-                # a batch below the limits took all there was: the next one waits a
-                # linger for more (sealing the few captures that committed meanwhile at
-                # once would cost a transaction and its fixed reads for each of them)
+                # a batch below the limits took all there was: the next waits a linger
+                # (sealing each late capture at once costs a transaction and its reads)
                 while self.sealer.seal_batch():
                     busy = True
                     with self._cv:

@@ -71,9 +71,8 @@ def settle_projection(
                 if mark is not None:
                     ledger.set_cursor(proj.name, tid, mark, None)
         elif threads := due():
-            # under the threads' projection locks, like any other write of them; a
-            # thread another process holds is left to it (its state is the newer one).
-            # Settled, their cursors move past the checkpoints they held back.
+            # under the threads' projection locks, like any other write; a thread another
+            # process holds is left to it (its state is the newer one)
             revalidate = getattr(proj, "revalidate", None)
             with locks(proj.name, threads) as held:
                 settle(held.threads)
