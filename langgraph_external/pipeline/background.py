@@ -41,7 +41,7 @@ class BackgroundThread:
             condition); called by :meth:`stop`.
     """
 
-    __slots__ = ("_thread", "loop", "name", "stopping", "wake")
+    __slots__ = ("loop", "name", "stopping", "thread", "wake")
 
     def __init__(
         self, name: str, loop: Callable[[], None], *, wake: Callable[[], None] | None = None
@@ -50,39 +50,34 @@ class BackgroundThread:
         self.loop = loop
         self.wake = wake
         self.stopping = False
-        self._thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None  # None before start()
 
     def start(self) -> BackgroundThread:
         """Start the thread (once; :meth:`revive` starts it again)."""
-        if self._thread is None:
-            self._thread = threading.Thread(
+        if self.thread is None:
+            self.thread = threading.Thread(
                 target=self.loop, name=f"langgraph-external-{self.name}", daemon=True
             )
-            self._thread.start()
+            self.thread.start()
         return self
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The running thread (``None`` before :meth:`start`)."""
-        return self._thread
 
     @property
     def started(self) -> bool:
         """Whether the thread was started (it may have died since)."""
-        return self._thread is not None
+        return self.thread is not None
 
     @property
     def alive(self) -> bool:
         """Whether the thread is running."""
-        return self._thread is not None and self._thread.is_alive()
+        return self.thread is not None and self.thread.is_alive()
 
     def revive(self) -> bool:
         """Start the thread again if it was started, died and is not stopping; ``True``
         when it did."""
-        if self._thread is None or self._thread.is_alive() or self.stopping:
+        if self.thread is None or self.thread.is_alive() or self.stopping:
             return False
         logger.error("langgraph-external: the %s thread died; starting it again", self.name)
-        self._thread = None
+        self.thread = None
         self.start()
         return True
 
@@ -92,7 +87,7 @@ class BackgroundThread:
         self.stopping = True
         if self.wake is not None:
             self.wake()
-        thread = self._thread
+        thread = self.thread
         if thread is None or thread is threading.current_thread():
             return True
         thread.join(timeout=timeout)

@@ -275,17 +275,13 @@ class EventBuffer:
         for en in picked:
             by_thread.setdefault(en.event.thread_id, []).append(en)
         ordered = [en for ens in by_thread.values() for en in ens]
-        captures = [
-            self.riding(
-                Capture(
-                    "events", tid, riders=[en.event for en in ens], event_id=ens[0].event.event_id
-                )
-            )
-            for tid, ens in by_thread.items()
-        ]
-        self.storing += len(ordered)
+        captures = []
         for tid, ens in by_thread.items():
+            riders = [en.event for en in ens]
+            c = Capture("events", tid, riders=riders, event_id=riders[0].event_id)
+            captures.append(self.riding(c))
             self._flushing[tid] = self._flushing.get(tid, 0) + len(ens)
+        self.storing += len(ordered)
         return ordered, captures
 
     def stored(self, entries: Sequence[Entry]) -> None:

@@ -31,23 +31,18 @@ class Commit:
     that precede it; :meth:`done` or :meth:`failed` settles it once the saver returned.
     """
 
-    __slots__ = ("_riders", "_settled", "capture", "pipeline", "step", "thread_id")
+    __slots__ = ("_settled", "capture", "pipeline", "riders", "step", "thread_id")
 
     def __init__(self, pipeline: Pipeline, thread_id: str) -> None:
         self.pipeline = pipeline
         self.thread_id = thread_id
         self.capture: Capture | None = None
         self.step: int | None = None
-        self._riders: list[Entry] = []
+        self.riders: list[Entry] = []  # the buffered entries this capture carries
         self._settled = False
         buffer = pipeline.buffer
         with buffer.cv:  # the flusher leaves the thread to this commit until it settles
             buffer.open_commit(id(self), thread_id)
-
-    @property
-    def riders(self) -> list[Entry]:
-        """The buffered entries this capture carries."""
-        return self._riders
 
     def take(
         self,
@@ -75,7 +70,7 @@ class Commit:
         if p.is_doubtful(self.thread_id):
             p.resolve_doubts(self.thread_id)  # before riders are picked again
         with p.buffer.cv:
-            while not self._try_take(capture, ns, step, checkpoint_id, parent_id):
+            while not self._try_take(capture, (ns, step, checkpoint_id, parent_id)):
                 p.buffer.cv.wait(0.05)
         return capture
 
@@ -96,22 +91,17 @@ class Commit:
             await asyncio.to_thread(p.resolve_doubts, self.thread_id)
         while True:
             with p.buffer.cv:
-                if self._try_take(capture, ns, step, checkpoint_id, parent_id):
+                if self._try_take(capture, (ns, step, checkpoint_id, parent_id)):
                     return capture
             await asyncio.sleep(0.001)
 
     def _try_take(
-        self,
-        capture: Capture,
-        ns: str,
-        step: int | None,
-        checkpoint_id: str | None,
-        parent_id: str | None,
+        self, capture: Capture, at: tuple[str, int | None, str | None, str | None]
     ) -> bool:
-        taken = self.pipeline.buffer.try_take(self.thread_id, ns, step, checkpoint_id, parent_id)
+        taken = self.pipeline.buffer.try_take(self.thread_id, *at)
         if taken is None:
             return False
-        self._riders = taken
+        self.riders = taken
         capture.riders = [en.event for en in taken]
         self.capture = self.pipeline.buffer.riding(capture)
         return True
@@ -122,7 +112,7 @@ class Commit:
             return
         self._settled = True
         self.pipeline.captured(
-            [self.capture] if self.capture is not None else [], self._riders, commit=self
+            [self.capture] if self.capture is not None else [], self.riders, commit=self
         )
 
     def failed(self, *, doubtful: bool = False) -> None:
@@ -137,11 +127,11 @@ class Commit:
         self._settled = True
         buffer = self.pipeline.buffer
         with buffer.cv:
-            if doubtful and self._riders and self.capture is not None:
+            if doubtful and self.riders and self.capture is not None:
                 buffer.doubt(
                     self.thread_id,
-                    [(self.capture.event_id, {en.event.event_id for en in self._riders})],
+                    [(self.capture.event_id, {en.event.event_id for en in self.riders})],
                 )
-            buffer.close_commit(id(self), self.thread_id, self._riders)
-            buffer.rebuffer(self.thread_id, self._riders)
+            buffer.close_commit(id(self), self.thread_id, self.riders)
+            buffer.rebuffer(self.thread_id, self.riders)
             buffer.cv.notify_all()

@@ -158,11 +158,8 @@ class Flusher:
                     b.stored(batch)
 
     def _store(self, entries: list[Entry], captures: list[Capture]) -> None:
-        """Capture ``entries`` (one capture per thread) in one transaction.
-
-        On failure the entries go back to the buffer. Values the ledger refuses (not an
-        outage) are isolated to their thread and set aside (:meth:`_set_aside`).
-        """
+        """Capture ``entries`` in one transaction; on failure they go back to the buffer,
+        and values the ledger refuses (not an outage) are set aside per thread."""
         b = self.buffer
         self.store_started = time.monotonic()
         try:
@@ -191,16 +188,9 @@ class Flusher:
                 self._set_aside(captures[0].thread_id, entries, exc)
                 return
             with b.cv:
-                for tid, ens in by_thread.items():
-                    b.rebuffer(tid, ens)
-                    b.doubt(
-                        tid,
-                        [
-                            (c.event_id, {e.event_id for e in c.riders})
-                            for c in captures
-                            if c.thread_id == tid
-                        ],
-                    )
+                for c in captures:  # one per thread (collect)
+                    b.rebuffer(c.thread_id, by_thread[c.thread_id])
+                    b.doubt(c.thread_id, [(c.event_id, {e.event_id for e in c.riders})])
                 if b.ledger_down_since is None:
                     b.ledger_down_since = time.monotonic()
                 b.cv.notify_all()
@@ -211,11 +201,10 @@ class Flusher:
 
     def _set_aside(self, tid: str, entries: Sequence[Entry], exc: BaseException) -> None:
         """Set aside events the ledger refuses, with an error event for their thread."""
-        path = self.wal.quarantine(
-            self.finish([en.event for en in entries]), f"{type(exc).__name__}: {exc}"
-        )
+        why = f"{type(exc).__name__}: {exc}"
+        path = self.wal.quarantine(self.finish([en.event for en in entries]), why)
         self.failures.add("ledger", exc, len(entries))
-        self.quarantined[f"ledger:{tid}"] = f"{type(exc).__name__}: {exc}"
+        self.quarantined[f"ledger:{tid}"] = why
         logger.error(
             "langgraph-external: %d events of thread %r refused by the ledger (%s); kept in %s",
             len(entries),
@@ -224,7 +213,7 @@ class Flusher:
             path,
         )
         self.wal.settled([en.wal for en in entries if en.wal])
-        note = self.process(refusal(tid, f"{type(exc).__name__}: {exc}", path, events=len(entries)))
+        note = self.process(refusal(tid, why, path, events=len(entries)))
         capture = self.buffer.riding(Capture("events", tid, riders=[note], event_id=note.event_id))
         try:
             self.ledger.capture([capture])

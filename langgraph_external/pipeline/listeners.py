@@ -38,10 +38,7 @@ class FlushHooks:
 
     def add(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` at the start of every flush."""
-        ref: Callable[[], Callable[[], None] | None] = (
-            weakref.WeakMethod(fn) if inspect.ismethod(fn) else (lambda: fn)
-        )
-        self._hooks.append(ref)
+        self._hooks.append(weakref.WeakMethod(fn) if inspect.ismethod(fn) else (lambda: fn))
 
     def run(self) -> None:
         """Run the hooks whose owner is alive (forget the others)."""

@@ -39,10 +39,9 @@ STALLS_BEFORE_ASIDE = 3
 thread is set aside."""
 
 
-# errors of the whole filesystem (full, over quota, read-only): every thread meets them
-# sooner or later, whatever its files, and they pass once space is back — a thread that
-# meets one waits and is retried, it is never set aside (another thread's small append
-# may still fit in a block it holds, which says nothing about this thread's files)
+# errors of the whole filesystem (full, over quota, read-only) pass once space is back: a
+# thread meeting one is retried, never set aside (another thread's small append may still
+# fit in a block it holds, which says nothing about this thread's files)
 WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
@@ -152,8 +151,7 @@ class ThreadOutcomes:
         logger.error("%s set thread %r aside: %s", label_of(proj), tid, err)
         try:
             # where its files are settled, not their end: a deferred state.json is still
-            # written once lgx repair lets the thread go on (0: files this process did
-            # not write, which it does not vouch for)
+            # written once lgx repair lets it go on (0: files this process did not write)
             mark = cursor_of(proj, tid, proj.position(tid))
             self.ledger.set_cursor(proj.name, tid, 0 if mark is None else mark, err)
         except Exception:

@@ -355,32 +355,29 @@ class Pipeline:
             b.force += 1
             b.cv.notify_all()
             b.fcv.notify_all()
-            while b.busy():
-                if not self._wait(deadline):
-                    b.force -= 1
-                    return False
-            b.force -= 1
+            try:
+                while b.busy():
+                    self._revive()
+                    if (left := deadline.left()) == 0:
+                        return False
+                    b.cv.wait(0.1 if left is None else min(0.1, left))
+            finally:
+                b.force -= 1
             threads, b.unflushed = b.unflushed, set()
         if self.sealing is None or not seal:
             return True
         try:
-            horizon = self._horizon()
+            horizon = getattr(self.ledger, "horizon", None)
+            at = str(horizon()) if horizon is not None else ""
         except Exception as exc:
             self.failures.add("ledger", exc)
-            with b.cv:
-                b.unflushed |= threads
-            return False
-        ok = self.sealing.flush(FlushRequest(tuple(threads), horizon, deadline.left(), exports))
-        if not ok:
-            with b.cv:
-                b.unflushed |= threads
-            return False
-        self._listeners.feed()
-        return True
-
-    def _horizon(self) -> str:
-        horizon = getattr(self.ledger, "horizon", None)
-        return str(horizon()) if horizon is not None else ""
+        else:
+            if self.sealing.flush(FlushRequest(tuple(threads), at, deadline.left(), exports)):
+                self._listeners.feed()
+                return True
+        with b.cv:
+            b.unflushed |= threads
+        return False
 
     def catch_up(self, timeout: float = 600.0) -> tuple[int, list[str]]:
         """Bring every projection of the local sealing service up to the ledger."""
@@ -396,14 +393,6 @@ class Pipeline:
         if self.service is not None:
             self.service.revive()
 
-    def _wait(self, deadline: Deadline) -> bool:
-        self._revive()
-        left = deadline.left()
-        if left == 0:
-            return False
-        self.buffer.cv.wait(0.1 if left is None else min(0.1, left))
-        return True
-
     def add_flush_hook(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` at the start of every flush (sources emit what they still hold).
 
@@ -417,17 +406,11 @@ class Pipeline:
         With a local sealing service, with every sealed batch; otherwise, at the end of
         each :meth:`flush`, with the events this pipeline captured since, read back.
         """
-        if self.service is not None:
-            self.service.add_listener(fn)
-        else:
-            self._listeners.add(fn)
+        (self._listeners.add if self.service is None else self.service.add_listener)(fn)
 
     def remove_listener(self, fn: Listener) -> None:
         """Stop calling ``fn``."""
-        if self.service is not None:
-            self.service.remove_listener(fn)
-        else:
-            self._listeners.remove(fn)
+        (self._listeners.remove if self.service is None else self.service.remove_listener)(fn)
 
     def close(self, timeout: float = 30.0) -> None:
         """Capture what is buffered, let the sealer and projections catch up, stop.
@@ -439,9 +422,8 @@ class Pipeline:
             return
         atexit.unregister(self._atexit)
         deadline = Deadline(timeout)
-        # exports get their own chance when the sealer closes (and do not wait again
-        # after a flush of the app's that found their receiver down); a backend that
-        # seals elsewhere (``lgx worker``) is not waited for: the captures are durable
+        # exports get their chance when the sealer closes (no second wait after a flush
+        # found their receiver down); a worker elsewhere is not waited for (durable)
         seal = getattr(self.sealing, "seals_here", True)
         ok = self._flush(timeout, exports=False, seal=seal)
         self._closed = True

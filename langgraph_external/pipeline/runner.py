@@ -324,9 +324,8 @@ class ProjectionRunner:
                     self._nap(self._retry_after(), until)
 
     def _nap(self, seconds: float, until: threading.Event | None) -> None:
-        """Wait ``seconds`` before a retry (under the condition); a runner that does not
-        drain on stop ends the wait when stopped. ``until`` is looked at every 0.2 s (it
-        does not notify the condition)."""
+        """Wait ``seconds`` before a retry (under the condition), less when stopped without
+        draining; ``until`` is polled every 0.2 s (it does not notify the condition)."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             if (self._bg.stopping and not self._drain_on_stop) or (
@@ -343,10 +342,8 @@ class ProjectionRunner:
     def _project(
         self, proj: Projection, touched: set[str], scan: bool, recheck: bool
     ) -> tuple[bool, set[str]]:
-        """Bring ``proj`` up to the ledger on ``touched`` threads (and lagging ones);
-        returns whether it did, and the threads to try again. ``recheck``: resume threads
-        whose files are ahead of their cursors (:func:`~langgraph_external.pipeline.apply.
-        apply_thread`)."""
+        """Bring ``proj`` up to the ledger on ``touched`` (and lagging) threads; whether it
+        did, and the threads to try again. ``recheck``: see :func:`.apply.apply_thread`."""
         todo = dict.fromkeys(sorted(touched))
         cursors: dict[str, int] = {}  # lagging thread -> its recorded cursor
         if scan:
@@ -454,8 +451,7 @@ def _located(
     proj: Projection, ledger: Any, todo: Iterable[str], aside: Callable[[str, str], bool]
 ) -> list[str]:
     """The pass's threads not set aside, once ``proj`` asked the ledger where their files
-    go, all at once (one query; :func:`~langgraph_external.pipeline.apply.apply_thread`
-    asks per thread when this could not)."""
+    go in one query (else :func:`.apply.apply_thread` asks per thread)."""
     tids = [t for t in todo if not aside(proj.name, t)]
     locate = getattr(proj, "locate", None)
     if locate is not None and tids:

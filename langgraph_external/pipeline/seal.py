@@ -180,9 +180,8 @@ class Sealer:
         return SealResult(sum(len(v) for v in ids.values()), sealed, list(ids))
 
     def _seal_each_alone(self) -> SealResult:
-        """After a refused batch: each thread in a transaction of its own; a capture the
-        ledger still refuses is replaced by an ``error`` event naming why (and kept in the
-        quarantine directory), so the thread's record goes on."""
+        """After a refused batch: each thread in a transaction of its own; a capture still
+        refused is kept aside and replaced by an ``error`` event, so the thread goes on."""
         total = SealResult()
         with self.ledger.sealing(self.max_threads, self.max_captures) as tx:
             threads = [] if tx is None else list(dict.fromkeys(c.thread_id for c in tx.captures))
@@ -215,13 +214,8 @@ class Sealer:
                 why,
                 f"; kept in {path}" if path else "",
             )
-            note = refusal(
-                tid,
-                why,
-                path,
-                capture=first.kind,
-                events=len(first.riders) + (first.kind != "events"),
-            )
+            carried = len(first.riders) + (first.kind != "events")
+            note = refusal(tid, why, path, capture=first.kind, events=carried)
             for proc in self.processors:
                 note = proc(note)
             sealed = Sequencer(lambda _ids: dict(tx.heads)).seal([note])
@@ -325,9 +319,8 @@ class Sealer:
         return [event]
 
     def _parent_refs(self, tx: Any, m: CheckpointMaterial) -> None:
-        """A by-value capture carries only its changed channels: the parent's references
-        (sealed before it, in commit order) name the rest. This builder no longer holds
-        them (another sealer sealed the parent, or this one restarted): read back."""
+        """A by-value capture carries only its changed channels; the parent's references
+        name the rest, read back when this builder lost them (another sealer, a restart)."""
         assert m.parent_id is not None
         read = getattr(tx, "checkpoint_refs", None)
         refs = read(m.thread_id, m.checkpoint_ns, m.parent_id) if read is not None else None
@@ -352,8 +345,7 @@ def refusal(tid: str, why: str, path: Path | None, **what: Any) -> Event:
 
 def _copied_paths(tx: Any, events: Sequence[Event], legacy: set[str]) -> dict[str, dict[str, str]]:
     """Per copy (``thread_copied``) sealed now, where each copied namespace's log is in
-    the copy's folder — by the copy's rule, whatever its source's (the ledger's index
-    of the copied checkpoints names those files)."""
+    the copy's folder, by the copy's rule whatever its source's."""
     conn = getattr(tx, "conn", None)
     out: dict[str, dict[str, str]] = {}
     for e in events:

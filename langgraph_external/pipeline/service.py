@@ -254,9 +254,8 @@ class SealingService:
                 self._busy_since = time.monotonic()
             busy = False
             try:
-                # a batch below the limits took all there was: the next one waits a
-                # linger for more (sealing the few captures that committed meanwhile at
-                # once would cost a transaction and its fixed reads for each of them)
+                # a batch below the limits took all there was: the next waits a linger
+                # (sealing each late capture at once costs a transaction and its reads)
                 while self.sealer.seal_batch():
                     busy = True
                     with self._cv:
@@ -283,11 +282,9 @@ class SealingService:
     def _look_pending(self) -> None:
         """Count the captures still waiting (for ``health()``), at most once a second."""
         pending = getattr(self.ledger, "pending", None)
-        if pending is None or (
-            self._pending is not None and time.monotonic() - self._pending[0] < 1.0
-        ):
-            return
-        self._pending = (time.monotonic(), pending())
+        stale = self._pending is None or time.monotonic() - self._pending[0] >= 1.0
+        if pending is not None and stale:
+            self._pending = (time.monotonic(), pending())
 
     def _on_sealed(self, result: SealResult) -> None:
         if self.signer is not None:

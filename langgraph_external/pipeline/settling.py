@@ -44,11 +44,9 @@ def lagging_threads(ledger: Any, proj: Projection, recheck: bool) -> dict[str, i
     due = getattr(proj, "due", None)
     pending = set(due()) if due is not None else set()
     peek = getattr(proj, "peek", None) or proj.position  # not holding the threads
-    out = {}
-    for t, head, cursor in lag:
-        if (recheck and t not in pending) or head > peek(t):
-            out[t] = cursor
-    return out
+    return {
+        t: cursor for t, head, cursor in lag if (recheck and t not in pending) or head > peek(t)
+    }
 
 
 def settle_projection(
@@ -73,9 +71,8 @@ def settle_projection(
                 if mark is not None:
                     ledger.set_cursor(proj.name, tid, mark, None)
         elif threads := due():
-            # under the threads' projection locks, like any other write of them; a
-            # thread another process holds is left to it (its state is the newer one).
-            # Settled, their cursors move past the checkpoints they held back.
+            # under the threads' projection locks, like any other write; a thread another
+            # process holds is left to it (its state is the newer one)
             revalidate = getattr(proj, "revalidate", None)
             with locks(proj.name, threads) as held:
                 settle(held.threads)

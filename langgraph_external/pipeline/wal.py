@@ -105,9 +105,7 @@ class WriteAheadLog:
     def orphans(self) -> list[tuple[Path, list[Event]]]:
         """Files no live process holds, with their (complete) events."""
         out: list[tuple[Path, list[Event]]] = []
-        if not self.dir.is_dir():
-            return out
-        for path in sorted(self.dir.glob("*.wal")):
+        for path in self.pending():
             try:
                 with open(path, "rb") as f:
                     try:
@@ -189,8 +187,7 @@ def spool_for(spool: Path, ledger: Any) -> tuple[WriteAheadLog, Path]:
 
 def default_spool_dir() -> Path:
     """``$LGX_SPOOL_DIR`` or ``~/.cache/langgraph-external/spool``."""
-    env = os.environ.get("LGX_SPOOL_DIR")
-    if env:
+    if env := os.environ.get("LGX_SPOOL_DIR"):
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "langgraph-external" / "spool"

@@ -19,7 +19,6 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import threading
 import time
 from multiprocessing import Pipe
@@ -28,7 +27,7 @@ from typing import Any
 
 from langgraph_external.pipeline.backend import FlushRequest
 from langgraph_external.pipeline.background import BackgroundThread, Deadline
-from langgraph_external.processes.zygote import Zygote, child_env
+from langgraph_external.processes.zygote import Zygote, start_helper_main
 from langgraph_external.settings import Settings
 
 logger = logging.getLogger("langgraph_external")
@@ -89,24 +88,12 @@ class HelperProcess:
         self._proc = None
         self._pid = None
         self._eof = False
+        fds = (child.fileno(), wake_r)
         zygote = Zygote.get()
         if zygote is not None:
-            self._pid = zygote.fork([child.fileno(), wake_r])
+            self._pid = zygote.fork(list(fds))
         if self._pid is None:  # no zygote here: a fresh interpreter (about a second)
-            self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "langgraph_external.processes.helper_main",
-                    "--managed",
-                    str(child.fileno()),
-                    str(wake_r),
-                ],
-                pass_fds=(child.fileno(), wake_r),
-                stdin=subprocess.DEVNULL,
-                env=child_env(),
-                start_new_session=True,  # a Ctrl-C of the app's terminal is the app's
-            )
+            self._proc = start_helper_main("--managed", *fds, fds=fds)
             self._pid = self._proc.pid
         child.close()
         os.close(wake_r)
@@ -173,9 +160,8 @@ class HelperProcess:
     def _ask(
         self, message: tuple[Any, ...], timeout: float | None, *, closing: bool = False
     ) -> Any:
-        """Send one request and wait for its answer (requests run concurrently: a health
-        question is never stuck behind a flush). A helper found dead as the request is
-        sent is started again and asked once more; one being closed, or closed, is not."""
+        """Send one request and wait for its answer (concurrently: health never waits for a
+        flush). A helper found dead is restarted and asked again, unless closing."""
         with self._lock:
             if self._closed and not closing:
                 raise ConnectionError("the sealing helper was closed")
@@ -229,14 +215,9 @@ class HelperProcess:
 
     def flush(self, request: FlushRequest) -> bool:
         """Ask the helper to seal (and mirror, export) the app's captures so far."""
-        timeout = request.timeout
+        timeout = None if request.timeout is None else request.timeout + _START_TIMEOUT
         try:
-            return bool(
-                self._ask(
-                    ("flush", request),
-                    None if timeout is None else timeout + _START_TIMEOUT,
-                )
-            )
+            return bool(self._ask(("flush", request), timeout))
         except (ConnectionError, TimeoutError) as exc:
             logger.warning("langgraph-external: flush could not finish: %s", exc)
             return False
@@ -257,11 +238,11 @@ class HelperProcess:
     def close(self, timeout: float = 30.0) -> bool:
         """Ask the helper to finish and exit; returns whether it sealed everything.
         Afterwards nothing starts it again (a later flush returns ``False``)."""
-        ok = False
         with self._lock:
             was_closed, self._closed = self._closed, True
         if was_closed:
-            return ok
+            return False
+        ok = False
         if self._alive():
             try:
                 ok = bool(self._ask(("close", timeout), timeout + 10.0, closing=True))

@@ -121,11 +121,9 @@ class Running:
         # this process's database connections (an outage fills pools up; they shrink back)
         pools = {"ledger": self.ledger.connections()}
         for x in self.exporters:
-            if (
-                isinstance(getattr(x, "ledger", None), PostgresLedger)
-                and x.ledger is not self.ledger
-            ):
-                pools[f"export {x.name}"] = x.ledger.connections()
+            own = getattr(x, "ledger", None)
+            if isinstance(own, PostgresLedger) and own is not self.ledger:
+                pools[f"export {x.name}"] = own.connections()
         out["connections"] = pools
         return out
 

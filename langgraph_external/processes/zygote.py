@@ -20,7 +20,7 @@ import threading
 
 logger = logging.getLogger("langgraph_external")
 
-__all__ = ["Zygote", "child_env"]
+__all__ = ["Zygote", "child_env", "start_helper_main"]
 
 
 def child_env() -> dict[str, str]:
@@ -28,6 +28,17 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("MEM0_TELEMETRY", "False")
     return env
+
+
+def start_helper_main(*args: str | int, fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+    """``python -m langgraph_external.processes.helper_main *args``, handed ``fds``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "langgraph_external.processes.helper_main", *map(str, args)],
+        pass_fds=fds,
+        stdin=subprocess.DEVNULL,
+        env=child_env(),
+        start_new_session=True,  # a Ctrl-C of the app's terminal is the app's
+    )
 
 
 class Zygote:
@@ -44,19 +55,7 @@ class Zygote:
 
     def __init__(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "langgraph_external.processes.helper_main",
-                "--zygote",
-                str(child.fileno()),
-            ],
-            pass_fds=(child.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=child_env(),
-            start_new_session=True,
-        )
+        self.proc = start_helper_main("--zygote", child.fileno(), fds=(child.fileno(),))
         child.close()
         self.sock = parent
         self._lock = threading.Lock()
