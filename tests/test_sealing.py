@@ -391,6 +391,60 @@ def test_a_helper_that_dies_is_started_again_and_nothing_is_lost(
     assert _lgx(dsn, tmp_path / "ws", "verify", "--all").returncode == 0
 
 
+def test_a_flush_right_after_the_helper_is_killed_restarts_it_and_is_answered(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """A flush asked the moment the helper died (before this process saw its pipe close, or
+    while the killed helper still looked alive) is answered by a new helper — not ``False``
+    because the request went to the dead one. Repeated while other threads burn CPU."""
+    rounds = 8
+    with (
+        External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext,
+        cpu_burner(),
+    ):
+        assert ext.pipeline is not None
+        helper = ext.pipeline.sealing
+        app = react_agent(ext.checkpointer)
+        for n in range(rounds):
+            app.invoke(ASK, ext.config(f"k{n}"))
+            pid = getattr(helper, "pid", None)
+            assert pid
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.08 * n)  # asked at once, then later: sooner and later than a reap
+            assert ext.flush(timeout=60), f"round {n}: the flush was not answered"
+            assert getattr(helper, "restarts", 0) == n + 1
+        for n in range(rounds):
+            verify_chain(ext.events(f"k{n}"))
+            assert ext.events(f"k{n}"), f"thread k{n} was not sealed"
+
+
+def test_a_helper_killed_while_a_flush_waits_for_it_is_replaced_and_asked_again(
+    dsn: str, tmp_path: Path, spool_dir: Path
+) -> None:
+    """The helper dies after a flush's request went out (stopped first, so it cannot answer
+    before): the flush is answered by a new helper, not ``False``."""
+    with External(dsn=dsn, workspace=tmp_path / "ws", options=Options(spool_dir=spool_dir)) as ext:
+        assert ext.pipeline is not None
+        helper = ext.pipeline.sealing
+        app = react_agent(ext.checkpointer)
+        app.invoke(ASK, ext.config("w1"))
+        pid = getattr(helper, "pid", None)
+        assert pid
+        os.kill(pid, signal.SIGSTOP)
+        answer: list[bool] = []
+        asking = threading.Thread(target=lambda: answer.append(ext.flush(timeout=60)))
+        asking.start()
+        deadline = time.monotonic() + 30
+        while not helper._waiting and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.01)  # white-box: the request is out, its answer awaited
+        assert helper._waiting, "the flush never sent its request"  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGKILL)
+        asking.join(90)
+        assert answer == [True]
+        assert getattr(helper, "restarts", 0) == 1
+        assert ext.events("w1")
+
+
 def test_health_and_flush_after_close_start_no_helper_again(
     dsn: str, tmp_path: Path, spool_dir: Path
 ) -> None:

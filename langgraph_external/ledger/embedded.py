@@ -62,6 +62,7 @@ from langgraph_external.ledger.postmaster import (
     pidfile_lines,
     process_exists,
     read_postmaster,
+    server_process,
     stale_reason,
     stop_postmaster,
 )
@@ -293,7 +294,9 @@ def stop_server(
         with contextlib.suppress(ProcessLookupError):
             os.kill(pm.pid, signal.SIGINT)  # PostgreSQL's "fast shutdown"
         deadline = time.monotonic() + timeout
-        while process_exists(pm.pid) and (path / "postmaster.pid").exists():
+        # until the postmaster is gone, not only its postmaster.pid (removed just before it
+        # exits); its name and directory tell it from a process that got its pid later
+        while server_process(pm.pid, path):
             if time.monotonic() > deadline:
                 raise LedgerUnavailableError(
                     f"the embedded PostgreSQL server in {path} (pid {pm.pid}) did not stop "

@@ -161,7 +161,30 @@ class HelperProcess:
         self, message: tuple[Any, ...], timeout: float | None, *, closing: bool = False
     ) -> Any:
         """Send one request and wait for its answer (concurrently: health never waits for a
-        flush). A helper found dead is restarted and asked again, unless closing."""
+        flush). A helper found dead — before the request went out or while it was waited
+        for — is restarted and asked again, once, unless closing (every request is one a
+        new helper can answer as well: flush, health)."""
+        deadline = Deadline(timeout)
+        for retry in (False, True):
+            rid, waiter = self._send(message, closing)
+            try:
+                while not waiter.done.wait(0.2):
+                    if deadline.passed():
+                        raise TimeoutError("the sealing helper did not answer in time")
+                    if not self._alive():
+                        break
+                else:
+                    return waiter.value
+            finally:
+                self._waiting.pop(rid, None)
+            if closing or retry:
+                raise ConnectionError("the sealing helper exited")
+            # it died after the request went out (or just before: a zygote's child that was
+            # killed looks alive until the zygote reaps it): a new one is asked
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _send(self, message: tuple[Any, ...], closing: bool) -> tuple[int, _Answer]:
+        """Send one request to a live helper (restarted if it is found dead, unless closing)."""
         with self._lock:
             if self._closed and not closing:
                 raise ConnectionError("the sealing helper was closed")
@@ -175,22 +198,13 @@ class HelperProcess:
                 self._waiting[rid] = waiter
                 try:
                     conn.send((rid, *message))
-                    break
+                    return rid, waiter
                 except (EOFError, OSError) as exc:
                     self._waiting.pop(rid, None)
                     if closing or retry:
                         raise ConnectionError(f"the sealing helper is gone: {exc}") from exc
                     self._eof = True  # it died before its reader saw the pipe close
-        try:
-            deadline = Deadline(timeout)
-            while not waiter.done.wait(0.2):
-                if deadline.passed():
-                    raise TimeoutError("the sealing helper did not answer in time")
-                if not self._alive():
-                    raise ConnectionError("the sealing helper exited")
-            return waiter.value
-        finally:
-            self._waiting.pop(rid, None)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(self, conn: Connection) -> None:
         """Deliver the helper's answers to whoever waits for them, and its log records to
