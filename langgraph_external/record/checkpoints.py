@@ -419,10 +419,10 @@ class RecordBuilder:
         """The ``writes`` event of one task: the exact bytes it wrote, and who it was."""
         node = m.node or self.node_of(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.task_path)
         blobs = _Blobs(self.digest, self.seal, self.commit)
-        refs = []
-        for idx, channel, typ, data in m.writes:
-            ref = {"idx": idx, "channel": channel, "type": typ}
-            refs.append({**ref, **blobs.add(data, None)})
+        refs = [
+            {"idx": idx, "channel": channel, "type": typ, **blobs.add(data, None)}
+            for idx, channel, typ, data in m.writes
+        ]
         payload: dict[str, Any] = {"task_path": m.task_path, "writes": refs}
         if m.recovered:
             payload["recovered"] = True

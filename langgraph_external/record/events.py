@@ -184,7 +184,7 @@ class Event:
         ``line``: its canonical line, when the caller has it (:func:`hashed_line`).
         """
         raw = data.get("raw")
-        fields = {k: data.get(k) for k in ENVELOPE_KEYS}
+        fields: dict[str, Any] = {k: data.get(k) for k in ENVELOPE_KEYS}
         fields.update(
             v=int(data.get("v", SCHEMA_VERSION)),
             ts=datetime.fromisoformat(data["ts"]),

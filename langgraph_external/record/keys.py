@@ -155,7 +155,9 @@ def load_key(
     if given:
         return WorkspaceCipher(given)
     path = Path(key_file).expanduser() if key_file is not None else default_key_file()
-    if workspace_root is not None and _inside(path, Path(workspace_root)):
+    if workspace_root is not None and (
+        path.resolve().is_relative_to(Path(workspace_root).resolve())
+    ):
         raise ConfigurationError(
             f"the key file {path} is inside the workspace {workspace_root}: anyone who "
             "reads the workspace would read the key; keep it elsewhere (LGX_KEY_FILE)"
@@ -201,12 +203,11 @@ def read_secret_file(path: Path) -> str:
                 f"the key file {path} is readable by others (mode {oct(st.st_mode & 0o777)}); "
                 f"chmod 600 {path}"
             )
-        text = path.read_text().strip()
+        return path.read_text().strip()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise ConfigurationError(f"cannot read the key file {path}: {exc}") from exc
-    return text
 
 
 def write_secret_file(path: Path, text: str) -> None:
@@ -227,14 +228,6 @@ def write_secret_file(path: Path, text: str) -> None:
         raise ConfigurationError(f"cannot create the key file {path}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
 
 
 # -- keyed hashes ----------------------------------------------------------------------

@@ -123,8 +123,7 @@ class Offload:
         if event.raw is not None and len(event.raw) > self.threshold:
             digest = sha256_hex(event.raw)
             attachments[f"artifacts/{digest}"] = event.raw
-            changes["raw"] = None
-            changes["artifact"] = digest
+            changes.update(raw=None, artifact=digest)
         if event.payload and event.kind not in _STRUCTURAL:  # references to blobs already
             payload, files = offload_values(event.payload, self.threshold)
             if files:
