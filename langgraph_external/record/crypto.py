@@ -174,8 +174,7 @@ def parse_key(key: bytes | str) -> bytes:
     """
     if isinstance(key, bytes) and len(key) == 32:
         return key
-    text = key.decode() if isinstance(key, bytes) else key
-    text = text.strip()
+    text = (key.decode() if isinstance(key, bytes) else key).strip()
     for decode in (
         lambda t: base64.urlsafe_b64decode(t + "=" * (-len(t) % 4)),
         bytes.fromhex,

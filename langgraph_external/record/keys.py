@@ -121,14 +121,11 @@ def config_file(variable: str, name: str) -> Path:
 def key_from_env() -> str | None:
     """``$LGX_KEY``, if set; else the earlier ``$LGX_WORKSPACE_KEY`` (with a
     :class:`DeprecationWarning`: it goes in 0.3)."""
-    key = os.environ.get(KEY_VARIABLE)
-    if key:
+    if key := os.environ.get(KEY_VARIABLE):
         return key
-    old = os.environ.get(OLD_KEY_VARIABLE)
-    if old:
+    if old := os.environ.get(OLD_KEY_VARIABLE):
         warn_deprecated(f"${OLD_KEY_VARIABLE}", f"set ${KEY_VARIABLE} (the same key) instead")
-        return old
-    return None
+    return old or None
 
 
 def load_key(

@@ -297,14 +297,9 @@ class Redactor(ValueWalker):
         cache = self._key_cache
         if key in cache:
             return cache[key]
-        found = None
-        if self.sensitive_keys:
-            words = key_words(key)
-            for i in range(len(words)):
-                cand = "_".join(words[i:])
-                if cand in self.sensitive_keys:
-                    found = cand
-                    break
+        words = key_words(key) if self.sensitive_keys else []
+        tails = ("_".join(words[i:]) for i in range(len(words)))
+        found = next((tail for tail in tails if tail in self.sensitive_keys), None)
         if len(cache) >= _KEY_CACHE_SIZE:
             cache.clear()
         cache[key] = found
