@@ -31,6 +31,7 @@ import orjson
 import ormsgpack
 
 from langgraph_external.record.crypto import WorkspaceCipher
+from langgraph_external.record.escapes import is_utf8
 from langgraph_external.record.events import (
     ENVELOPE_KEYS,
     SCHEMA_VERSION,
@@ -202,7 +203,7 @@ def snapshot(event: Event) -> Event | None:
         True
     """
     for text in _TEXT(event):
-        if text is not None and not text.isascii() and not _utf8(text):
+        if text is not None and not (text.isascii() or is_utf8(text)):
             return None
     values = event.payload if event.detail is None else (event.payload, event.detail)
     try:
@@ -228,14 +229,6 @@ _PLAIN = (
 
 
 _TEXT = operator.attrgetter("event_id", *TEXT_FIELDS)
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def riders_of(

@@ -45,8 +45,7 @@ class WorkspaceCipher:
     """
 
     def __init__(self, key: bytes | str) -> None:
-        raw = parse_key(key)
-        self._raw = raw
+        self._raw = raw = parse_key(key)
         self._aead_impl: Any = None  # AES-GCM, made on first use (see _aead)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
         # keyed once; each use copies the keyed state (cheaper than keying it again)

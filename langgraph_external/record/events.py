@@ -16,6 +16,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import math
 import operator
 import os
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from langgraph_external.record.escapes import mark_keys, mark_text, needs_escape
+from langgraph_external.record.escapes import is_utf8, mark_keys, mark_text, needs_escape
 
 SCHEMA_VERSION = 1
 """Version of the envelope layout; stored with every event as ``v``."""
@@ -311,10 +312,8 @@ def json_safe(value: Any) -> Any:
     if t is list or t is tuple:
         return [json_safe(v) for v in value]
     if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
+        if not math.isfinite(value):
+            return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
         return int(value) if value.is_integer() else value
     if isinstance(value, int):  # a subclass (an IntEnum); bool is handled above
         return int(value)
@@ -339,11 +338,8 @@ def safe_text(value: str | None) -> str | None:
         return None
     if "\x00" in value:
         value = value.replace("\x00", "\\u0000")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not (value.isascii() or is_utf8(value)):
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
 
 
