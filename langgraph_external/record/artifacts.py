@@ -100,10 +100,13 @@ def _ref(value: Any, files: dict[str, bytes]) -> dict[str, Any]:
         text = data.decode("utf-8", "replace")
     digest = hashlib.sha256(data).hexdigest()
     files[digest] = data
-    ref: dict[str, Any] = {"$artifact": digest, "size": len(data), "as": kind}
-    ref["head"] = text[:HEAD_CHARS]
-    ref["tail"] = text[-TAIL_CHARS:] if len(text) > HEAD_CHARS + TAIL_CHARS else ""
-    return ref
+    return {
+        "$artifact": digest,
+        "size": len(data),
+        "as": kind,
+        "head": text[:HEAD_CHARS],
+        "tail": text[-TAIL_CHARS:] if len(text) > HEAD_CHARS + TAIL_CHARS else "",
+    }
 
 
 def _shrink(value: Any, part: int, files: dict[str, bytes]) -> Any:

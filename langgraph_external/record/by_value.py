@@ -73,9 +73,7 @@ def _marked(value: Any) -> Any:
         return mark_text(value) if needs_escape(value) else value
     if isinstance(value, Mapping):
         out = {k: _marked(v) for k, v in value.items()}
-        if any(isinstance(k, str) and needs_escape(k) for k in out):
-            return mark_keys(out)
-        return out
+        return mark_keys(out) if any(isinstance(k, str) and needs_escape(k) for k in out) else out
     if isinstance(value, (list, tuple)):
         return [_marked(v) for v in value]
     return value

@@ -31,7 +31,14 @@ import orjson
 import ormsgpack
 
 from langgraph_external.record.crypto import WorkspaceCipher
-from langgraph_external.record.events import SCHEMA_VERSION, TEXT_FIELDS, Event, new_id
+from langgraph_external.record.escapes import is_utf8
+from langgraph_external.record.events import (
+    ENVELOPE_KEYS,
+    SCHEMA_VERSION,
+    TEXT_FIELDS,
+    Event,
+    new_id,
+)
 
 __all__ = [
     "KINDS",
@@ -158,30 +165,20 @@ def pack_riders(events: Sequence[Event]) -> bytes:
     )
 
 
+# a packed rider's fields, a stored format: the envelope's (its order) but the thread (the
+# capture's) and what sealing sets, then ``detail`` and ``attachments``
+_ROW = (
+    *(k for k in ENVELOPE_KEYS if k not in ("seq", "thread_id", "prev", "hash")),
+    "detail",
+    "attachments",
+)
+_ROW_OF = operator.attrgetter(*_ROW)
+
+
 def _row(e: Event) -> list[Any]:
-    return [
-        e.v,
-        e.ts,
-        e.event_id,
-        e.kind,
-        e.name,
-        e.status,
-        e.checkpoint_ns,
-        e.checkpoint_id,
-        e.run_id,
-        e.parent_run_id,
-        e.root_run_id,
-        e.node,
-        e.step,
-        e.task_id,
-        e.duration_ms,
-        e.payload,
-        e.raw,
-        e.artifact,
-        e.redactions,
-        e.detail,
-        dict(e.attachments) if e.attachments else None,
-    ]
+    row = list(_ROW_OF(e))
+    row[-1] = dict(e.attachments) if e.attachments else None
+    return row
 
 
 def unpack_inline(data: bytes | None) -> dict[str, tuple[str, bytes]] | None:
@@ -206,7 +203,7 @@ def snapshot(event: Event) -> Event | None:
         True
     """
     for text in _TEXT(event):
-        if text is not None and not text.isascii() and not _utf8(text):
+        if text is not None and not (text.isascii() or is_utf8(text)):
             return None
     values = event.payload if event.detail is None else (event.payload, event.detail)
     try:
@@ -234,14 +231,6 @@ _PLAIN = (
 _TEXT = operator.attrgetter("event_id", *TEXT_FIELDS)
 
 
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def riders_of(
     data: bytes | None, thread_id: str, event_id: str, cipher: WorkspaceCipher | None
 ) -> tuple[list[Event], bool]:
@@ -263,30 +252,14 @@ def unpack_riders(data: bytes | None, thread_id: str) -> list[Event]:
         return []
     out = []
     for r in ormsgpack.unpackb(bytes(data), ext_hook=_ext):
-        out.append(
-            Event(
-                v=int(r[0] or SCHEMA_VERSION),
-                ts=datetime.fromisoformat(r[1]),
-                event_id=r[2],
-                kind=r[3],
-                name=r[4],
-                status=r[5],
-                thread_id=thread_id,
-                checkpoint_ns=r[6] or "",
-                checkpoint_id=r[7],
-                run_id=r[8],
-                parent_run_id=r[9],
-                root_run_id=r[10],
-                node=r[11],
-                step=r[12],
-                task_id=r[13],
-                duration_ms=r[14],
-                payload=r[15] or {},
-                raw=r[16],
-                artifact=r[17],
-                redactions=int(r[18] or 0),
-                detail=r[19],
-                attachments=r[20] or {},
-            )
+        f = dict(zip(_ROW, r, strict=False))  # a longer row (a newer writer): its extras ignored
+        f.update(
+            v=int(f["v"] or SCHEMA_VERSION),
+            ts=datetime.fromisoformat(f["ts"]),
+            checkpoint_ns=f["checkpoint_ns"] or "",
+            payload=f["payload"] or {},
+            redactions=int(f["redactions"] or 0),
+            attachments=f["attachments"] or {},
         )
+        out.append(Event(thread_id=thread_id, **f))
     return out

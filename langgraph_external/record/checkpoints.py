@@ -53,7 +53,6 @@ __all__ = [
     "refiled",
 ]
 
-_PULL = _compat.TASK_PATH_PULL
 _PUSH = _compat.TASK_PATH_PUSH
 _LRU = 2048
 PER_THREAD = 32  # checkpoints of one (thread, namespace) the caches keep
@@ -114,25 +113,21 @@ class WritesMaterial:
     recovered: bool = False
 
 
+@dataclass(slots=True)
 class _Blobs:
     """Collects the exact bytes of one event: small ones inline, large ones as files."""
 
-    __slots__ = ("commit", "digest", "enc", "files", "inline", "saver", "seal", "size")
+    digest: Callable[[bytes], str] = sha256_hex
+    seal: Callable[[bytes, bytes], bytes] | None = None  # encrypts (address as associated data)
+    commit: Callable[[bytes, str], str] | None = None  # auditors' commitment (keyed addresses only)
+    inline: dict[str, str] = field(default_factory=dict)
+    files: dict[str, bytes] = field(default_factory=dict)
+    saver: dict[str, list[str]] = field(default_factory=dict)  # address -> saver's channel, version
+    size: int = 0
 
-    def __init__(
-        self,
-        digest: Callable[[bytes], str] = sha256_hex,
-        seal: Callable[[bytes, bytes], bytes] | None = None,
-        commit: Callable[[bytes, str], str] | None = None,
-    ) -> None:
-        self.digest = digest
-        self.seal = seal  # encrypts the exact bytes (address as associated data)
-        self.commit = commit  # a commitment an auditor can open (keyed addresses only)
-        self.enc = ALGORITHM if seal is not None else None
-        self.inline: dict[str, str] = {}
-        self.files: dict[str, bytes] = {}
-        self.saver: dict[str, list[str]] = {}  # address -> [channel, version] in the saver
-        self.size = 0
+    @property
+    def enc(self) -> str | None:
+        return ALGORITHM if self.seal is not None else None
 
     def add(
         self, data: bytes, checkpoint_id: str | None, saver_row: list[str] | None = None
@@ -419,10 +414,10 @@ class RecordBuilder:
         """The ``writes`` event of one task: the exact bytes it wrote, and who it was."""
         node = m.node or self.node_of(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.task_path)
         blobs = _Blobs(self.digest, self.seal, self.commit)
-        refs = []
-        for idx, channel, typ, data in m.writes:
-            ref = {"idx": idx, "channel": channel, "type": typ}
-            refs.append({**ref, **blobs.add(data, None)})
+        refs = [
+            {"idx": idx, "channel": channel, "type": typ, **blobs.add(data, None)}
+            for idx, channel, typ, data in m.writes
+        ]
         payload: dict[str, Any] = {"task_path": m.task_path, "writes": refs}
         if m.recovered:
             payload["recovered"] = True
@@ -472,7 +467,7 @@ def node_of_task_path(
     parts = [p.strip() for p in task_path.split(",")] if task_path else []
     if len(parts) < 2:
         return None
-    if parts[0] == _PULL:
+    if parts[0] == _compat.TASK_PATH_PULL:
         return parts[1]
     if parts[0] == _PUSH:
         targets = sends()

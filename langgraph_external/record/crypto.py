@@ -45,8 +45,7 @@ class WorkspaceCipher:
     """
 
     def __init__(self, key: bytes | str) -> None:
-        raw = parse_key(key)
-        self._raw = raw
+        self._raw = raw = parse_key(key)
         self._aead_impl: Any = None  # AES-GCM, made on first use (see _aead)
         self._mac_key = hashlib.sha256(b"langgraph-external address\x00" + raw).digest()
         # keyed once; each use copies the keyed state (cheaper than keying it again)
@@ -174,8 +173,7 @@ def parse_key(key: bytes | str) -> bytes:
     """
     if isinstance(key, bytes) and len(key) == 32:
         return key
-    text = key.decode() if isinstance(key, bytes) else key
-    text = text.strip()
+    text = (key.decode() if isinstance(key, bytes) else key).strip()
     for decode in (
         lambda t: base64.urlsafe_b64decode(t + "=" * (-len(t) % 4)),
         bytes.fromhex,

@@ -35,6 +35,7 @@ __all__ = [
     "escape_text",
     "has_marks",
     "is_marked",
+    "is_utf8",
     "mark_keys",
     "mark_text",
     "needs_escape",
@@ -57,15 +58,16 @@ def needs_escape(text: str) -> bool:
         >>> needs_escape("a\x00"), needs_escape("\udce9"), needs_escape("\\u0000 é")
         (True, True, False)
     """
-    if "\x00" in text:
-        return True
-    if text.isascii():
-        return False
+    return "\x00" in text or not (text.isascii() or is_utf8(text))
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (it holds no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return False
+    return True
 
 
 def _escape_one(m: re.Match[str]) -> str:

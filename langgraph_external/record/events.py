@@ -16,6 +16,8 @@ import base64
 import dataclasses
 import hashlib
 import json
+import math
+import operator
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from langgraph_external.record.escapes import mark_keys, mark_text, needs_escape
+from langgraph_external.record.escapes import is_utf8, mark_keys, mark_text, needs_escape
 
 SCHEMA_VERSION = 1
 """Version of the envelope layout; stored with every event as ``v``."""
@@ -170,31 +172,11 @@ class Event:
     def envelope(self) -> dict[str, Any]:
         """The JSON form stored in ``events.jsonl`` (everything but attachments; its keys
         are :data:`ENVELOPE_KEYS`)."""
-        return {
-            "v": self.v,
-            "seq": self.seq,
-            "ts": self.ts.isoformat(),
-            "event_id": self.event_id,
-            "kind": self.kind,
-            "name": self.name,
-            "status": self.status,
-            "thread_id": self.thread_id,
-            "checkpoint_ns": self.checkpoint_ns,
-            "checkpoint_id": self.checkpoint_id,
-            "run_id": self.run_id,
-            "parent_run_id": self.parent_run_id,
-            "root_run_id": self.root_run_id,
-            "node": self.node,
-            "step": self.step,
-            "task_id": self.task_id,
-            "duration_ms": self.duration_ms,
-            "payload": self.payload,
-            "raw": base64.b64encode(self.raw).decode() if self.raw is not None else None,
-            "artifact": self.artifact,
-            "redactions": self.redactions,
-            "prev": self.prev,
-            "hash": self.hash,
-        }
+        env = dict(zip(ENVELOPE_KEYS, _ENVELOPE_OF(self), strict=True))
+        env["ts"] = self.ts.isoformat()
+        if self.raw is not None:
+            env["raw"] = base64.b64encode(self.raw).decode()
+        return env
 
     @classmethod
     def from_envelope(cls, data: Mapping[str, Any], *, line: str | None = None) -> Event:
@@ -203,32 +185,19 @@ class Event:
         ``line``: its canonical line, when the caller has it (:func:`hashed_line`).
         """
         raw = data.get("raw")
-        return cls(
+        fields: dict[str, Any] = {k: data.get(k) for k in ENVELOPE_KEYS}
+        fields.update(
             v=int(data.get("v", SCHEMA_VERSION)),
-            seq=data.get("seq"),
             ts=datetime.fromisoformat(data["ts"]),
             event_id=data["event_id"],
             kind=data["kind"],
-            name=data.get("name"),
-            status=data.get("status"),
             thread_id=data["thread_id"],
             checkpoint_ns=data.get("checkpoint_ns") or "",
-            checkpoint_id=data.get("checkpoint_id"),
-            run_id=data.get("run_id"),
-            parent_run_id=data.get("parent_run_id"),
-            root_run_id=data.get("root_run_id"),
-            node=data.get("node"),
-            step=data.get("step"),
-            task_id=data.get("task_id"),
-            duration_ms=data.get("duration_ms"),
             payload=data.get("payload") or {},
             raw=base64.b64decode(raw) if raw is not None else None,
-            artifact=data.get("artifact"),
             redactions=int(data.get("redactions") or 0),
-            prev=data.get("prev"),
-            hash=data.get("hash"),
-            line=line,
         )
+        return cls(**fields, line=line)
 
 
 ENVELOPE_KEYS = (
@@ -263,6 +232,8 @@ Example:
     >>> tuple(Event.new("error", "t").envelope()) == ENVELOPE_KEYS
     True
 """
+
+_ENVELOPE_OF = operator.attrgetter(*ENVELOPE_KEYS)
 
 TEXT_FIELDS = (
     "kind",
@@ -341,10 +312,8 @@ def json_safe(value: Any) -> Any:
     if t is list or t is tuple:
         return [json_safe(v) for v in value]
     if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
+        if not math.isfinite(value):
+            return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
         return int(value) if value.is_integer() else value
     if isinstance(value, int):  # a subclass (an IntEnum); bool is handled above
         return int(value)
@@ -369,11 +338,8 @@ def safe_text(value: str | None) -> str | None:
         return None
     if "\x00" in value:
         value = value.replace("\x00", "\\u0000")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not (value.isascii() or is_utf8(value)):
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
 
 

@@ -121,14 +121,11 @@ def config_file(variable: str, name: str) -> Path:
 def key_from_env() -> str | None:
     """``$LGX_KEY``, if set; else the earlier ``$LGX_WORKSPACE_KEY`` (with a
     :class:`DeprecationWarning`: it goes in 0.3)."""
-    key = os.environ.get(KEY_VARIABLE)
-    if key:
+    if key := os.environ.get(KEY_VARIABLE):
         return key
-    old = os.environ.get(OLD_KEY_VARIABLE)
-    if old:
+    if old := os.environ.get(OLD_KEY_VARIABLE):
         warn_deprecated(f"${OLD_KEY_VARIABLE}", f"set ${KEY_VARIABLE} (the same key) instead")
-        return old
-    return None
+    return old or None
 
 
 def load_key(
@@ -155,7 +152,9 @@ def load_key(
     if given:
         return WorkspaceCipher(given)
     path = Path(key_file).expanduser() if key_file is not None else default_key_file()
-    if workspace_root is not None and _inside(path, Path(workspace_root)):
+    if workspace_root is not None and (
+        path.resolve().is_relative_to(Path(workspace_root).resolve())
+    ):
         raise ConfigurationError(
             f"the key file {path} is inside the workspace {workspace_root}: anyone who "
             "reads the workspace would read the key; keep it elsewhere (LGX_KEY_FILE)"
@@ -201,12 +200,11 @@ def read_secret_file(path: Path) -> str:
                 f"the key file {path} is readable by others (mode {oct(st.st_mode & 0o777)}); "
                 f"chmod 600 {path}"
             )
-        text = path.read_text().strip()
+        return path.read_text().strip()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise ConfigurationError(f"cannot read the key file {path}: {exc}") from exc
-    return text
 
 
 def write_secret_file(path: Path, text: str) -> None:
@@ -227,14 +225,6 @@ def write_secret_file(path: Path, text: str) -> None:
         raise ConfigurationError(f"cannot create the key file {path}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
 
 
 # -- keyed hashes ----------------------------------------------------------------------

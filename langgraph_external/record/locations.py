@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import re
 
 from langgraph_external.errors import InvalidThreadIdError
@@ -113,13 +114,9 @@ def _units(text: str) -> list[str]:
 
 def _hashed(units: list[str], text: str) -> str:
     """A too-long name: its first units, then ``~`` and the sha256 of ``text``."""
-    kept, size = [], 0
-    for u in units:
-        if size + len(u) > _HASHED_KEEP:
-            break
-        kept.append(u)
-        size += len(u)
-    return "".join(kept) + _HASH_MARK + hashlib.sha256(_utf8(text)).hexdigest()
+    sizes = itertools.accumulate(map(len, units))
+    kept = "".join(u for u, size in zip(units, sizes, strict=True) if size <= _HASHED_KEEP)
+    return kept + _HASH_MARK + hashlib.sha256(_utf8(text)).hexdigest()
 
 
 def encode_thread_id(thread_id: str) -> str:

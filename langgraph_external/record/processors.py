@@ -123,8 +123,7 @@ class Offload:
         if event.raw is not None and len(event.raw) > self.threshold:
             digest = sha256_hex(event.raw)
             attachments[f"artifacts/{digest}"] = event.raw
-            changes["raw"] = None
-            changes["artifact"] = digest
+            changes.update(raw=None, artifact=digest)
         if event.payload and event.kind not in _STRUCTURAL:  # references to blobs already
             payload, files = offload_values(event.payload, self.threshold)
             if files:
@@ -143,11 +142,8 @@ def normalize(event: Event) -> Event:
     marked value that escapes them reversibly (:mod:`~langgraph_external.record.escapes`);
     in a column (a node, a name, an id) they are escaped visibly (``\\u0000``), unmarked.
     """
-    changes: dict[str, Any] = {
-        "payload": _structural_safe(event.payload)
-        if event.kind in _STRUCTURAL
-        else json_safe(event.payload)
-    }
+    safe = _structural_safe if event.kind in _STRUCTURAL else json_safe
+    changes: dict[str, Any] = {"payload": safe(event.payload)}
     for name in TEXT_FIELDS:
         value = getattr(event, name)
         if value is not None and not (value.isascii() and "\x00" not in value):
@@ -163,12 +159,9 @@ def normalize(event: Event) -> Event:
 
 
 def _structural_safe(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`json_safe` for a checkpoint or writes payload, walking only what is free-form.
-
-    Their channel references are built of strings and numbers by the checkpointer; only
-    the metadata (the run's), the names (the graph's) and the keys need checking, so a
-    step costs the same whatever the number of channels.
-    """
+    """:func:`json_safe` for a checkpoint or writes payload, walking only what is free-form
+    (metadata, names, keys): the checkpointer builds channel references of strings and
+    numbers, so a step costs the same whatever the number of channels."""
     out = dict(payload)
     for key in ("metadata", "writers", "nodes"):
         if key in out:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import cache, partial
+from functools import cache, partial, reduce
 from typing import Any, Literal, overload
 
 from langgraph_external.record.redaction_detectors import (
@@ -153,8 +153,7 @@ class Redactor(ValueWalker):
         if sensitive_keys is None:
             keys = DEFAULT_SENSITIVE_KEYS if builtin else frozenset()
         else:
-            keys = frozenset("_".join(key_words(k)) for k in sensitive_keys)
-            keys = frozenset(k for k in keys if k)
+            keys = frozenset(w for k in sensitive_keys if (w := "_".join(key_words(k))))
         self.sensitive_keys: frozenset[str] = keys
         self._key_cache: dict[str, str | None] = {}
         self._detectors: tuple[Detector, ...] = ()
@@ -189,14 +188,8 @@ class Redactor(ValueWalker):
         return cls(level)
 
     def _build_detectors(self) -> tuple[Detector, ...]:
-        detectors = [PEM]
-        if self.sensitive_keys:
-            detectors.extend(label_detectors(self.sensitive_keys))
-        detectors.extend(PROVIDERS)
-        detectors.append(CARD)
-        if self.level == "strict":
-            detectors.extend(STRICT)
-        return tuple(detectors)
+        strict = STRICT if self.level == "strict" else ()
+        return (PEM, *label_detectors(self.sensitive_keys), *PROVIDERS, CARD, *strict)
 
     # -- calling it; the leaves of the walk (ValueWalker) ----------------------------
     def __call__(self, value: Any) -> tuple[Any, int]:
@@ -297,14 +290,9 @@ class Redactor(ValueWalker):
         cache = self._key_cache
         if key in cache:
             return cache[key]
-        found = None
-        if self.sensitive_keys:
-            words = key_words(key)
-            for i in range(len(words)):
-                cand = "_".join(words[i:])
-                if cand in self.sensitive_keys:
-                    found = cand
-                    break
+        words = key_words(key) if self.sensitive_keys else []
+        tails = ("_".join(words[i:]) for i in range(len(words)))
+        found = next((tail for tail in tails if tail in self.sensitive_keys), None)
         if len(cache) >= _KEY_CACHE_SIZE:
             cache.clear()
         cache[key] = found
@@ -367,10 +355,7 @@ def redact_at(
         >>> redact_at(r, ["settings"], {"api_key": "k-123456", "theme": "dark"})
         ({'api_key': '[REDACTED:api_key]', 'theme': 'dark'}, 1)
     """
-    wrapped = value
-    for key in reversed(path):
-        wrapped = {key: wrapped}
-    out, count = redactor(wrapped)
+    out, count = redactor(reduce(lambda inner, key: {key: inner}, reversed(path), value))
     for _ in path:
         # one entry per level (a key that was itself a secret comes back renamed)
         if not isinstance(out, Mapping) or len(out) != 1:

@@ -73,12 +73,11 @@ def to_readable(value: Any, _depth: int = 0) -> Any:
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         return [to_readable(v, d) for v in items]
     if isinstance(value, (bytes, bytearray, memoryview)):
-        b = bytes(value)
         # a size only: an unkeyed hash of a value could be brute-forced (docs/security.md)
-        return {"$bytes": len(b)}
+        return {"$bytes": len(bytes(value))}
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
-    if isinstance(value, (uuid.UUID,)):
+    if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, enum.Enum):
         return to_readable(value.value, d)
