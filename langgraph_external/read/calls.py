@@ -181,15 +181,11 @@ def load_calls(
     tool_list: list[ToolCall] = []
     for seq, kind, name, status, ns, run_id, node, step, payload in rows:
         p = _resolve_payload(ws, thread_id, payload or {})
-        scope = SEPARATOR.join(scope_of(ns))
+        where = (int(seq), SEPARATOR.join(scope_of(ns)), node, step, name)
         key = str(run_id or seq)
         if kind == "llm_start":
             call = ModelCall(
-                seq=int(seq),
-                scope=scope,
-                node=node,
-                step=step,
-                name=name,
+                *where,
                 model=p.get("model"),
                 messages=_prompt_messages(p),
                 tools=list(p.get("tools") or ()),
@@ -204,15 +200,7 @@ def load_calls(
             call.error = p.get("error")
             call.answer = [_answer(g) for g in p.get("generations") or ()]
         elif kind == "tool_start":
-            tool = ToolCall(
-                seq=int(seq),
-                scope=scope,
-                node=node,
-                step=step,
-                name=name,
-                args=p.get("args"),
-                tool_call_id=p.get("tool_call_id"),
-            )
+            tool = ToolCall(*where, args=p.get("args"), tool_call_id=p.get("tool_call_id"))
             tools[key] = tool
             tool_list.append(tool)
         elif kind in ("tool_end", "tool_error") and key in tools:

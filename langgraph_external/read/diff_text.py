@@ -134,9 +134,8 @@ def render_path(p: PathDiff) -> list[str]:
         return []
     out = [f"path differs from entry {p.first_difference}:"]
     for op in p.ops:
-        if op["op"] == "equal":
-            continue
-        out += [f"  - {x}" for x in op["a"]] + [f"  + {x}" for x in op["b"]]
+        if op["op"] != "equal":
+            out += [f"  - {x}" for x in op["a"]] + [f"  + {x}" for x in op["b"]]
     return out
 
 
@@ -222,11 +221,11 @@ def render_state(s: StateDiff) -> list[str]:
             f"channel {c.channel}: {len(m.added)} added, {len(m.removed)} removed, "
             f"{len(m.changed)} changed"
         )
-        for r in m.removed:
-            out.append(f"  - [{r['index']}] {_brief(r['message'])}")
-        for a in m.added:
-            out.append(f"  + [{a['index']}] {_brief(a['message'])}")
-        for ch in m.changed:
-            for f, v in ch["fields"].items():
-                out.append(f"  ~ [{ch['index_a']}] {f}: {_brief(v['a'])} -> {_brief(v['b'])}")
+        out += [f"  - [{r['index']}] {_brief(r['message'])}" for r in m.removed]
+        out += [f"  + [{a['index']}] {_brief(a['message'])}" for a in m.added]
+        out += [
+            f"  ~ [{ch['index_a']}] {f}: {_brief(v['a'])} -> {_brief(v['b'])}"
+            for ch in m.changed
+            for f, v in ch["fields"].items()
+        ]
     return out
