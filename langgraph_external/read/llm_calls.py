@@ -122,10 +122,7 @@ class LlmCalls:
             "prompt_hash": p.get("prompt_context_hash"),
             "answer": [],
             "tool_calls": [],
-            "input_tokens": None,
-            "output_tokens": None,
-            "total_tokens": None,
-            "cost": None,
+            **dict.fromkeys(("input_tokens", "output_tokens", "total_tokens", "cost")),
             "status": "running",
         }
         self.last_prompt, self.last_prompt_seq = msgs, env.get("seq")

@@ -80,7 +80,7 @@ class Search:
         for w in words:
             key, sep, value = w.partition(":")
             if not sep or key.lower() not in SEARCH_KEYS:
-                if sep and key.isidentifier() and key.lower() not in SEARCH_KEYS:
+                if sep and key.isidentifier():
                     raise SearchError(f"unknown search key {key!r}; use {', '.join(SEARCH_KEYS)}")
                 terms["thread"] = w
                 continue
@@ -237,11 +237,7 @@ def _summaries(
     for thread_id, n, failed_end in conn.execute(ledger.q(RECORD_FAILURES, schema), {"ids": ids}):
         r = out[str(thread_id)]
         r.record_failures = int(n)
-        if (
-            r.status == "running"
-            and failed_end is not None
-            and failed_end > (starts.get(r.thread_id) or 0)
-        ):
+        if r.status == "running" and (failed_end or 0) > (starts.get(r.thread_id) or 0):
             r.status = "error"  # its last run ended, and its end could not be recorded
     return out
 
