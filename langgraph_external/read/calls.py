@@ -128,9 +128,8 @@ def _answer(generation: Any) -> dict[str, Any]:
 
 def _prompt_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The prompt as ``lgx diff`` compares it: a completion model's prompts as ``prompt``
-    messages, a batch flattened, other values kept as ``{"content": value}`` (the thread
-    view's :func:`~langgraph_external.read.llm_calls.prompt_messages` shows prompts as
-    ``user`` messages and leaves out what is not a message)."""
+    messages, a batch flattened, other values as ``{"content": value}`` (unlike the view's
+    :func:`~langgraph_external.read.llm_calls.prompt_messages`)."""
     msgs = payload.get("messages")
     if msgs is None and payload.get("prompts") is not None:  # a completion model
         return [{"role": "prompt", "content": p} for p in payload.get("prompts") or ()]

@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 
-# -- prompts as text ----------------------------------------------------------------------
 def content_lines(content: Any) -> list[str]:
     """A message's content as text lines (text parts as text, other parts as JSON).
 
@@ -127,7 +126,6 @@ def unified_prompt_diff(
     ]
 
 
-# -- differences as text ----------------------------------------------------------------
 def render_path(p: PathDiff) -> list[str]:
     """Text lines of a path difference (nothing when equal)."""
     if p.same:

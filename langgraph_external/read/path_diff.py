@@ -94,7 +94,6 @@ def diff_paths(a: Sequence[PathEntry], b: Sequence[PathEntry]) -> PathDiff:
     return PathDiff(same=la == lb, first_difference=first, a=la, b=lb, ops=ops)
 
 
-# -- from the ledger ---------------------------------------------------------------------
 def load_path(
     conn: psycopg.Connection[Any], thread_id: str, schema: str = ledger.DEFAULT_SCHEMA
 ) -> list[tuple[int, PathEntry]]:

@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 
-# -- data for the pages -------------------------------------------------------------------
 def verification(
     conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str
 ) -> dict[str, Any] | None:
@@ -251,7 +250,6 @@ def threads_page(
     )
 
 
-# -- compare ------------------------------------------------------------------------------
 def compare_page(
     conn: psycopg.Connection[Any] | None,
     cfg: UiConfig,
