@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 import psycopg
@@ -141,14 +142,12 @@ def _prompt_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _group_order(calls: list[Any]) -> list[Any]:
     """Calls in run order; calls of one step that ran side by side (consecutive, same
     namespace and step) ordered by node and input, since their order varies by run."""
-    out: list[Any] = []
-    group: list[Any] = []
-    for c in sorted(calls, key=lambda c: c.seq):
-        if group and (group[-1].scope, group[-1].step) != (c.scope, c.step):
-            out += sorted(group, key=lambda x: (x.node or "", x.input_key(), x.seq))
-            group = []
-        group.append(c)
-    return out + sorted(group, key=lambda x: (x.node or "", x.input_key(), x.seq))
+    ordered = sorted(calls, key=lambda c: c.seq)
+    return [
+        c
+        for _, group in groupby(ordered, key=lambda c: (c.scope, c.step))
+        for c in sorted(group, key=lambda x: (x.node or "", x.input_key(), x.seq))
+    ]
 
 
 def load_calls(

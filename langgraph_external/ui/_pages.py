@@ -60,13 +60,9 @@ def verification(
             "problems": [f"{type(exc).__name__}: {exc}"],
             "note": "",
         }
-    n = res.ledger_events
-    headline = (
-        f"hash chain verified · {n} event{'s' if n != 1 else ''}"
-        if res.ok
-        else f"verification failed: {len(res.problems)} problem"
-        + ("s" if len(res.problems) != 1 else "")
-    )
+    n = res.ledger_events if res.ok else len(res.problems)
+    what = "hash chain verified · {} event" if res.ok else "verification failed: {} problem"
+    headline = what.format(n) + ("s" if n != 1 else "")
     return {
         "ok": res.ok,
         "headline": headline,
