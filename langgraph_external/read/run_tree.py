@@ -327,17 +327,13 @@ class RunTree:
         self, r: dict[str, Any], env: Mapping[str, Any], parent: dict[str, Any] | None
     ) -> None:
         """An interrupt recorded without its node: the node of its run that stopped."""
-        if env.get("node"):
-            where = f"{env.get('node')} · step {env.get('step')}"
-        else:
-            paused = [x for x in self.paused if parent is not None and x["parent"] == parent["id"]]
-            where = f"{paused[-1]['node']} · step {paused[-1]['step']}" if paused else ""
-            if paused:
-                r["node"], r["step"] = paused[-1]["node"], paused[-1]["step"]
-                r["t0"] = r["t1"] = max(r["t0"], paused[-1]["t1"])
-        if where:
-            r["label"] += f" in {where}"
-            r["detail"]["where"] = where
+        paused = [x for x in self.paused if parent is not None and x["parent"] == parent["id"]]
+        if not env.get("node") and paused:
+            r["node"], r["step"] = paused[-1]["node"], paused[-1]["step"]
+            r["t0"] = r["t1"] = max(r["t0"], paused[-1]["t1"])
+        if env.get("node") or paused:
+            r["detail"]["where"] = f"{r['node']} · step {r['step']}"
+            r["label"] += f" in {r['detail']['where']}"
         self.interrupts.append({"row": r["id"], "seq": env.get("seq"), "label": r["label"]})
 
     def run_of(self, r: dict[str, Any]) -> dict[str, Any]:
