@@ -109,13 +109,12 @@ def _side(
     for call in view["llm_calls"]:
         env = by_seq.get(int(call.get("seq") or 0)) or {}
         call["full_messages"] = prompt_messages(env.get("payload") or {})
-    tools = [r for r in view["rows"] if r["kind"] == "tool"]
     path = [e for s, e in diff.load_path(conn, thread_id, cfg.schema) if cut is None or s <= cut]
     return {
         "thread_id": thread_id,
         "checkpoint_id": cid,
         "view": view,
-        "tools": tools,
+        "tools": [r for r in view["rows"] if r["kind"] == "tool"],
         "path": path,
         "label": thread_id + (f" @ {cid}" if cid else ""),
     }

@@ -152,14 +152,13 @@ def render_thread(
 ) -> str:
     """The HTML of a :func:`load_thread` result (``standalone``: one self-contained file)."""
     view = data["view"]
-    where = f"thread {view['thread_id']}"
     tid = urlencode({"id": view["thread_id"]})
     return render(
         "thread.html",
         standalone=standalone,
         root=root,
         title=title or f"lgx — {view['thread_id']}",
-        where=where,
+        where=f"thread {view['thread_id']}",
         events_url=f"{root}/thread/events.json?{tid}",
         verify_url=f"{root}/thread/verify.json?{tid}",
         row_url=f"{root}/thread/row?{tid}",
