@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 import psycopg
@@ -128,9 +129,8 @@ def _answer(generation: Any) -> dict[str, Any]:
 
 def _prompt_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The prompt as ``lgx diff`` compares it: a completion model's prompts as ``prompt``
-    messages, a batch flattened, other values kept as ``{"content": value}`` (the thread
-    view's :func:`~langgraph_external.read.llm_calls.prompt_messages` shows prompts as
-    ``user`` messages and leaves out what is not a message)."""
+    messages, a batch flattened, other values as ``{"content": value}`` (unlike the view's
+    :func:`~langgraph_external.read.llm_calls.prompt_messages`)."""
     msgs = payload.get("messages")
     if msgs is None and payload.get("prompts") is not None:  # a completion model
         return [{"role": "prompt", "content": p} for p in payload.get("prompts") or ()]
@@ -142,14 +142,12 @@ def _prompt_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _group_order(calls: list[Any]) -> list[Any]:
     """Calls in run order; calls of one step that ran side by side (consecutive, same
     namespace and step) ordered by node and input, since their order varies by run."""
-    out: list[Any] = []
-    group: list[Any] = []
-    for c in sorted(calls, key=lambda c: c.seq):
-        if group and (group[-1].scope, group[-1].step) != (c.scope, c.step):
-            out += sorted(group, key=lambda x: (x.node or "", x.input_key(), x.seq))
-            group = []
-        group.append(c)
-    return out + sorted(group, key=lambda x: (x.node or "", x.input_key(), x.seq))
+    ordered = sorted(calls, key=lambda c: c.seq)
+    return [
+        c
+        for _, group in groupby(ordered, key=lambda c: (c.scope, c.step))
+        for c in sorted(group, key=lambda x: (x.node or "", x.input_key(), x.seq))
+    ]
 
 
 def load_calls(
@@ -181,15 +179,11 @@ def load_calls(
     tool_list: list[ToolCall] = []
     for seq, kind, name, status, ns, run_id, node, step, payload in rows:
         p = _resolve_payload(ws, thread_id, payload or {})
-        scope = SEPARATOR.join(scope_of(ns))
+        where = (int(seq), SEPARATOR.join(scope_of(ns)), node, step, name)
         key = str(run_id or seq)
         if kind == "llm_start":
             call = ModelCall(
-                seq=int(seq),
-                scope=scope,
-                node=node,
-                step=step,
-                name=name,
+                *where,
                 model=p.get("model"),
                 messages=_prompt_messages(p),
                 tools=list(p.get("tools") or ()),
@@ -204,15 +198,7 @@ def load_calls(
             call.error = p.get("error")
             call.answer = [_answer(g) for g in p.get("generations") or ()]
         elif kind == "tool_start":
-            tool = ToolCall(
-                seq=int(seq),
-                scope=scope,
-                node=node,
-                step=step,
-                name=name,
-                args=p.get("args"),
-                tool_call_id=p.get("tool_call_id"),
-            )
+            tool = ToolCall(*where, args=p.get("args"), tool_call_id=p.get("tool_call_id"))
             tools[key] = tool
             tool_list.append(tool)
         elif kind in ("tool_end", "tool_error") and key in tools:

@@ -108,8 +108,7 @@ def _written_messages(values: Any) -> list[Any]:
 
 def _ends_are_messages(v: Any) -> bool:
     """A list of readable messages, its ends checked (a channel holds one kind of value):
-    :func:`~langgraph_external.read.state_diff.is_message_list` checks every item, which
-    costs a pass over a long conversation for each of its checkpoints."""
+    checking every item would cost a pass over a long conversation per checkpoint."""
     return isinstance(v, list) and bool(v) and is_message(v[0]) and is_message(v[-1])
 
 

@@ -32,8 +32,9 @@ class Conversation:
     def say(self, m: Mapping[str, Any], env: Mapping[str, Any], source: str) -> None:
         """Message ``m``, added by the event ``env`` (``source``: the node, or ``input``);
         a message already said (by id, e.g. in a later run's input) is not said again."""
-        if m.get("role") == "remove":
-            return
+        mid = m.get("id")
+        if m.get("role") == "remove" or (mid and mid in self.message_at):
+            return  # removed, or the same message again (a run's input): once
         entry = {
             "role": str(m.get("role")),
             "content": m.get("content"),
@@ -46,9 +47,6 @@ class Conversation:
             "source": source,
             "step": env.get("step"),
         }
-        mid = m.get("id")
-        if mid and mid in self.message_at:  # the same message again (a run's input): once
-            return
         if mid:
             self.message_at[str(mid)] = len(self.entries)
         self.entries.append(entry)

@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 
-# -- prompts as text ----------------------------------------------------------------------
 def content_lines(content: Any) -> list[str]:
     """A message's content as text lines (text parts as text, other parts as JSON).
 
@@ -127,16 +126,14 @@ def unified_prompt_diff(
     ]
 
 
-# -- differences as text ----------------------------------------------------------------
 def render_path(p: PathDiff) -> list[str]:
     """Text lines of a path difference (nothing when equal)."""
     if p.same:
         return []
     out = [f"path differs from entry {p.first_difference}:"]
     for op in p.ops:
-        if op["op"] == "equal":
-            continue
-        out += [f"  - {x}" for x in op["a"]] + [f"  + {x}" for x in op["b"]]
+        if op["op"] != "equal":
+            out += [f"  - {x}" for x in op["a"]] + [f"  + {x}" for x in op["b"]]
     return out
 
 
@@ -222,11 +219,11 @@ def render_state(s: StateDiff) -> list[str]:
             f"channel {c.channel}: {len(m.added)} added, {len(m.removed)} removed, "
             f"{len(m.changed)} changed"
         )
-        for r in m.removed:
-            out.append(f"  - [{r['index']}] {_brief(r['message'])}")
-        for a in m.added:
-            out.append(f"  + [{a['index']}] {_brief(a['message'])}")
-        for ch in m.changed:
-            for f, v in ch["fields"].items():
-                out.append(f"  ~ [{ch['index_a']}] {f}: {_brief(v['a'])} -> {_brief(v['b'])}")
+        out += [f"  - [{r['index']}] {_brief(r['message'])}" for r in m.removed]
+        out += [f"  + [{a['index']}] {_brief(a['message'])}" for a in m.added]
+        out += [
+            f"  ~ [{ch['index_a']}] {f}: {_brief(v['a'])} -> {_brief(v['b'])}"
+            for ch in m.changed
+            for f, v in ch["fields"].items()
+        ]
     return out

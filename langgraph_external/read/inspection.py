@@ -90,9 +90,6 @@ ENVELOPE_COLUMNS = ledger.ENVELOPE_COLUMNS
 """Keys of an event envelope, in the order of ``events.jsonl``."""
 
 
-# Every filter is optional: a NULL parameter switches its condition off, so the statement
-# stays one fixed text. The newest ``limit`` rows are taken, then returned oldest first.
-# -- events ------------------------------------------------------------------------------
 def parse_time(text: str) -> datetime:
     """An ISO 8601 date or time; without a UTC offset it is taken as UTC.
 
@@ -230,6 +227,7 @@ class EventFilter:
 
     def params(self, thread_id: str) -> dict[str, Any]:
         """The parameters of :data:`SELECT_EVENTS`."""
+        # a NULL parameter switches its condition off: the statement stays one fixed text
         return {
             "thread_id": thread_id,
             "kinds": list(self.kinds) or None,

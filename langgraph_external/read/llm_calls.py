@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import takewhile
 from typing import Any
 
 from langgraph_external.read.prices import PriceTable
@@ -100,11 +101,8 @@ class LlmCalls:
     ) -> dict[str, Any]:
         """A call started (``llm_start``) in row ``r``: its prompt, what is new in it."""
         msgs = prompt_messages(p)
-        shared = 0
-        prev = self.last_prompt
-        if prev:
-            while shared < min(len(prev), len(msgs)) and _same_message(prev[shared], msgs[shared]):
-                shared += 1
+        pairs = zip(self.last_prompt or (), msgs, strict=False)
+        shared = sum(1 for _ in takewhile(lambda ab: _same_message(*ab), pairs))
         hidden = max(0, shared - PROMPT_CONTEXT)
         call = {
             "row": r["id"],
@@ -122,10 +120,7 @@ class LlmCalls:
             "prompt_hash": p.get("prompt_context_hash"),
             "answer": [],
             "tool_calls": [],
-            "input_tokens": None,
-            "output_tokens": None,
-            "total_tokens": None,
-            "cost": None,
+            **dict.fromkeys(("input_tokens", "output_tokens", "total_tokens", "cost")),
             "status": "running",
         }
         self.last_prompt, self.last_prompt_seq = msgs, env.get("seq")

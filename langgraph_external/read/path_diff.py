@@ -88,16 +88,12 @@ def diff_paths(a: Sequence[PathEntry], b: Sequence[PathEntry]) -> PathDiff:
     """
     ca, cb = _canonical(a), _canonical(b)
     la, lb = [e.label for e in ca], [e.label for e in cb]
-    ops = []
-    first = None
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=la, b=lb, autojunk=False).get_opcodes():
-        if tag != "equal" and first is None:
-            first = i1
-        ops.append({"op": tag, "a": la[i1:i2], "b": lb[j1:j2]})
+    codes = difflib.SequenceMatcher(a=la, b=lb, autojunk=False).get_opcodes()
+    ops = [{"op": tag, "a": la[i1:i2], "b": lb[j1:j2]} for tag, i1, i2, j1, j2 in codes]
+    first = next((i1 for tag, i1, *_ in codes if tag != "equal"), None)
     return PathDiff(same=la == lb, first_difference=first, a=la, b=lb, ops=ops)
 
 
-# -- from the ledger ---------------------------------------------------------------------
 def load_path(
     conn: psycopg.Connection[Any], thread_id: str, schema: str = ledger.DEFAULT_SCHEMA
 ) -> list[tuple[int, PathEntry]]:

@@ -35,23 +35,13 @@ from langgraph_external.record.namespaces import split_task
 
 __all__ = ["RunTree", "memory_hits", "place_writes", "record_failure"]
 
-_SPAN_START = {
-    "run_start": "run",
-    "node_start": "node",
-    "llm_start": "llm",
-    "tool_start": "tool",
-}
+_SPAN_START = {f"{family}_start": family for family in ("run", "node", "llm", "tool")}
 _SPAN_END = {"run_end", "node_end", "llm_end", "tool_end", "tool_error"}
 _MARK_KIND = {
     **{k.value: "memory" for k in EventKind if k.value.startswith("memory_")},
     "retrieval": "retriever",
     "policy_violation": "violation",
-    "interrupt": "interrupt",
-    "resume": "resume",
-    "checkpoint": "checkpoint",
-    "writes": "writes",
-    "route": "route",
-    "error": "error",
+    **{k: k for k in ("interrupt", "resume", "checkpoint", "writes", "route", "error")},
     "record_failed": "unrecorded",
 }
 
@@ -89,7 +79,6 @@ class RunTree:
         self.errors_said: set[int] = set()  # runs whose error the conversation says
         self.paused: list[dict[str, Any]] = []
 
-    # -- rows -----------------------------------------------------------------------
     def row(
         self,
         kind: str,
@@ -130,16 +119,12 @@ class RunTree:
             rid = env.get(key)
             if rid and rid in self.by_run and self.by_run[rid]["kind"] != "run":
                 return self.by_run[rid]
-        task = env.get("task_id")
-        if task:
-            found = self.by_task.get((env.get("checkpoint_ns") or "", task))
-            if found is not None:
-                return found
-        ns = env.get("checkpoint_ns") or ""
+        ns, task = env.get("checkpoint_ns") or "", env.get("task_id")
+        if task and (found := self.by_task.get((ns, task))) is not None:
+            return found
         if ns:  # a subgraph's event: inside the node that called the subgraph
             task_id, outer = split_task(ns)
-            found = self.by_task.get((outer, task_id or ""))
-            if found is not None:
+            if (found := self.by_task.get((outer, task_id or ""))) is not None:
                 return found
         for key in ("run_id", "parent_run_id", "root_run_id"):
             rid = env.get(key)
@@ -147,7 +132,6 @@ class RunTree:
                 return self.by_run[rid]
         return self.current_run
 
-    # -- events ---------------------------------------------------------------------
     def add(self, index: int, env: Mapping[str, Any]) -> None:
         kind = str(env.get("kind"))
         payload = env.get("payload") or {}
@@ -172,9 +156,7 @@ class RunTree:
             user = payload.get("user_id")
             if user and str(user) not in self.users:
                 self.users.append(str(user))
-            for tag in payload.get("tags") or ():
-                if str(tag) not in self.tags:
-                    self.tags.append(str(tag))
+            self.tags = list(dict.fromkeys([*self.tags, *map(str, payload.get("tags") or ())]))
             r["detail"] = {
                 "input": payload.get("input"),
                 "command": payload.get("command"),
@@ -307,9 +289,7 @@ class RunTree:
 
     def checkpoint_parent(self, env: Mapping[str, Any]) -> dict[str, Any] | None:
         ns = env.get("checkpoint_ns") or ""
-        if ns:
-            return self.parent_of({"checkpoint_ns": ns})
-        return self.current_run
+        return self.parent_of({"checkpoint_ns": ns}) if ns else self.current_run
 
     def place_checkpoint(
         self, r: dict[str, Any], env: Mapping[str, Any], payload: Mapping[str, Any]
@@ -347,17 +327,13 @@ class RunTree:
         self, r: dict[str, Any], env: Mapping[str, Any], parent: dict[str, Any] | None
     ) -> None:
         """An interrupt recorded without its node: the node of its run that stopped."""
-        if env.get("node"):
-            where = f"{env.get('node')} · step {env.get('step')}"
-        else:
-            paused = [x for x in self.paused if parent is not None and x["parent"] == parent["id"]]
-            where = f"{paused[-1]['node']} · step {paused[-1]['step']}" if paused else ""
-            if paused:
-                r["node"], r["step"] = paused[-1]["node"], paused[-1]["step"]
-                r["t0"] = r["t1"] = max(r["t0"], paused[-1]["t1"])
-        if where:
-            r["label"] += f" in {where}"
-            r["detail"]["where"] = where
+        paused = [x for x in self.paused if parent is not None and x["parent"] == parent["id"]]
+        if not env.get("node") and paused:
+            r["node"], r["step"] = paused[-1]["node"], paused[-1]["step"]
+            r["t0"] = r["t1"] = max(r["t0"], paused[-1]["t1"])
+        if env.get("node") or paused:
+            r["detail"]["where"] = f"{r['node']} · step {r['step']}"
+            r["label"] += f" in {r['detail']['where']}"
         self.interrupts.append({"row": r["id"], "seq": env.get("seq"), "label": r["label"]})
 
     def run_of(self, r: dict[str, Any]) -> dict[str, Any]:

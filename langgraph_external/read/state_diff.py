@@ -39,7 +39,6 @@ __all__ = [
 _MESSAGE_FIELDS = ("role", "content", "tool_calls", "name", "tool_call_id", "status")
 
 
-# -- messages -----------------------------------------------------------------------------
 def is_message(v: Any) -> bool:
     """Whether ``v`` reads as a message (a mapping with ``role`` and ``content``).
 
@@ -140,7 +139,6 @@ def diff_messages(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
     return out
 
 
-# -- states -------------------------------------------------------------------------------
 @dataclass
 class ChannelChange:
     """One channel whose value differs; ``messages`` is set for message lists."""

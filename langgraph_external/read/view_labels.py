@@ -212,6 +212,12 @@ def describe_mark(
     return f"{env.get('kind')} {env.get('name') or ''}".strip(), {"payload": p}
 
 
+_VIOLATION_FIELDS = (
+    *("rule", "message", "from", "to", "action", "outcome", "fallback", "would_be"),
+    *(f"policy_{k}" for k in ("name", "rule", "hash")),
+)
+
+
 def _violation_mark(env: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """A policy violation: its rule, message and outcome."""
     rule = p.get("rule") or env.get("name")
@@ -219,23 +225,7 @@ def _violation_mark(env: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[str, 
     outcome = p.get("outcome") or env.get("status")
     if outcome:
         label += f" ({outcome})"
-    detail = {
-        k: p.get(k)
-        for k in (
-            "rule",
-            "message",
-            "from",
-            "to",
-            "action",
-            "outcome",
-            "fallback",
-            "would_be",
-            "policy_name",
-            "policy_rule",
-            "policy_hash",
-        )
-    }
-    return label, detail
+    return label, {k: p.get(k) for k in _VIOLATION_FIELDS}
 
 
 def _memory_mark(env: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -285,7 +285,6 @@ def _not_found(cfg: UiConfig, message: str, status: int = 404) -> Response:
     return _html(compare_html(cfg, title=title, error=message), status)
 
 
-# -- pages ----------------------------------------------------------------------------------
 def _threads(state: _AppState, request: Request) -> Response:
     p = request.query_params
     try:
@@ -354,7 +353,6 @@ def _compare(state: _AppState, request: Request) -> Response:
     return _html(text)
 
 
-# -- a thread's data ------------------------------------------------------------------------
 def _events(state: _AppState, request: Request) -> Response:
     tid = request.query_params.get("id", "")
     wanted = request.query_params.get("seq")

@@ -57,10 +57,8 @@ def _text(content: Any) -> str:
 
 
 def _message_text(m: Mapping[str, Any]) -> list[str]:
-    """A message as the compare page's lines: each line names its role (``[role name] …``,
-    tool calls ``[role] → tool(args)``), so every line of the prompt diff says whose it is
-    (``lgx diff`` prints :func:`~langgraph_external.read.diff_text.message_lines` instead:
-    an ``[i] role`` header over the content, ``-> tool(args)`` lines)."""
+    """A message as the compare page's lines, each naming its role (``[role name] …``, tool
+    calls ``[role] → tool(args)``) so every line of the prompt diff says whose it is."""
     role = str(m.get("role"))
     text = _text(m.get("content"))
     lines = [
@@ -79,9 +77,8 @@ def _call_lines(m: Mapping[str, Any]) -> list[str]:
 
 
 def _answer_lines(m: Mapping[str, Any]) -> list[str]:
-    """An answer as the compare page's lines: its text, then ``→ tool(args)`` per tool
-    call (the answer box is the assistant's: no role on every line, no empty text line
-    before a tool call)."""
+    """An answer as the compare page's lines: its text, then ``→ tool(args)`` per tool call
+    (the box is the assistant's: no role per line, no empty text line before a call)."""
     text = _text(m.get("content"))
     lines = (text or "").splitlines() if text or not m.get("tool_calls") else []
     return lines + _call_lines(m)
@@ -112,13 +109,12 @@ def _side(
     for call in view["llm_calls"]:
         env = by_seq.get(int(call.get("seq") or 0)) or {}
         call["full_messages"] = prompt_messages(env.get("payload") or {})
-    tools = [r for r in view["rows"] if r["kind"] == "tool"]
     path = [e for s, e in diff.load_path(conn, thread_id, cfg.schema) if cut is None or s <= cut]
     return {
         "thread_id": thread_id,
         "checkpoint_id": cid,
         "view": view,
-        "tools": tools,
+        "tools": [r for r in view["rows"] if r["kind"] == "tool"],
         "path": path,
         "label": thread_id + (f" @ {cid}" if cid else ""),
     }

@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 
-# -- data for the pages -------------------------------------------------------------------
 def verification(
     conn: psycopg.Connection[Any], cfg: UiConfig, thread_id: str
 ) -> dict[str, Any] | None:
@@ -61,13 +60,9 @@ def verification(
             "problems": [f"{type(exc).__name__}: {exc}"],
             "note": "",
         }
-    n = res.ledger_events
-    headline = (
-        f"hash chain verified · {n} event{'s' if n != 1 else ''}"
-        if res.ok
-        else f"verification failed: {len(res.problems)} problem"
-        + ("s" if len(res.problems) != 1 else "")
-    )
+    n = res.ledger_events if res.ok else len(res.problems)
+    what = "hash chain verified · {} event" if res.ok else "verification failed: {} problem"
+    headline = what.format(n) + ("s" if n != 1 else "")
     return {
         "ok": res.ok,
         "headline": headline,
@@ -157,14 +152,13 @@ def render_thread(
 ) -> str:
     """The HTML of a :func:`load_thread` result (``standalone``: one self-contained file)."""
     view = data["view"]
-    where = f"thread {view['thread_id']}"
     tid = urlencode({"id": view["thread_id"]})
     return render(
         "thread.html",
         standalone=standalone,
         root=root,
         title=title or f"lgx — {view['thread_id']}",
-        where=where,
+        where=f"thread {view['thread_id']}",
         events_url=f"{root}/thread/events.json?{tid}",
         verify_url=f"{root}/thread/verify.json?{tid}",
         row_url=f"{root}/thread/row?{tid}",
@@ -251,7 +245,6 @@ def threads_page(
     )
 
 
-# -- compare ------------------------------------------------------------------------------
 def compare_page(
     conn: psycopg.Connection[Any] | None,
     cfg: UiConfig,

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.queries import (
@@ -80,7 +81,7 @@ class Search:
         for w in words:
             key, sep, value = w.partition(":")
             if not sep or key.lower() not in SEARCH_KEYS:
-                if sep and key.isidentifier() and key.lower() not in SEARCH_KEYS:
+                if sep and key.isidentifier():
                     raise SearchError(f"unknown search key {key!r}; use {', '.join(SEARCH_KEYS)}")
                 terms["thread"] = w
                 continue
@@ -202,17 +203,13 @@ def _summaries(
     heads: Mapping[str, tuple[Any, ...]],
     workspace: Any = None,
 ) -> dict[str, ThreadRow]:
-    """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated)).
-
-    The user and tags of a run start an older version offloaded whole are read back from
-    its artifact (only those run starts are read: :func:`_whole_payload_runs`)."""
+    """:class:`ThreadRow` of the threads ``heads`` names (thread -> (seq, created, updated));
+    the user and tags of an older record's whole run start from :func:`_whole_payload_runs`."""
     ids = list(heads)
     out = {t: ThreadRow(t, heads[t][1], heads[t][2]) for t in ids}
     starts: dict[str, Any] = {}
-    cur = conn.execute(ledger.q(AGGREGATES, schema), {"ids": ids})
-    names = [d.name for d in cur.description or ()]
-    for row in cur.fetchall():
-        d = dict(zip(names, row, strict=True))
+    cur = conn.cursor(row_factory=dict_row)
+    for d in cur.execute(ledger.q(AGGREGATES, schema), {"ids": ids}).fetchall():
         r = out[str(d["thread_id"])]
         r.runs, r.llm_calls = int(d["runs"]), int(d["llm_calls"])
         r.duration_ms = float(d["duration_ms"] or 0)
@@ -237,11 +234,7 @@ def _summaries(
     for thread_id, n, failed_end in conn.execute(ledger.q(RECORD_FAILURES, schema), {"ids": ids}):
         r = out[str(thread_id)]
         r.record_failures = int(n)
-        if (
-            r.status == "running"
-            and failed_end is not None
-            and failed_end > (starts.get(r.thread_id) or 0)
-        ):
+        if r.status == "running" and (failed_end or 0) > (starts.get(r.thread_id) or 0):
             r.status = "error"  # its last run ended, and its end could not be recorded
     return out
 
@@ -406,8 +399,5 @@ def events_at(
 
 def thread_row(conn: psycopg.Connection[Any], schema: str, thread_id: str) -> Mapping[str, Any]:
     """The ``threads`` row of ``thread_id`` (empty when the ledger lacks it)."""
-    cur = conn.execute(ledger.q(THREAD_ROW, schema), (thread_id,))
-    row = cur.fetchone()
-    if row is None:
-        return {}
-    return dict(zip([d.name for d in cur.description or ()], row, strict=True))
+    cur = conn.cursor(row_factory=dict_row)
+    return cur.execute(ledger.q(THREAD_ROW, schema), (thread_id,)).fetchone() or {}

@@ -116,11 +116,10 @@ def _unref(value: Any) -> Any:
 
 
 def _pretty(value: Any) -> str:
+    value = _unref(value)  # a reference is one string
     if isinstance(value, str):
         return value
-    if is_ref(value):
-        return shown_text(value, SHORTENED)
-    return json.dumps(_unref(value), ensure_ascii=False, indent=2, default=str)
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 @pass_context

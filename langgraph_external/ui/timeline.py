@@ -112,13 +112,11 @@ def build_timeline(
     lanes = _Lanes()
     items: list[dict[str, Any]] = []
     open_spans: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    embedded: list[dict[str, Any]] = []
-    for env in envs:
+    embedded = [embedded_envelope(env, max_event_bytes) for env in envs]
+    for index, env in enumerate(envs):
         kind = str(env.get("kind"))
         t = ts_ms(env["ts"]) - base
         seq = int(env.get("seq") or 0)
-        index = len(embedded)
-        embedded.append(embedded_envelope(env, max_event_bytes))
         lane = lanes.of(_lane_path(env), t)
         if kind in _SPANS:
             _add_span(items, open_spans, env, lane, t, seq, index)
