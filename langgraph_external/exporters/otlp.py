@@ -289,22 +289,17 @@ class OtlpExporter:
         if now - self._logged.get(kind, -_LOG_EVERY) < _LOG_EVERY:
             return
         self._logged[kind] = now
-        waiting = self._waiting_text()
+        args = (self.label, detail, self._waiting_text())
         if rejected:
             logger.error(
                 "%s export refused: %s — %s wait in the ledger (nothing is dropped); fix the "
                 "configuration, then `%s` sends them",
-                self.label,
-                detail,
-                waiting,
+                *args,
                 self.config.command,
             )
         else:
             logger.warning(
-                "%s export: %s — %s wait in the ledger (nothing is dropped); retrying",
-                self.label,
-                detail,
-                waiting,
+                "%s export: %s — %s wait in the ledger (nothing is dropped); retrying", *args
             )
 
     def count_waiting(self, thread_ids: Sequence[str] = ()) -> dict[str, int]:
@@ -492,9 +487,7 @@ def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
         if not (interrupted and is_continuation(payload or {})) or root is None:
             root = run_id
         interrupted = False
-    if root is None or not interrupted:
-        return None
-    return trace_context_for_run(root)
+    return trace_context_for_run(root) if root is not None and interrupted else None
 
 
 def _keeps_old_names(ledger: Any, thread_id: str) -> bool:

@@ -363,18 +363,10 @@ class AuditCallbackHandler(GraphCallbackHandler):
         kwargs: dict[str, Any],
         payload: dict[str, Any],
     ) -> None:
-        params = dict(kwargs.get("invocation_params") or {})
+        payload = {"params": dict(kwargs.get("invocation_params") or {}), **payload}
+        kind, build = EventKind.LLM_START, functools.partial(render_llm_start, key=self._key)
         run = self._book.start("llm", run_id, parent_run_id, metadata, name)
-        self._emit(
-            run_event(
-                EventKind.LLM_START,
-                run,
-                run_id,
-                parent_run_id,
-                payload={"params": params, **payload},
-                build=functools.partial(render_llm_start, key=self._key),
-            )
-        )
+        self._emit(run_event(kind, run, run_id, parent_run_id, payload=payload, build=build))
 
     def on_llm_end(
         self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any

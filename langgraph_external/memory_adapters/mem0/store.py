@@ -142,8 +142,7 @@ def _audited_root(callbacks: Any, node_run: Any) -> str | None:
     """
     if node_run is None:
         return None
-    handlers = getattr(callbacks, "handlers", None) or []
-    for h in handlers:
+    for h in getattr(callbacks, "handlers", None) or []:
         if isinstance(h, AuditCallbackHandler):
             root = h.root_run_id(node_run)
             if root is not None:
