@@ -98,18 +98,11 @@ def encode(
     resource = Resource.create(attrs)
     scope = InstrumentationScope(SCOPE_NAME, service_version)
     spans = []
+    sampled = TraceFlags(TraceFlags.SAMPLED)
     for r in records:
-        ctx = SpanContext(
-            int(r.trace_id, 16),
-            int(r.span_id, 16),
-            is_remote=False,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        )
-        parent = (
-            SpanContext(int(r.trace_id, 16), int(r.parent_id, 16), is_remote=False)
-            if r.parent_id
-            else None
-        )
+        trace = int(r.trace_id, 16)
+        ctx = SpanContext(trace, int(r.span_id, 16), is_remote=False, trace_flags=sampled)
+        parent = SpanContext(trace, int(r.parent_id, 16), is_remote=False) if r.parent_id else None
         code = StatusCode.ERROR if r.error else StatusCode.OK if r.ok else StatusCode.UNSET
         spans.append(
             ReadableSpan(

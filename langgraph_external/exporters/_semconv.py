@@ -336,16 +336,11 @@ def _genai_message(m: Mapping[str, Any], clip: Clip) -> dict[str, Any]:
     else:
         for kind, text in _parts(content):
             parts.append({"type": kind} if text is None else {"type": kind, "content": clip(text)})
-    for call in m.get("tool_calls") or []:
-        if isinstance(call, Mapping):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("id"),
-                    "name": call.get("name"),
-                    "arguments": call.get("args"),
-                }
-            )
+    parts.extend(
+        {"type": "tool_call", "id": c.get("id"), "name": c.get("name"), "arguments": c.get("args")}
+        for c in m.get("tool_calls") or []
+        if isinstance(c, Mapping)
+    )
     out: dict[str, Any] = {"role": role, "parts": parts}
     if m.get("name") and role != "tool":
         out["name"] = m["name"]
