@@ -265,12 +265,10 @@ class OtlpExporter:
                 self.stalled = True
                 self.last_error = outcome.detail
                 kind = outcome.failure.value if outcome.failure else outcome.verdict.value
-                self._log_failure(outcome.verdict is Verdict.REJECTED, kind, outcome.detail)
-                self.backoff = (
-                    self.config.backoff_max
-                    if outcome.verdict is Verdict.REJECTED
-                    else min(self.config.backoff_max, max(0.25, self.backoff * 2))
-                )
+                rejected = outcome.verdict is Verdict.REJECTED
+                self._log_failure(rejected, kind, outcome.detail)
+                most = self.config.backoff_max
+                self.backoff = most if rejected else min(most, max(0.25, self.backoff * 2))
                 if outcome.retry_after is not None:
                     self.backoff = max(self.backoff, min(outcome.retry_after, 300.0))
                 raise ExportStalled(outcome.detail)
