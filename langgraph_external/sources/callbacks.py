@@ -197,8 +197,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
         resume = getattr(inputs, "resume", None)
         if resume is not None:
             payload = {"command": "resume"}
-            resumed = {"value": resume}
-            kind = EventKind.RESUME
+            kind, resumed = EventKind.RESUME, {"value": resume}
             self._emit(run_event(kind, run, run_id, None, payload=resumed, build=render_payload))
         user = next((md[k] for k in self.user_keys if md.get(k) is not None), None)
         if user is not None:
