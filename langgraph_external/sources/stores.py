@@ -104,16 +104,6 @@ def _event_for(op: Op, result: Result, ctx: dict[str, Any], duration: float) -> 
     payload: dict[str, Any]
     if isinstance(op, SearchOp):
         items: list[SearchItem] = list(result or [])  # type: ignore[arg-type]
-        hits = [
-            {
-                "rank": i,
-                "namespace": list(item.namespace),
-                "key": item.key,
-                "score": getattr(item, "score", None),
-                "value": to_readable(item.value),
-            }
-            for i, item in enumerate(items, 1)
-        ]
         kind, name = EventKind.MEMORY_SEARCH, "store.search"
         payload = {
             "namespace": list(op.namespace_prefix),
@@ -121,7 +111,16 @@ def _event_for(op: Op, result: Result, ctx: dict[str, Any], duration: float) -> 
             "filter": to_readable(op.filter),
             "limit": op.limit,
             "offset": op.offset,
-            "hits": hits,
+            "hits": [
+                {
+                    "rank": i,
+                    "namespace": list(item.namespace),
+                    "key": item.key,
+                    "score": getattr(item, "score", None),
+                    "value": to_readable(item.value),
+                }
+                for i, item in enumerate(items, 1)
+            ],
         }
     elif isinstance(op, GetOp):
         kind, name = EventKind.MEMORY_GET, "store.get"
