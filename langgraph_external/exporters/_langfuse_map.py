@@ -167,7 +167,7 @@ class ThreadMapper:
         attrs = {
             OBS_TYPE: "agent",
             OBS_OUTPUT: self._values.value(output, e, "output"),
-            **metadata({"run_id": e.run_id, "resumed": resumed or None, "seq": e.seq}),
+            **metadata(run_id=e.run_id, resumed=resumed or None, seq=e.seq),
         }
         given: Any = None
         if start is not None:  # a resume's input is its whole payload (the command)
@@ -190,20 +190,19 @@ class ThreadMapper:
     def _node_end(self, e: Event, opened: OpenRun | None, start: Event | None) -> _Span:
         sp = start.payload if start else {}
         update = e.payload.get("update")
-        meta = {
-            "step": e.step,
-            "task_id": e.task_id,
-            "checkpoint_ns": e.checkpoint_ns or None,
-            "triggers": sp.get("triggers"),
-            "path": sp.get("path"),
-            "route": opened.route if opened else None,
-            "status": e.status,
-            "seq": e.seq,
-        }
         attrs = {
             OBS_TYPE: "span",
             OBS_OUTPUT: self._values.value(update, e, "output"),
-            **metadata(meta),
+            **metadata(
+                step=e.step,
+                task_id=e.task_id,
+                checkpoint_ns=e.checkpoint_ns or None,
+                triggers=sp.get("triggers"),
+                path=sp.get("path"),
+                route=opened.route if opened else None,
+                status=e.status,
+                seq=e.seq,
+            ),
         }
         conv = self._conv_attrs(
             e,
@@ -226,15 +225,13 @@ class ThreadMapper:
             OBS_INPUT: self._values.value(args, start or e, "input"),
             OBS_OUTPUT: self._values.value(result, e, "output"),
             **metadata(
-                {
-                    "tool_call_id": e.payload.get("tool_call_id"),
-                    "raw_result": self._values.value(raw, e, "raw"),
-                    "artifact": e.payload.get("artifact"),
-                    "node": e.node,
-                    "step": e.step,
-                    "task_id": e.task_id,
-                    "seq": e.seq,
-                }
+                tool_call_id=e.payload.get("tool_call_id"),
+                raw_result=self._values.value(raw, e, "raw"),
+                artifact=e.payload.get("artifact"),
+                node=e.node,
+                step=e.step,
+                task_id=e.task_id,
+                seq=e.seq,
             ),
         }
         conv = self._conv_attrs(
@@ -271,14 +268,12 @@ class ThreadMapper:
             OBS_INPUT: self._values.value(given, start or e, "input"),
             OBS_OUTPUT: self._values.value(output, e, "output"),
             **metadata(
-                {
-                    "tools": sp.get("tools"),
-                    "prompt_context_hash": sp.get("prompt_context_hash"),
-                    "node": e.node,
-                    "step": e.step,
-                    "task_id": e.task_id,
-                    "seq": e.seq,
-                }
+                tools=sp.get("tools"),
+                prompt_context_hash=sp.get("prompt_context_hash"),
+                node=e.node,
+                step=e.step,
+                task_id=e.task_id,
+                seq=e.seq,
             ),
         }
         if usage:
@@ -315,7 +310,7 @@ class ThreadMapper:
             OBS_TYPE: "retriever",
             OBS_INPUT: self._values.value(query, e, "input"),
             OBS_OUTPUT: self._values.value(hits, e, "output"),
-            **metadata({"node": e.node, "step": e.step, "kind": e.kind, "seq": e.seq}),
+            **metadata(node=e.node, step=e.step, kind=e.kind, seq=e.seq),
         }
         span_id = span_id_for_run(e.run_id) if e.run_id else span_id_for_event(e.event_id)
         if e.run_id and e.kind != "retrieval":
@@ -349,9 +344,7 @@ class ThreadMapper:
             OBS_TYPE: "event",
             OBS_LEVEL: level,
             OBS_OUTPUT: self._values.value(dict(e.payload), e, "output"),
-            **metadata(
-                {"kind": e.kind, "status": e.status, "node": e.node, "step": e.step, "seq": e.seq}
-            ),
+            **metadata(kind=e.kind, status=e.status, node=e.node, step=e.step, seq=e.seq),
         }
         message = e.payload.get("error") or e.payload.get("reason") or e.payload.get("message")
         if level != "DEFAULT" and message:
@@ -470,7 +463,7 @@ class ThreadMapper:
         )
 
 
-def metadata(values: Mapping[str, Any]) -> dict[str, str]:
+def metadata(**values: Any) -> dict[str, str]:
     """Langfuse's observation metadata attributes of ``values`` (``None`` left out)."""
     return {f"{OBS_METADATA}.{k}": json_text(v) for k, v in values.items() if v is not None}
 

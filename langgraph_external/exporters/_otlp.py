@@ -57,11 +57,8 @@ class Failure(str, Enum):
 
 @dataclass(frozen=True)
 class Outcome:
-    """A verdict with its reason (for logs and ``health()``).
-
-    ``detail`` is one line, ``"<kind>: <reason>"``; ``failure`` the kind (``None`` when
-    accepted).
-    """
+    """A verdict with its reason: ``detail`` is one line, ``"<kind>: <reason>"`` (for logs
+    and ``health()``); ``failure`` the kind (``None`` when accepted)."""
 
     verdict: Verdict
     detail: str
@@ -101,22 +98,12 @@ def encode(
     resource = Resource.create(attrs)
     scope = InstrumentationScope(SCOPE_NAME, service_version)
     spans = []
+    sampled = TraceFlags(TraceFlags.SAMPLED)
     for r in records:
-        ctx = SpanContext(
-            int(r.trace_id, 16),
-            int(r.span_id, 16),
-            is_remote=False,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        )
-        parent = (
-            SpanContext(int(r.trace_id, 16), int(r.parent_id, 16), is_remote=False)
-            if r.parent_id
-            else None
-        )
-        if r.error:
-            status = Status(StatusCode.ERROR, r.error)
-        else:
-            status = Status(StatusCode.OK if r.ok else StatusCode.UNSET)
+        trace = int(r.trace_id, 16)
+        ctx = SpanContext(trace, int(r.span_id, 16), is_remote=False, trace_flags=sampled)
+        parent = SpanContext(trace, int(r.parent_id, 16), is_remote=False) if r.parent_id else None
+        code = StatusCode.ERROR if r.error else StatusCode.OK if r.ok else StatusCode.UNSET
         spans.append(
             ReadableSpan(
                 name=r.name,
@@ -125,7 +112,7 @@ def encode(
                 resource=resource,
                 attributes=dict(r.attributes),
                 kind=SpanKind.INTERNAL,
-                status=status,
+                status=Status(code, r.error or None),
                 start_time=r.start_ns,
                 end_time=r.end_ns,
                 instrumentation_scope=scope,
@@ -135,17 +122,9 @@ def encode(
 
 
 class OtlpSender:
-    """POSTs encoded batches to one OTLP/HTTP traces URL; never raises.
-
-    Args:
-        url: the whole traces URL (``http://127.0.0.1:6006/v1/traces``).
-        headers: sent with every request (authentication among them).
-        timeout: seconds for connecting and for the answer (a hanging server).
-        gzip_body: compress bodies.
-        verify: TLS verification: ``True``, ``False`` or a CA bundle path.
-        proxies: ``requests`` proxies mapping (``HTTPS_PROXY`` is honoured anyway).
-        hints: what a 401/403 or a 404 most likely means for this receiver.
-    """
+    """POSTs encoded batches to one OTLP/HTTP traces URL (``url``: the whole of it); never
+    raises. ``timeout`` covers connecting and the answer (a hanging server); ``hints``: what
+    a 401/403 or a 404 most likely means for this receiver."""
 
     def __init__(
         self,

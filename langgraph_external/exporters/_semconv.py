@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from openinference.semconv.trace import (
     ToolCallAttributes,
 )
 
+from langgraph_external.exporters._span_values import json_text as dumps
 from langgraph_external.upstream import langgraph as _compat
 
 GA = _compat.genai_attributes()
@@ -76,11 +76,6 @@ _REQUEST_PARAMS = {
     "presence_penalty": GA.GEN_AI_REQUEST_PRESENCE_PENALTY,
     "seed": GA.GEN_AI_REQUEST_SEED,
 }
-
-
-def dumps(value: Any) -> str:
-    """Compact, key-sorted JSON (deterministic)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=True)
 
 
 def io_attrs(part: str, text: str | None, *, is_text: bool) -> dict[str, Any]:
@@ -341,16 +336,11 @@ def _genai_message(m: Mapping[str, Any], clip: Clip) -> dict[str, Any]:
     else:
         for kind, text in _parts(content):
             parts.append({"type": kind} if text is None else {"type": kind, "content": clip(text)})
-    for call in m.get("tool_calls") or []:
-        if isinstance(call, Mapping):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("id"),
-                    "name": call.get("name"),
-                    "arguments": call.get("args"),
-                }
-            )
+    parts.extend(
+        {"type": "tool_call", "id": c.get("id"), "name": c.get("name"), "arguments": c.get("args")}
+        for c in m.get("tool_calls") or []
+        if isinstance(c, Mapping)
+    )
     out: dict[str, Any] = {"role": role, "parts": parts}
     if m.get("name") and role != "tool":
         out["name"] = m["name"]

@@ -131,11 +131,8 @@ class SpanTree:
         return None
 
     def forget_earlier_traces(self) -> bool:
-        """Drop what earlier traces needed, unless a run of the thread is still going.
-
-        A late event of an earlier run still finds its trace: the id comes from its root
-        run id. Returns whether anything was forgotten.
-        """
+        """Drop what earlier traces needed (a late event of one finds its trace by its root
+        run id), unless a run of the thread is still going; whether anything was dropped."""
         if self.open and len(self.runs) < _FORGET_AFTER:
             return False  # a run of the thread is still going: keep what its events need
         for known in (
@@ -187,10 +184,8 @@ class SpanTree:
 
     def closing(self, e: Event) -> tuple[OpenRun | None, Trace, str] | None:
         """For an end event: the run it closes (if its start was read), its trace, its id."""
-        if not e.run_id:
-            return None
-        trace = self.trace_of(e)
-        if trace is None:
+        trace = self.trace_of(e) if e.run_id else None
+        if trace is None or not e.run_id:
             return None
         return self.open.pop(e.run_id, None), trace, span_id_for_run(e.run_id)
 

@@ -265,12 +265,10 @@ class OtlpExporter:
                 self.stalled = True
                 self.last_error = outcome.detail
                 kind = outcome.failure.value if outcome.failure else outcome.verdict.value
-                self._log_failure(outcome.verdict is Verdict.REJECTED, kind, outcome.detail)
-                self.backoff = (
-                    self.config.backoff_max
-                    if outcome.verdict is Verdict.REJECTED
-                    else min(self.config.backoff_max, max(0.25, self.backoff * 2))
-                )
+                rejected = outcome.verdict is Verdict.REJECTED
+                self._log_failure(rejected, kind, outcome.detail)
+                most = self.config.backoff_max
+                self.backoff = most if rejected else min(most, max(0.25, self.backoff * 2))
                 if outcome.retry_after is not None:
                     self.backoff = max(self.backoff, min(outcome.retry_after, 300.0))
                 raise ExportStalled(outcome.detail)
@@ -289,22 +287,17 @@ class OtlpExporter:
         if now - self._logged.get(kind, -_LOG_EVERY) < _LOG_EVERY:
             return
         self._logged[kind] = now
-        waiting = self._waiting_text()
+        args = (self.label, detail, self._waiting_text())
         if rejected:
             logger.error(
                 "%s export refused: %s — %s wait in the ledger (nothing is dropped); fix the "
                 "configuration, then `%s` sends them",
-                self.label,
-                detail,
-                waiting,
+                *args,
                 self.config.command,
             )
         else:
             logger.warning(
-                "%s export: %s — %s wait in the ledger (nothing is dropped); retrying",
-                self.label,
-                detail,
-                waiting,
+                "%s export: %s — %s wait in the ledger (nothing is dropped); retrying", *args
             )
 
     def count_waiting(self, thread_ids: Sequence[str] = ()) -> dict[str, int]:
@@ -492,9 +485,7 @@ def resumed_trace(rows: Iterable[tuple[Any, ...]]) -> dict[str, str] | None:
         if not (interrupted and is_continuation(payload or {})) or root is None:
             root = run_id
         interrupted = False
-    if root is None or not interrupted:
-        return None
-    return trace_context_for_run(root)
+    return trace_context_for_run(root) if root is not None and interrupted else None
 
 
 def _keeps_old_names(ledger: Any, thread_id: str) -> bool:

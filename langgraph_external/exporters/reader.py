@@ -74,13 +74,12 @@ class ExportReader:
         """Events after ``after``; checkpoint and writes events without their bulk."""
         with self.connection() as conn:
             rows = conn.execute(self.sql["events"], (thread_id, after, limit)).fetchall()
-        out = []
-        for row in rows:
-            _, files = unpack_detail(row[-1])
-            out.append(
-                Event.from_envelope(ledger_sql.row_to_envelope(row[:-1])).replace(attachments=files)
+        return [
+            Event.from_envelope(ledger_sql.row_to_envelope(row[:-1])).replace(
+                attachments=unpack_detail(row[-1])[1]
             )
-        return out
+            for row in rows
+        ]
 
     def cursor(self, thread_id: str) -> int:
         """This export's recorded cursor of ``thread_id`` (0: none)."""

@@ -113,11 +113,7 @@ def extraction_answer(*texts: str, attributed_to: str = "user") -> str:
         >>> json.loads(extraction_answer("Likes tea"))["memory"][0]["text"]
         'Likes tea'
     """
-    return json.dumps(
-        {
-            "memory": [
-                {"id": str(i), "text": t, "attributed_to": attributed_to}
-                for i, t in enumerate(texts)
-            ]
-        }
-    )
+    memory = [
+        {"id": str(i), "text": t, "attributed_to": attributed_to} for i, t in enumerate(texts)
+    ]
+    return json.dumps({"memory": memory})

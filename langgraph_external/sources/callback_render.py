@@ -228,14 +228,13 @@ def render_llm_end(event: Event) -> Event:
 def _answer_model(generations: Any, llm_output: Any) -> str | None:
     """The model the answer names (``response_metadata["model_name"]`` of its message, or
     the ``llm_output``'s): hosted models report the exact version that answered."""
-    for gens in generations:
-        for g in gens:
-            meta = getattr(getattr(g, "message", None), "response_metadata", None) or {}
-            name = meta.get("model_name") or meta.get("model")
-            if isinstance(name, str) and name:
-                return name
-    if isinstance(llm_output, dict):
-        name = llm_output.get("model_name") or llm_output.get("model")
+    metas = [
+        getattr(getattr(g, "message", None), "response_metadata", None) or {}
+        for gens in generations
+        for g in gens
+    ]
+    for meta in [*metas, llm_output if isinstance(llm_output, dict) else {}]:
+        name = meta.get("model_name") or meta.get("model")
         if isinstance(name, str) and name:
             return name
     return None

@@ -197,8 +197,7 @@ class AuditCallbackHandler(GraphCallbackHandler):
         resume = getattr(inputs, "resume", None)
         if resume is not None:
             payload = {"command": "resume"}
-            resumed = {"value": resume}
-            kind = EventKind.RESUME
+            kind, resumed = EventKind.RESUME, {"value": resume}
             self._emit(run_event(kind, run, run_id, None, payload=resumed, build=render_payload))
         user = next((md[k] for k in self.user_keys if md.get(k) is not None), None)
         if user is not None:
@@ -363,18 +362,10 @@ class AuditCallbackHandler(GraphCallbackHandler):
         kwargs: dict[str, Any],
         payload: dict[str, Any],
     ) -> None:
-        params = dict(kwargs.get("invocation_params") or {})
+        payload = {"params": dict(kwargs.get("invocation_params") or {}), **payload}
+        kind, build = EventKind.LLM_START, functools.partial(render_llm_start, key=self._key)
         run = self._book.start("llm", run_id, parent_run_id, metadata, name)
-        self._emit(
-            run_event(
-                EventKind.LLM_START,
-                run,
-                run_id,
-                parent_run_id,
-                payload={"params": params, **payload},
-                build=functools.partial(render_llm_start, key=self._key),
-            )
-        )
+        self._emit(run_event(kind, run, run_id, parent_run_id, payload=payload, build=build))
 
     def on_llm_end(
         self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any

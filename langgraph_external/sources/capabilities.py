@@ -206,14 +206,12 @@ _CLASSES: dict[tuple[type, frozenset[str]], type] = {}
 
 def capabilities_of(inner: BaseCheckpointSaver[Any]) -> frozenset[str]:
     """The optional methods a recording wrapper of ``inner`` can offer."""
-    caps = set()
-    if overrides(inner, "prune") or overrides(inner, "aprune"):
-        caps.add("prune")
-    postgres = is_postgres_saver(inner)
-    for cap in ("copy_thread", "delete_for_runs"):
-        if overrides(inner, cap) or overrides(inner, "a" + cap) or postgres:
-            caps.add(cap)
-    return frozenset(caps)
+    postgres = is_postgres_saver(inner)  # copies and deletes runs in SQL, not prunes
+    return frozenset(
+        cap
+        for cap in ("prune", "copy_thread", "delete_for_runs")
+        if overrides(inner, cap) or overrides(inner, "a" + cap) or (postgres and cap != "prune")
+    )
 
 
 def class_for(base: type, caps: frozenset[str]) -> type:

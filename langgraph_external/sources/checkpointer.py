@@ -381,7 +381,6 @@ class RecordingSaver(BaseCheckpointSaver[Any]):
         await asyncio.to_thread(self.pipeline.flush)
 
     def _deleted(self, tid: str) -> None:
-        # forget the thread, and leave its tombstone in the record
         self.records.forget(tid)
         self.pipeline.emit(
             Event(

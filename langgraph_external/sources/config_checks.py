@@ -100,8 +100,5 @@ def _filter_problem(value: Any, reject_nul: bool) -> str | None:
                 return problem
         return None
     if isinstance(value, (list, tuple)):
-        for v in value:
-            problem = _filter_problem(v, reject_nul)
-            if problem is not None:
-                return problem
+        return next(filter(None, (_filter_problem(v, reject_nul) for v in value)), None)
     return None

@@ -223,13 +223,10 @@ def interrupt_event(run: Run | None, event: GraphInterruptEvent) -> Event:
     roots: list[Mapping[str, Any]] = []
     for i in event.interrupts:
         iid = getattr(i, "id", None)
-        item: dict[str, Any] = {"id": iid, "value": getattr(i, "value", i)}
         seen = known.get(str(iid)) or {}
-        if seen.get("inner"):
-            item.update(seen["inner"])
+        items.append({"id": iid, "value": getattr(i, "value", i), **(seen.get("inner") or {})})
         if seen.get("root"):
             roots.append(seen["root"])
-        items.append(item)
     nodes = sorted({str(r["node"]) for r in roots if r.get("node")})
     steps = {r["step"] for r in roots if r.get("step") is not None}
     node = nodes[0] if len(nodes) == 1 else None

@@ -101,59 +101,52 @@ class AuditedStore(BaseStore):
 
 
 def _event_for(op: Op, result: Result, ctx: dict[str, Any], duration: float) -> Event | None:
-    common: dict[str, Any] = {
-        "thread_id": ctx["thread_id"],
-        "node": ctx.get("node"),
-        "step": ctx.get("step"),
-        "task_id": ctx.get("task_id"),
-        "checkpoint_ns": ctx.get("checkpoint_ns") or "",
-        "checkpoint_id": ctx.get("checkpoint_id"),
-        "duration_ms": duration,
-        "status": "ok",
-    }
+    payload: dict[str, Any]
     if isinstance(op, SearchOp):
         items: list[SearchItem] = list(result or [])  # type: ignore[arg-type]
-        hits = [
-            {
-                "rank": i,
-                "namespace": list(item.namespace),
-                "key": item.key,
-                "score": getattr(item, "score", None),
-                "value": to_readable(item.value),
-            }
-            for i, item in enumerate(items, 1)
-        ]
-        return Event(
-            kind=EventKind.MEMORY_SEARCH.value,
-            name="store.search",
-            payload={
-                "namespace": list(op.namespace_prefix),
-                "query": op.query,
-                "filter": to_readable(op.filter),
-                "limit": op.limit,
-                "offset": op.offset,
-                "hits": hits,
-            },
-            **common,
-        )
-    if isinstance(op, GetOp):
-        return Event(
-            kind=EventKind.MEMORY_GET.value,
-            name="store.get",
-            payload={"namespace": list(op.namespace), "key": op.key, "found": result is not None},
-            **common,
-        )
-    if isinstance(op, PutOp):
+        kind, name = EventKind.MEMORY_SEARCH, "store.search"
+        payload = {
+            "namespace": list(op.namespace_prefix),
+            "query": op.query,
+            "filter": to_readable(op.filter),
+            "limit": op.limit,
+            "offset": op.offset,
+            "hits": [
+                {
+                    "rank": i,
+                    "namespace": list(item.namespace),
+                    "key": item.key,
+                    "score": getattr(item, "score", None),
+                    "value": to_readable(item.value),
+                }
+                for i, item in enumerate(items, 1)
+            ],
+        }
+    elif isinstance(op, GetOp):
+        kind, name = EventKind.MEMORY_GET, "store.get"
+        payload = {"namespace": list(op.namespace), "key": op.key, "found": result is not None}
+    elif isinstance(op, PutOp):
         deleting = op.value is None
-        return Event(
-            kind=(EventKind.MEMORY_DELETE if deleting else EventKind.MEMORY_PUT).value,
-            name="store.delete" if deleting else "store.put",
-            payload={
-                "namespace": list(op.namespace),
-                "key": op.key,
-                "value": None if deleting else to_readable(op.value),
-                "index": to_readable(op.index),
-            },
-            **common,
-        )
-    return None  # listing namespaces (ListNamespacesOp) reads no memory content
+        kind = EventKind.MEMORY_DELETE if deleting else EventKind.MEMORY_PUT
+        name = "store.delete" if deleting else "store.put"
+        payload = {
+            "namespace": list(op.namespace),
+            "key": op.key,
+            "value": None if deleting else to_readable(op.value),
+            "index": to_readable(op.index),
+        }
+    else:
+        return None  # listing namespaces (ListNamespacesOp) reads no memory content
+    return Event(
+        kind=kind.value,
+        thread_id=ctx["thread_id"],
+        node=ctx.get("node"),
+        step=ctx.get("step"),
+        task_id=ctx.get("task_id"),
+        checkpoint_ns=ctx.get("checkpoint_ns") or "",
+        checkpoint_id=ctx.get("checkpoint_id"),
+        duration_ms=duration,
+        status="ok",
+        name=name,
+        payload=payload,
+    )

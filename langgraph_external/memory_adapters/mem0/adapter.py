@@ -484,14 +484,12 @@ def _normalize_messages(messages: Any) -> list[dict[str, Any]]:
     if isinstance(messages, Mapping):
         return [dict(messages)]
     if isinstance(messages, Sequence):
-        out = []
         for m in messages:
             if not isinstance(m, Mapping):
                 raise MemoryAdapterError(
                     f"messages must be text, a dict or a list of dicts (got {type(m).__name__})"
                 )
-            out.append(dict(m))
-        return out
+        return [dict(m) for m in messages]
     raise MemoryAdapterError(f"messages must be text, a dict or a list of dicts, not {messages!r}")
 
 

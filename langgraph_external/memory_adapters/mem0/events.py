@@ -82,19 +82,15 @@ class MemoryEvents:
     ) -> None:
         if self.pipeline is None:
             return
+        ids = ("run_id", "root_run_id", "checkpoint_id", "node", "step", "task_id")
         event = Event.new(
             kind,
             prov.get("thread_id") or NO_THREAD,
             name=name,
             status="ok",
             payload=payload,
-            run_id=prov.get("run_id"),
-            root_run_id=prov.get("root_run_id"),
             checkpoint_ns=prov.get("checkpoint_ns") or "",
-            checkpoint_id=prov.get("checkpoint_id"),
-            node=prov.get("node"),
-            step=prov.get("step"),
-            task_id=prov.get("task_id"),
             duration_ms=duration,
+            **{k: prov.get(k) for k in ids},
         )
         self.pipeline.emit(event)

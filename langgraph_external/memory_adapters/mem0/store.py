@@ -135,15 +135,11 @@ def graph_provenance() -> dict[str, Any]:
 
 
 def _audited_root(callbacks: Any, node_run: Any) -> str | None:
-    """Root run id of ``node_run`` per the :class:`AuditCallbackHandler` among ``callbacks``.
-
-    LangChain keeps no root id in the config a node receives; the handler that recorded
-    the ``run_start`` event knows it, so both sides join on the same id.
-    """
+    """Root run id of ``node_run`` per the :class:`AuditCallbackHandler` among ``callbacks``
+    (LangChain keeps none in a node's config; the handler that recorded ``run_start`` does)."""
     if node_run is None:
         return None
-    handlers = getattr(callbacks, "handlers", None) or []
-    for h in handlers:
+    for h in getattr(callbacks, "handlers", None) or []:
         if isinstance(h, AuditCallbackHandler):
             root = h.root_run_id(node_run)
             if root is not None:
