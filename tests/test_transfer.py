@@ -21,7 +21,12 @@ from langgraph_external import External
 from langgraph_external.cli import app
 from langgraph_external.errors import ArchiveError, ImportConflictError
 from langgraph_external.ledger import schema as ledger
-from langgraph_external.ops.transfer import import_thread, read_archive
+from langgraph_external.ops.transfer import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_VERSION,
+    import_thread,
+    read_archive,
+)
 from langgraph_external.options import Options
 from langgraph_external.workspace.files import Workspace
 from tests.conftest import _with_db
@@ -253,6 +258,31 @@ def test_unsafe_members_are_refused(tmp_path: Path) -> None:
     not_tar.write_bytes(b"not a tar")
     with pytest.raises(ArchiveError, match="cannot read"):
         read_archive(not_tar)
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [["ledger/events.jsonl"], {"ledger/events.jsonl": "0" * 64}, "ledger/events.jsonl"],
+    ids=["a list", "a string per file", "a string"],
+)
+def test_a_manifest_whose_file_list_is_malformed_is_refused_by_name(
+    tmp_path: Path, listed: Any
+) -> None:
+    """A crafted manifest gets the archive's typed error, not a traceback from inside."""
+    bad = tmp_path / "crafted.tar.gz"
+    members = {
+        "manifest.json": json.dumps(
+            {"format": ARCHIVE_FORMAT, "version": ARCHIVE_VERSION, "files": listed}
+        ).encode(),
+        "ledger/events.jsonl": b"",
+    }
+    with tarfile.open(bad, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ArchiveError, match="files is not a map"):
+        read_archive(bad)
 
 
 def test_export_refuses_a_lagging_workspace_and_unknown_threads(

@@ -366,13 +366,12 @@ class PostgresLedger:
 
     def quarantined(self, projection: str) -> list[dict[str, Any]]:
         """Threads a projection set aside because one of their events could not be applied."""
-        with self._connection() as conn:
-            rows = conn.execute(self.sql.quarantined, (projection,)).fetchall()
+        rows = self._rows(self.sql.quarantined, (projection,))
         return [{"thread_id": r[0], "seq": r[1], "error": r[2], "at": r[3]} for r in rows]
 
     def clear_quarantine(self, projection: str) -> None:
         """Let a projection try its quarantined threads again (``lgx repair``)."""
-        with self._connection() as conn:
+        with self._session() as conn:
             conn.execute(self.sql.clear, (projection,))
 
     def close(self) -> None:

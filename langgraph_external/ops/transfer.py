@@ -316,6 +316,8 @@ def read_archive(path: str | os.PathLike[str]) -> Archive:
     if manifest.get("version") != ARCHIVE_VERSION:
         raise ArchiveError(f"{p}: archive version {manifest.get('version')!r} is not supported")
     listed = manifest.get("files") or {}
+    if not isinstance(listed, dict) or not all(isinstance(v, dict) for v in listed.values()):
+        raise ArchiveError(f"{p}: manifest.json's files is not a map of name to size and sha256")
     if set(listed) != set(files):
         extra, missing = sorted(set(files) - set(listed)), sorted(set(listed) - set(files))
         raise ArchiveError(f"{p}: files not in the manifest {extra[:3]}, missing {missing[:3]}")

@@ -23,6 +23,7 @@ import psycopg
 
 from langgraph_external.ledger import schema as ledger
 from langgraph_external.ledger.queries import SELECT_CALLS
+from langgraph_external.read.offloaded import workspace_fetch
 from langgraph_external.read.state_diff import is_message, message_key, tool_call_keys
 from langgraph_external.record.artifacts import artifact_digests, expand
 from langgraph_external.record.escapes import has_marks, unmark
@@ -214,12 +215,5 @@ def _resolve_payload(
 ) -> Mapping[str, Any]:
     if ws is None or not artifact_digests(payload):
         return unmark(payload) if has_marks(payload) else payload
-    loaded = expand(payload, lambda digest: _artifact_bytes(ws, thread_id, digest))
+    loaded = expand(payload, workspace_fetch(ws, thread_id))
     return loaded if isinstance(loaded, dict) else {}
-
-
-def _artifact_bytes(ws: Workspace, thread_id: str, digest: str) -> bytes | None:
-    try:
-        return ws.read_bytes(ws.artifact_path(thread_id, digest))
-    except OSError:
-        return None
