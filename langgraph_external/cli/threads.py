@@ -287,14 +287,7 @@ def events(
                 until=until_at,
                 limit=limit or None,
             )
-            found = inspection.query_events(conn, thread_id, flt, s.schema)
-            if not found and not inspection.thread_in_ledger(conn, thread_id, s.schema):
-                raise CliError(
-                    f"thread {thread_id!r} not found in the ledger (schema {s.schema}); "
-                    "`lgx show` also reads the workspace",
-                    EXIT_PROBLEM,
-                )
-            context = inspection.step_context(conn, thread_id, s.schema) if by_step else None
+            found, context = _matching_events(conn, thread_id, s.schema, flt, by_step=by_step)
         placed = (
             inspection.place_events(found, context)
             if by_step
@@ -302,6 +295,22 @@ def events(
         )
         ws = s.ws() if full or not as_json else None
         _print_events(thread_id, placed, ws, as_json=as_json, by_step=by_step, full=full)
+
+
+def _matching_events(
+    conn: Any, thread_id: str, schema: str, flt: inspection.EventFilter, *, by_step: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The thread's events ``flt`` matches and, to place them step by step, the thread's
+    step context; a thread the ledger does not hold: exit 1."""
+    found = inspection.query_events(conn, thread_id, flt, schema)
+    if not found and not inspection.thread_in_ledger(conn, thread_id, schema):
+        raise CliError(
+            f"thread {thread_id!r} not found in the ledger (schema {schema}); "
+            "`lgx show` also reads the workspace",
+            EXIT_PROBLEM,
+        )
+    context = inspection.step_context(conn, thread_id, schema) if by_step else None
+    return found, context
 
 
 def _print_events(

@@ -93,12 +93,7 @@ def worker(
     with command(ctx) as s:
         dsn = s.resolve_dsn(create=False)
         if status:
-            info = sealing_status(dsn, s.schema, None if no_workspace else s.ws())
-            if as_json:
-                typer.echo(json.dumps(info, default=str))
-            else:
-                for line in sealing_lines(info):
-                    out.print(line, soft_wrap=True)
+            _print_status(sealing_status(dsn, s.schema, None if no_workspace else s.ws()), as_json)
             return
         exports: tuple[Any, ...] = ()
         if langfuse:
@@ -125,6 +120,15 @@ def worker(
         code = run_worker(config, once=once)
     if code:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+def _print_status(info: dict[str, Any], as_json: bool) -> None:
+    """``lgx worker --status``: :func:`sealing_status` as JSON, or as lines."""
+    if as_json:
+        typer.echo(json.dumps(info, default=str))
+    else:
+        for line in sealing_lines(info):
+            out.print(line, soft_wrap=True)
 
 
 def _announce(schema: str, workspace: str | None, *, langfuse: bool) -> None:
